@@ -1,0 +1,30 @@
+"""The ``kerntune`` command line.
+
+User errors (:class:`KerntuneError`) end with one line on stderr and exit
+code 2 (usage errors: typer's usual message, also exit 2); tracebacks are kept for real bugs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from kerntune.cli import compare_cmd, space_cmd, store_cmd, tune_cmd
+from kerntune.errors import KerntuneError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="kerntune: GPU kernel autotuning with a language model in the loop.")
+app.add_typer(space_cmd.app, name="space")
+app.add_typer(store_cmd.app, name="store")
+app.command("compare")(compare_cmd.compare)
+app.command("tune")(tune_cmd.tune)
+
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        app(args=argv, prog_name="kerntune")
+    except KerntuneError as exc:
+        print(f"kerntune: error: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,78 @@
+"""``kerntune compare``: strategies side by side on a recorded space."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kerntune.cli.common import console, err_console, open_store
+from kerntune.compare import plot_compare, run_compare
+from kerntune.compare.harness import CompareResult
+from kerntune.errors import KerntuneError
+
+
+def _fmt(x: float | None, spec: str = ".0f") -> str:
+    return "never" if x is None else format(x, spec)
+
+
+def print_table(result: CompareResult) -> None:
+    table = Table(title=f"{Path(result.space).name}: budget {result.budget}, {result.repeats} repeats, "
+                        f"optimum {result.optimum_ms:.4g} ms, score cutoff {result.cutoff} evaluations")
+    for col in ("strategy", "score", "best/opt", "min..max", "found opt", "evals to 2%", "evals to 5%",
+                "tuning s", "wall s"):
+        table.add_column(col, justify="right" if col != "strategy" else "left")
+    best = max(result.strategies.values(), key=lambda s: s.score)
+    for name, s in result.strategies.items():
+        style = "bold green" if s is best else ""
+        table.add_row(name, f"{s.score:.3f}", f"{s.best_over_opt:.3f}",
+                      f"{s.best_over_opt_spread[0]:.3f}..{s.best_over_opt_spread[1]:.3f}",
+                      f"{s.found_optimum:.0%}", _fmt(s.evals_to_2pct), _fmt(s.evals_to_5pct),
+                      f"{s.tuning_seconds:.1f}", f"{s.wall_seconds:.1f}", style=style)
+    console.print(table)
+
+
+def compare(
+    space: Optional[Path] = typer.Option(None, "--space", help="Recorded space: Kernel Tuner cache (.json/.json.gz), T4 or kerntune table"),
+    strategies: str = typer.Option("random,pattern,bayes,genetic", "--strategies", help="Comma-separated strategy names"),
+    budget: int = typer.Option(100, "--budget", help="Evaluations per repeat"),
+    repeats: int = typer.Option(10, "--repeats", help="Seeded repeats per strategy"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the first repeat (repeat r uses seed + r)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write all numbers as JSON here"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a best-so-far PNG plot here"),
+    store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db or $KERNTUNE_STORE)"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed comparison by its run id"),
+) -> None:
+    """Compare strategies by methodology score, best/optimum and evaluations to 2%/5%."""
+    names = [s.strip() for s in strategies.split(",") if s.strip()]
+    if not names and not resume:
+        raise KerntuneError("--strategies is empty")
+    if budget < 1:
+        raise KerntuneError(f"budget must be at least 1 evaluation, got {budget}")
+    if space is not None and not space.exists():
+        raise KerntuneError(f"file not found: {space}")
+    st = open_store(store)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as bar:
+        task = bar.add_task("comparing", total=None)
+
+        def progress(label: str, done: int, total: int) -> None:
+            bar.update(task, description=f"comparing: {label}", completed=done, total=total)
+
+        result = run_compare(str(space) if space else None, names, budget, repeats, seed, st, resume=resume,
+                             progress=progress)
+    print_table(result)
+    console.print(f"run id: {result.run_id} (store {st.path})")
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+        console.print(f"numbers: {json_out}")
+    if plot:
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        plot_compare(result, plot)
+        console.print(f"plot: {plot}")
+    st.close()

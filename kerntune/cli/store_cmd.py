@@ -1,0 +1,48 @@
+"""``kerntune store …``: list runs and export their trials."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from kerntune.cli.common import console, open_store
+from kerntune.errors import KerntuneError
+from kerntune.store.export import export_csv, export_kernel_tuner, export_table
+
+app = typer.Typer(no_args_is_help=True, help="Runs and trials in the SQLite store.")
+
+
+@app.command("runs")
+def runs(store: Optional[str] = typer.Option(None, "--store"), limit: int = typer.Option(20, "--limit")) -> None:
+    """List the latest top-level runs."""
+    st = open_store(store)
+    table = Table("id", "kind", "strategy", "status", "created", "trials")
+    for r in st.list_runs(limit):
+        n = st.conn.execute("SELECT COUNT(*) FROM trials WHERE run_id=? OR run_id IN"
+                            " (SELECT id FROM runs WHERE parent_id=?)", (r.id, r.id)).fetchone()[0]
+        when = datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M")
+        table.add_row(r.id, r.kind, r.strategy or "", r.status, when, str(n))
+    console.print(table)
+
+
+@app.command("export")
+def export(run_id: str = typer.Argument(..., help="Run id (a comparison exports all its repeats)"),
+           csv: Optional[Path] = typer.Option(None, "--csv", help="Write trials as CSV"),
+           kernel_tuner: Optional[Path] = typer.Option(None, "--kernel-tuner", help="Write a Kernel Tuner cache file"),
+           table: Optional[Path] = typer.Option(None, "--table", help="Write a kerntune table (replayable)"),
+           store: Optional[str] = typer.Option(None, "--store")) -> None:
+    """Export a run's trials."""
+    if not (csv or kernel_tuner or table):
+        raise KerntuneError("say where to export: --csv, --kernel-tuner and/or --table")
+    st = open_store(store)
+    st.get_run(run_id)
+    if csv:
+        console.print(f"{export_csv(st, run_id, csv)} trials -> {csv}")
+    if kernel_tuner:
+        console.print(f"{export_kernel_tuner(st, run_id, kernel_tuner)} configs -> {kernel_tuner}")
+    if table:
+        console.print(f"{export_table(st, run_id, table)} configs -> {table}")

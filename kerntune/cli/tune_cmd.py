@@ -1,0 +1,53 @@
+"""``kerntune tune``: one strategy on one evaluator (a recorded space for now)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from kerntune.cli.common import console, err_console, open_store
+from kerntune.errors import KerntuneError
+from kerntune.evaluate import ReplayEvaluator
+from kerntune.runner import run_search
+from kerntune.space import jsonable
+from kerntune.strategies import Budget
+
+
+def tune(
+    replay: Path = typer.Option(..., "--replay", help="Recorded space to tune against (Kernel Tuner cache, T4, kerntune table)"),
+    strategy: str = typer.Option("genetic", "--strategy", help="Strategy name"),
+    budget: Optional[int] = typer.Option(100, "--budget", help="Maximum evaluations"),
+    seconds: Optional[float] = typer.Option(None, "--seconds", help="Maximum tuning seconds on the evaluator's clock"),
+    target_ms: Optional[float] = typer.Option(None, "--target-ms", help="Stop once a config is at least this fast"),
+    seed: int = typer.Option(0, "--seed"),
+    store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db)"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed run by its id"),
+) -> None:
+    """Search a space with one strategy, storing every trial."""
+    if not replay.exists():
+        raise KerntuneError(f"file not found: {replay}")
+    evaluator = ReplayEvaluator.from_file(replay)
+    st = open_store(store)
+    b = Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms)
+    if resume:
+        run = st.get_run(resume)
+        strategy, seed = run.strategy or strategy, run.seed if run.seed is not None else seed
+        b = Budget(**run.options.get("budget", b.to_dict()))
+
+    def progress(ctx) -> None:  # noqa: ANN001 - SearchContext
+        if ctx.evaluations % 25 == 0:
+            best = f"{ctx.best.time_ms:.4g} ms" if ctx.best else "none yet"
+            err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
+
+    res = run_search(evaluator, strategy, b, seed, store=st, run_id=resume, progress=progress)
+    if res.best is None:
+        console.print(f"no successful config in {len(res.history)} evaluations ({res.stop_reason})")
+    else:
+        cfg = json.dumps({k: jsonable(v) for k, v in res.best.config.items()})
+        console.print(f"best: {res.best.time_ms:.6g} ms after {len(res.history)} evaluations "
+                      f"({res.stop_reason}); config {cfg}")
+    console.print(f"run id: {res.run_id} (store {st.path})")
+    st.close()

@@ -1,0 +1,176 @@
+"""The compare harness: several strategies, several seeded repeats, one
+recorded space, the same numbers for each.
+
+Every repeat is a child run in the store, so a killed comparison resumes
+where it stopped: finished repeats are read back, the interrupted one is
+re-walked from the store (see ``kerntune.runner``), nothing is re-measured.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from kerntune.compare.metrics import Reference, best_so_far, evals_to_within, median_or_none, methodology_score
+from kerntune.errors import KerntuneError
+from kerntune.evaluate import ReplayEvaluator
+from kerntune.evaluate.trial import Trial
+from kerntune.runner import run_search
+from kerntune.store import Store
+from kerntune.strategies import Budget, get_strategy
+
+
+@dataclass
+class StrategyStats:
+    name: str
+    score: float
+    best_over_opt: float
+    evals_to_2pct: float | None
+    evals_to_5pct: float | None
+    found_optimum: float
+    mean_curve: list[float]
+    best_over_opt_spread: tuple[float, float]
+    tuning_seconds: float            # mean simulated compile+benchmark time per repeat
+    wall_seconds: float              # wall time kerntune spent on this strategy
+    repeats: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "score": self.score, "best_over_opt": self.best_over_opt, "evals_to_2pct": self.evals_to_2pct,
+            "evals_to_5pct": self.evals_to_5pct, "found_optimum_share": self.found_optimum,
+            "best_over_opt_min_max": list(self.best_over_opt_spread), "tuning_seconds": self.tuning_seconds,
+            "wall_seconds": self.wall_seconds, "repeats": self.repeats, "mean_curve": self.mean_curve,
+        }
+
+
+@dataclass
+class CompareResult:
+    run_id: str
+    space: str
+    budget: int
+    repeats: int
+    seed: int
+    optimum_ms: float
+    median_ms: float
+    cutoff: int
+    random_expectation: list[float]
+    strategies: dict[str, StrategyStats] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "space": self.space, "budget": self.budget, "repeats": self.repeats,
+            "seed": self.seed, "optimum_ms": self.optimum_ms, "median_ms": self.median_ms,
+            "cutoff": self.cutoff, "random_expectation": self.random_expectation,
+            "strategies": {k: v.to_dict() for k, v in self.strategies.items()},
+        }
+
+
+Progress = Callable[[str, int, int], None]
+
+
+def _options_from(store: Store, resume: str) -> dict[str, Any]:
+    run = store.get_run(resume)
+    if run.kind != "compare":
+        raise KerntuneError(f"run {resume} is a {run.kind} run, not a comparison")
+    return run.options
+
+
+def run_compare(space_path: str | None, strategies: list[str], budget: int, repeats: int, seed: int,
+                store: Store, resume: str | None = None, progress: Progress | None = None) -> CompareResult:
+    if resume:
+        opts = _options_from(store, resume)
+        space_path, strategies = opts["space"], opts["strategies"]
+        budget, repeats, seed = opts["budget"], opts["repeats"], opts["seed"]
+    if space_path is None:
+        raise KerntuneError("--space is required (or --resume RUN_ID)")
+    if repeats < 1:
+        raise KerntuneError(f"repeats must be at least 1, got {repeats}")
+    for name in strategies:
+        get_strategy(name)
+    budget_obj = Budget(max_evals=budget)
+    evaluator = ReplayEvaluator.from_file(space_path)
+    rec = evaluator.recording
+    ok = rec.ok_times
+    if not ok:
+        raise KerntuneError(f"{space_path}: the recording has no successful measurement")
+    ref = Reference.from_times(ok, len(rec.trials) - len(ok))
+    options = {"space": str(space_path), "strategies": strategies, "budget": budget, "repeats": repeats, "seed": seed}
+    run_id = resume or store.create_run("compare", options=options, space=None, evaluator=evaluator.describe(),
+                                        device=evaluator.device().get("name"))
+    cutoff = min(ref.cutoff(budget), budget)
+    result = CompareResult(run_id, str(space_path), budget, repeats, seed, ref.optimum, ref.median, cutoff,
+                           [float(x) for x in ref.random_expectation(budget)])
+    total, done = len(strategies) * repeats, 0
+    for name in strategies:
+        curves, finals, wall, tuning = [], [], 0.0, []
+        for r in range(repeats):
+            label = f"{name}#{r}"
+            child = store.find_child(run_id, label)
+            t0 = time.perf_counter()
+            if child is not None and child.status == "done":
+                history = [t for _, t, _ in store.trials(child.id)]
+                clock = [c for _, _, c in store.trials(child.id)]
+            else:
+                res = run_search(evaluator, name, budget_obj, seed + r, store=store,
+                                 run_id=child.id if child else None, parent_id=run_id, label=label)
+                history, clock = res.history, res.clocks
+            wall += time.perf_counter() - t0
+            curves.append(_curve(history, ref.worst))
+            finals.append(min((t.time_ms for t in history if t.ok), default=ref.worst))  # type: ignore[type-var]
+            tuning.append(clock[-1] if clock else 0.0)
+            done += 1
+            if progress:
+                progress(label, done, total)
+        score, _ = methodology_score(curves, ref, budget)
+        ratios = [f / ref.optimum for f in finals]
+        result.strategies[name] = StrategyStats(
+            name=name, score=score, best_over_opt=float(np.mean(ratios)),
+            evals_to_2pct=median_or_none([evals_to_within(c, ref.optimum, 2) for c in curves]),
+            evals_to_5pct=median_or_none([evals_to_within(c, ref.optimum, 5) for c in curves]),
+            found_optimum=float(np.mean([r <= 1.0 + 1e-9 for r in ratios])),
+            mean_curve=[float(x) for x in np.mean([_pad(c, budget) for c in curves], axis=0)],
+            best_over_opt_spread=(float(min(ratios)), float(max(ratios))),
+            tuning_seconds=float(np.mean(tuning)), wall_seconds=wall, repeats=repeats,
+        )
+    store.finish_run(run_id)
+    return result
+
+
+def _curve(history: list[Trial], worst: float) -> np.ndarray:
+    return best_so_far([t.time_ms if t.ok else None for t in history], worst)
+
+
+def _pad(curve: np.ndarray, n: int) -> np.ndarray:
+    if len(curve) >= n:
+        return curve[:n]
+    return np.concatenate([curve, np.full(n - len(curve), curve[-1] if len(curve) else np.nan)])
+
+
+def plot_compare(result: CompareResult, path: str | Path) -> None:
+    """Best-so-far (mean over repeats) against evaluations, with random's expectation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    x = np.arange(1, result.budget + 1)
+    ax.plot(x[: len(result.random_expectation)], result.random_expectation, "k--", lw=1.2,
+            label="random search (expected)")
+    for name, stats in result.strategies.items():
+        ax.plot(x[: len(stats.mean_curve)], stats.mean_curve, lw=1.6, label=f"{name} (score {stats.score:.2f})")
+    ax.axhline(result.optimum_ms, color="green", lw=0.8, ls=":", label=f"optimum {result.optimum_ms:.4g} ms")
+    ax.axvline(result.cutoff, color="grey", lw=0.6, ls=":")
+    ax.set_xlabel("evaluations")
+    ax.set_ylabel("best time so far (ms, mean over repeats)")
+    ax.set_title(f"{Path(result.space).name}: best-so-far, {result.repeats} repeats")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,117 @@
+"""The numbers the field compares tuners by.
+
+Methodology score (Kernel Tuner's autotuning methodology, evaluations form):
+
+    P(n) = (f_random(n) - f_strategy(n)) / (f_random(n) - f_opt)
+
+where f_strategy(n) is the mean over repeats of the best time after n
+evaluations and f_random(n) the *expected* best of n random draws without
+replacement, computed exactly from the recording.  0 means as good as random
+search, 1 means the optimum from the first evaluation.  The score is the mean
+of P(n) for n = 1 .. N*, where the cutoff N* is the number of random draws
+expected to reach f_opt + 0.05·(median − f_opt) (capped at the budget).
+
+Failed configs count as evaluations; until a run has a successful trial its
+best is taken as the worst recorded successful time — for random search and
+for the strategy alike — so both curves are finite and comparable.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a recording says about its space: all outcomes, optimum, median."""
+
+    values: np.ndarray     # one entry per recorded config; failures as the worst ok time
+    optimum: float
+    median: float
+    worst: float
+
+    @classmethod
+    def from_times(cls, ok_times: Sequence[float], n_failed: int) -> "Reference":
+        ok = np.sort(np.asarray(ok_times, dtype=float))
+        worst = float(ok[-1])
+        values = np.concatenate([ok, np.full(n_failed, worst)])
+        return cls(values=np.sort(values), optimum=float(ok[0]), median=float(np.median(ok)), worst=worst)
+
+    def random_expectation(self, max_n: int) -> np.ndarray:
+        """E[min of n draws without replacement] for n = 1..max_n (exact).
+
+        With values sorted ascending v_1..v_N, P(min = v_i) = C(N-i, n-1)/C(N, n).
+        """
+        v = self.values
+        big_n = len(v)
+        max_n = min(max_n, big_n)
+        i = np.arange(1, big_n + 1)
+        out = np.empty(max_n)
+        logfact = np.array([math.lgamma(k + 1) for k in range(big_n + 1)])  # log(k!)
+
+        def log_comb(a: np.ndarray, b: int) -> np.ndarray:
+            res = np.full(a.shape, -np.inf)
+            ok = a >= b
+            res[ok] = logfact[a[ok]] - logfact[b] - logfact[a[ok] - b]
+            return res
+
+        for n in range(1, max_n + 1):
+            logp = log_comb(big_n - i, n - 1) - log_comb(np.array([big_n]), n)[0]
+            out[n - 1] = float(np.sum(np.exp(logp) * v))
+        return out
+
+    def cutoff(self, max_n: int) -> int:
+        """Random draws expected to reach f_opt + 5% of (median - f_opt)."""
+        threshold = self.optimum + 0.05 * (self.median - self.optimum)
+        expect = self.random_expectation(max_n)
+        hits = np.nonzero(expect <= threshold)[0]
+        return int(hits[0]) + 1 if len(hits) else max_n
+
+
+def best_so_far(times: Sequence[float | None], fill: float) -> np.ndarray:
+    """Best time after each evaluation; ``None`` (failed) and the start count as ``fill``."""
+    out = np.empty(len(times))
+    best = fill
+    for k, t in enumerate(times):
+        if t is not None and t < best:
+            best = t
+        out[k] = best
+    return out
+
+
+def methodology_score(curves: Sequence[np.ndarray], ref: Reference, budget: int) -> tuple[float, int]:
+    """(score, cutoff used).  Curves shorter than the range hold their last value."""
+    cutoff = min(ref.cutoff(max(budget, 1)), budget)
+    mean = np.mean([_pad(c, cutoff, ref.worst) for c in curves], axis=0)
+    expect = ref.random_expectation(cutoff)
+    denom = expect - ref.optimum
+    mask = denom > 1e-12
+    if not mask.any():
+        return 0.0, cutoff
+    scores = (expect[mask] - mean[mask]) / denom[mask]
+    return float(np.mean(scores)), cutoff
+
+
+def _pad(curve: np.ndarray, n: int, fill: float) -> np.ndarray:
+    if len(curve) >= n:
+        return curve[:n]
+    last = curve[-1] if len(curve) else fill
+    return np.concatenate([curve, np.full(n - len(curve), last)])
+
+
+def evals_to_within(curve: np.ndarray, optimum: float, pct: float) -> int | None:
+    """First evaluation (1-based) whose best is within ``pct`` of the optimum."""
+    hits = np.nonzero(curve <= optimum * (1 + pct / 100.0))[0]
+    return int(hits[0]) + 1 if len(hits) else None
+
+
+def median_or_none(values: Sequence[int | None]) -> float | None:
+    """Median where 'never reached' counts as infinitely late; None if the median never reached."""
+    keyed = sorted(math.inf if v is None else v for v in values)
+    med = statistics.median(keyed) if keyed else math.inf
+    return None if math.isinf(med) else float(med)

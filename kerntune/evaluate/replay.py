@@ -1,0 +1,56 @@
+"""Replay evaluator: answers from a recording instead of a GPU.
+
+The clock is simulated — each trial costs the compile and benchmark time the
+recording holds — so time budgets and 'best after t seconds' mean the same as
+on the machine that made the recording.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from kerntune.evaluate.base import Evaluator
+from kerntune.evaluate.recorded import Recording, load_recording
+from kerntune.evaluate.trial import Status, Trial
+from kerntune.space import Config
+
+
+class ReplayEvaluator(Evaluator):
+    name = "replay"
+    simulated_clock = True
+
+    def __init__(self, recording: Recording, source: str | None = None) -> None:
+        super().__init__(recording.space)
+        self.recording = recording
+        self.source = source
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "ReplayEvaluator":
+        return cls(load_recording(path), source=str(path))
+
+    def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
+        out = []
+        for cfg in configs:
+            cfg = self.space.canonical(cfg)
+            try:
+                recorded = self.recording.trials.get(self.space.key(cfg))
+            except KeyError:
+                recorded = None
+            if recorded is None:
+                # Never pretend an unrecorded config is fast: it is simply unknown.
+                out.append(Trial(cfg, Status.UNMEASURED, error="not in the recording"))
+                continue
+            out.append(Trial(cfg, recorded.status, recorded.time_ms, list(recorded.times_ms),
+                             recorded.compile_s, recorded.bench_s, recorded.error, dict(recorded.extra)))
+        return out
+
+    def device(self) -> dict[str, Any]:
+        return {"name": self.recording.meta.get("device_name") or "unknown"}
+
+    def workload(self) -> dict[str, Any]:
+        meta = self.recording.meta
+        return {"kernel_name": meta.get("kernel_name"), "problem_size": meta.get("problem_size")}
+
+    def describe(self) -> dict[str, Any]:
+        return {"evaluator": self.name, "source": self.source}

@@ -1,0 +1,85 @@
+"""Runs one strategy on one evaluator, storing every trial and resuming runs.
+
+Resume works by replay: the strategy is deterministic under its seed, so it
+is started again from scratch and every config the store already holds for
+this run is answered from the store instead of being measured again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kerntune.evaluate.base import Evaluator
+from kerntune.evaluate.trial import Trial
+from kerntune.store import Store
+from kerntune.strategies import Budget, BudgetExhausted, SearchContext, SearchStalled, get_strategy
+
+
+@dataclass
+class SearchResult:
+    strategy: str
+    seed: int
+    best: Trial | None
+    history: list[Trial]
+    clocks: list[float]
+    stop_reason: str
+    run_id: str | None = None
+    resumed_trials: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def best_so_far(self) -> list[float]:
+        """Best time after each evaluation (inf until the first success)."""
+        out, best = [], float("inf")
+        for t in self.history:
+            if t.ok and t.time_ms < best:  # type: ignore[operator]
+                best = t.time_ms  # type: ignore[assignment]
+            out.append(best)
+        return out
+
+
+def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 0, *,
+               store: Store | None = None, run_id: str | None = None, parent_id: str | None = None,
+               label: str | None = None, options: dict[str, Any] | None = None,
+               progress: Callable[[SearchContext], None] | None = None) -> SearchResult:
+    """Search with ``strategy``; with a store, every trial is committed as it ends.
+
+    If ``run_id`` names a run already in the store, that run is resumed.
+    """
+    fn = get_strategy(strategy)
+    options = dict(options or {})
+    prior: dict[str, tuple[Trial, float]] = {}
+    if store is not None:
+        existing = None
+        if run_id is not None:
+            try:
+                existing = store.get_run(run_id)
+            except Exception:
+                existing = None
+        if existing is not None:
+            prior = {key: (trial, clock) for key, trial, clock in store.trials(run_id)}  # type: ignore[arg-type]
+        else:
+            run_id = store.create_run(
+                "compare-child" if parent_id else "tune", parent_id=parent_id, label=label, strategy=strategy,
+                seed=seed, options={"budget": budget.to_dict(), **options}, space=evaluator.space.to_dict(),
+                evaluator=evaluator.describe(), device=evaluator.device().get("name"), run_id=run_id)
+
+    def on_trial(seq: int, key: str, trial: Trial, clock: float, source: str) -> None:
+        if store is not None:
+            store.add_trial(run_id, seq, key, trial, clock, source)  # type: ignore[arg-type]
+        if progress is not None:
+            progress(ctx)
+
+    ctx = SearchContext(evaluator.space, evaluator, budget, seed, on_trial=on_trial, prior=prior)
+    try:
+        fn(ctx, **options)
+        if not ctx.stop_reason:
+            ctx.stop_reason = "strategy finished"
+    except BudgetExhausted as exc:
+        ctx.stop_reason = str(exc)
+    except SearchStalled as exc:
+        ctx.stop_reason = str(exc)
+    if store is not None and run_id is not None:
+        store.finish_run(run_id, "done")
+    return SearchResult(strategy, seed, ctx.best, ctx.history, ctx.clocks, ctx.stop_reason, run_id,
+                        resumed_trials=len(prior))

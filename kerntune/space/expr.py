@@ -1,0 +1,165 @@
+"""Safe constraint expressions over parameter names.
+
+Constraints arrive from YAML files, Kernel Tuner ``restrictions`` and (later)
+from model output, so they are parsed with :mod:`ast` and interpreted by a
+small whitelist interpreter.  Nothing is ever passed to ``eval``; a node type
+that is not listed here is rejected when the expression is built, not when it
+is first evaluated, so a bad constraint fails at load time with its text.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from typing import Any, Callable, Iterable, Mapping
+
+from kerntune.errors import SpaceError
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+}
+_CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+_UNARY: dict[type, Callable[[Any], Any]] = {
+    ast.Not: operator.not_,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Invert: operator.invert,
+}
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "len": len,
+    "int": int,
+    "float": float,
+    "round": round,
+    "log2": math.log2,
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "sorted": sorted,
+    "sum": sum,
+}
+_MAX_POW_EXPONENT = 64
+
+
+def _pow(a: Any, b: Any) -> Any:
+    # An unbounded exponent from a model could hang the process.
+    if isinstance(b, (int, float)) and abs(b) > _MAX_POW_EXPONENT:
+        raise SpaceError(f"exponent {b} too large in constraint")
+    return a**b
+
+
+_BINOPS[ast.Pow] = _pow
+
+Evaluator = Callable[[Mapping[str, Any]], Any]
+
+
+class Expression:
+    """A compiled constraint such as ``block_size_x * block_size_y <= 1024``."""
+
+    def __init__(self, source: str, known_names: Iterable[str] | None = None) -> None:
+        self.source = source.strip()
+        try:
+            tree = ast.parse(self.source, mode="eval")
+        except SyntaxError as exc:
+            raise SpaceError(f"constraint {self.source!r} is not a valid expression: {exc.msg}") from None
+        self.names: set[str] = set()
+        self._fn = self._compile(tree.body)
+        if known_names is not None:
+            known = set(known_names)
+            unknown = sorted(self.names - known)
+            if unknown:
+                raise SpaceError(
+                    f"constraint {self.source!r} names unknown parameter {unknown[0]!r}"
+                    f" (known: {', '.join(sorted(known))})"
+                )
+
+    def __call__(self, config: Mapping[str, Any]) -> bool:
+        return bool(self._fn(config))
+
+    def __repr__(self) -> str:
+        return f"Expression({self.source!r})"
+
+    def _compile(self, node: ast.AST) -> Evaluator:
+        c = self._compile
+        if isinstance(node, ast.Constant):
+            value = node.value
+            if not isinstance(value, (int, float, str, bool, type(None))):
+                raise SpaceError(f"constraint {self.source!r}: constant {value!r} not allowed")
+            return lambda cfg: value
+        if isinstance(node, ast.Name):
+            name = node.id
+            if name in ("True", "False", "None"):
+                const = {"True": True, "False": False, "None": None}[name]
+                return lambda cfg: const
+            self.names.add(name)
+            return lambda cfg: cfg[name]
+        if isinstance(node, ast.BoolOp):
+            parts = [c(v) for v in node.values]
+            if isinstance(node.op, ast.And):
+                return lambda cfg: all(p(cfg) for p in parts)
+            return lambda cfg: any(p(cfg) for p in parts)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            op, left, right = _BINOPS[type(node.op)], c(node.left), c(node.right)
+            return lambda cfg: op(left(cfg), right(cfg))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            uop, operand = _UNARY[type(node.op)], c(node.operand)
+            return lambda cfg: uop(operand(cfg))
+        if isinstance(node, ast.Compare):
+            first = c(node.left)
+            ops = [_CMPOPS[type(o)] for o in node.ops if type(o) in _CMPOPS]
+            if len(ops) != len(node.ops):
+                raise SpaceError(f"constraint {self.source!r}: comparison not allowed")
+            rest = [c(v) for v in node.comparators]
+
+            def compare(cfg: Mapping[str, Any]) -> bool:
+                left = first(cfg)
+                for op_fn, right_fn in zip(ops, rest):
+                    right = right_fn(cfg)
+                    if not op_fn(left, right):
+                        return False
+                    left = right
+                return True
+
+            return compare
+        if isinstance(node, ast.IfExp):
+            test, body, orelse = c(node.test), c(node.body), c(node.orelse)
+            return lambda cfg: body(cfg) if test(cfg) else orelse(cfg)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = [c(e) for e in node.elts]
+            return lambda cfg: tuple(i(cfg) for i in items)
+        if isinstance(node, ast.Subscript):
+            target, index = c(node.value), c(node.slice)
+            return lambda cfg: target(cfg)[index(cfg)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            fname = node.func.id
+            if fname not in FUNCTIONS:
+                raise SpaceError(
+                    f"constraint {self.source!r}: function {fname!r} not allowed"
+                    f" (allowed: {', '.join(sorted(FUNCTIONS))})"
+                )
+            fn, args = FUNCTIONS[fname], [c(a) for a in node.args]
+            return lambda cfg: fn(*(a(cfg) for a in args))
+        raise SpaceError(f"constraint {self.source!r}: {type(node).__name__} not allowed")

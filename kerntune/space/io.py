@@ -1,0 +1,86 @@
+"""Reading and writing Spaces: kerntune YAML/JSON and Kernel Tuner's
+``tune_params`` + ``restrictions``."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from kerntune.errors import SpaceError
+from kerntune.space.params import Param, infer_param, param_from_dict
+from kerntune.space.space import Constraint, Space
+
+
+def space_from_dict(data: Mapping[str, Any]) -> Space:
+    if not isinstance(data, Mapping) or "params" not in data:
+        raise SpaceError("a space file needs a 'params' list or mapping")
+    raw = data["params"]
+    params: list[Param] = []
+    if isinstance(raw, Mapping):
+        params = [param_from_dict(spec if isinstance(spec, Mapping) else {"kind": "choice", "options": spec}, name=n)
+                  for n, spec in raw.items()]
+    elif isinstance(raw, list):
+        params = [param_from_dict(spec) for spec in raw]
+    else:
+        raise SpaceError("'params' must be a list or a mapping")
+    constraints = data.get("constraints") or []
+    if isinstance(constraints, str):
+        constraints = [constraints]
+    return Space(params, constraints, default=data.get("default"), name=data.get("name", ""),
+                 description=data.get("description", ""))
+
+
+def _yaml() -> YAML:
+    y = YAML(typ="safe")
+    y.default_flow_style = None
+    return y
+
+
+def load_space(path: str | Path) -> Space:
+    path = Path(path)
+    if not path.is_file():
+        raise SpaceError(f"space file not found: {path}")
+    text = path.read_text()
+    try:
+        data = json.loads(text) if path.suffix == ".json" else _yaml().load(text)
+    except (json.JSONDecodeError, YAMLError) as exc:
+        raise SpaceError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}".splitlines()[0]) from None
+    return space_from_dict(data)
+
+
+def save_space(space: Space, path: str | Path) -> None:
+    path = Path(path)
+    data = space.to_dict()
+    if path.suffix == ".json":
+        path.write_text(json.dumps(data, indent=2) + "\n")
+    else:
+        buf = io.StringIO()
+        _yaml().dump(data, buf)
+        path.write_text(buf.getvalue())
+
+
+def from_kernel_tuner(tune_params: Mapping[str, Sequence[Any]],
+                      restrictions: str | Sequence[str] | Callable[..., bool] | None = None,
+                      name: str = "", descriptions: Mapping[str, str] | None = None) -> Space:
+    """Build a Space from Kernel Tuner's inputs.
+
+    Kernel Tuner accepts restrictions as a list of expression strings, or one
+    callable taking the config dict (older versions) — both are supported.
+    """
+    descriptions = descriptions or {}
+    params = [infer_param(n, list(v), descriptions.get(n, "")) for n, v in tune_params.items()]
+    constraints: Iterable[Any]
+    if restrictions is None:
+        constraints = []
+    elif isinstance(restrictions, str):
+        constraints = [restrictions]
+    elif callable(restrictions):
+        constraints = [Constraint(restrictions, description="kernel_tuner restrictions callable")]
+    else:
+        constraints = list(restrictions)
+    return Space(params, constraints, name=name)

@@ -1,0 +1,437 @@
+"""Parameter kinds of a search space.
+
+Every kind is finite and ordered: ``values()`` lists what a kernel accepts,
+in an order where neighbours are meaningful (ascending numbers).  That one
+property lets the Space enumerate, sample, step to neighbours and encode
+without knowing which kind it holds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, ClassVar, Sequence
+
+from kerntune.errors import SpaceError
+
+Value = Any
+
+
+def canonical(value: Value) -> Value:
+    """Lists and tuples compare equal once both are tuples (JSON gives lists)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(canonical(v) for v in value)
+    return value
+
+
+def jsonable(value: Value) -> Value:
+    if isinstance(value, tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _same(a: Value, b: Value) -> bool:
+    # 1 == True in Python; a boolean parameter must not accept 1 and vice versa.
+    return type(a) is type(b) and a == b or (
+        isinstance(a, (int, float)) and isinstance(b, (int, float))
+        and not isinstance(a, bool) and not isinstance(b, bool) and a == b
+    )
+
+
+@dataclass(frozen=True)
+class Param:
+    """Base of all kinds: a name, a finite ordered value list, a default."""
+
+    name: str
+    description: str = ""
+    default: Value = None
+    kind: ClassVar[str] = "param"
+
+    def __post_init__(self) -> None:
+        if not self.name or not str(self.name).isidentifier():
+            raise SpaceError(f"parameter name {self.name!r} must be an identifier")
+        if not self.values():
+            raise SpaceError(f"parameter {self.name!r} has no values")
+        if self.default is not None and self.index(self.default) is None:
+            raise SpaceError(
+                f"parameter {self.name!r}: default {self.default!r} is not one of {self.allowed_text()}"
+            )
+
+    # -- what every kind provides -------------------------------------------------
+    def values(self) -> tuple[Value, ...]:
+        raise NotImplementedError
+
+    @property
+    def default_value(self) -> Value:
+        return canonical(self.default) if self.default is not None else self.values()[0]
+
+    def index(self, value: Value) -> int | None:
+        """Position of ``value`` in ``values()``, or None if not allowed."""
+        value = canonical(value)
+        for i, v in enumerate(self.values()):
+            if _same(v, value):
+                return i
+        return None
+
+    def contains(self, value: Value) -> bool:
+        return self.index(value) is not None
+
+    def allowed_text(self) -> str:
+        vals = self.values()
+        if len(vals) > 12:
+            return f"{len(vals)} values from {jsonable(vals[0])!r} to {jsonable(vals[-1])!r}"
+        return "[" + ", ".join(repr(jsonable(v)) for v in vals) + "]"
+
+    def adjacent(self, value: Value) -> list[Value]:
+        """Values one step away: the natural 'small move' for local search."""
+        i = self.index(value)
+        vals = self.values()
+        if i is None:
+            return []
+        return [vals[j] for j in (i - 1, i + 1) if 0 <= j < len(vals)]
+
+    def others(self, value: Value) -> list[Value]:
+        return [v for v in self.values() if not _same(v, canonical(value))]
+
+    @property
+    def width(self) -> int:
+        return 1
+
+    def encode(self, value: Value) -> list[float]:
+        """Position in [0, 1]; ordered kinds keep their order for surrogates."""
+        n = len(self.values())
+        i = self.index(value)
+        if i is None:
+            raise SpaceError(f"{self.name}: {value!r} is not one of {self.allowed_text()}")
+        return [i / (n - 1) if n > 1 else 0.0]
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"enum": [jsonable(v) for v in self.values()]}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind}
+        out.update(self._spec())
+        if self.default is not None:
+            out["default"] = jsonable(self.default)
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    def _spec(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def type_text(self) -> str:
+        """Short human/LLM description of the kind and range."""
+        return f"{self.kind} {self.allowed_text()}"
+
+
+@dataclass(frozen=True)
+class PowerOfTwo(Param):
+    low: int = 1
+    high: int = 1
+    kind: ClassVar[str] = "pow2"
+
+    def __post_init__(self) -> None:
+        for bound in (self.low, self.high):
+            if not isinstance(bound, int) or bound < 1 or bound & (bound - 1):
+                raise SpaceError(f"parameter {self.name!r}: pow2 bounds must be powers of two, got {bound!r}")
+        if self.low > self.high:
+            raise SpaceError(f"parameter {self.name!r}: low {self.low} > high {self.high}")
+        super().__post_init__()
+
+    def values(self) -> tuple[int, ...]:
+        return self._values
+
+    @cached_property
+    def _values(self) -> tuple[int, ...]:
+        lo, hi = int(math.log2(self.low)), int(math.log2(self.high))
+        return tuple(2**k for k in range(lo, hi + 1))
+
+    def _spec(self) -> dict[str, Any]:
+        return {"low": self.low, "high": self.high}
+
+    def type_text(self) -> str:
+        return f"power of two in [{self.low}, {self.high}]"
+
+
+@dataclass(frozen=True)
+class IntRange(Param):
+    low: int = 0
+    high: int = 0
+    step: int = 1
+    kind: ClassVar[str] = "int"
+
+    def __post_init__(self) -> None:
+        if self.step < 1:
+            raise SpaceError(f"parameter {self.name!r}: step must be >= 1")
+        if self.low > self.high:
+            raise SpaceError(f"parameter {self.name!r}: low {self.low} > high {self.high}")
+        super().__post_init__()
+
+    def values(self) -> tuple[int, ...]:
+        return self._values
+
+    @cached_property
+    def _values(self) -> tuple[int, ...]:
+        return tuple(range(self.low, self.high + 1, self.step))
+
+    def index(self, value: Value) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            return None
+        value = int(value)
+        if value < self.low or value > self.high or (value - self.low) % self.step:
+            return None
+        return (value - self.low) // self.step
+
+    def json_schema(self) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "integer", "minimum": self.low, "maximum": self.high}
+        if self.step > 1:
+            schema = {"enum": list(self.values())}
+        return schema
+
+    def _spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"low": self.low, "high": self.high}
+        if self.step != 1:
+            spec["step"] = self.step
+        return spec
+
+    def type_text(self) -> str:
+        step = f" step {self.step}" if self.step != 1 else ""
+        return f"integer in [{self.low}, {self.high}]{step}"
+
+
+@dataclass(frozen=True)
+class Choice(Param):
+    options: tuple[Value, ...] = ()
+    kind: ClassVar[str] = "choice"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", tuple(canonical(o) for o in self.options))
+        for opt in self.options:
+            if not isinstance(opt, (int, float, str, bool, type(None), tuple)):
+                raise SpaceError(f"parameter {self.name!r}: option {opt!r} must be a number, string or null")
+        if len(set(map(repr, self.options))) != len(self.options):
+            raise SpaceError(f"parameter {self.name!r}: duplicate options")
+        super().__post_init__()
+
+    @property
+    def default_value(self) -> Value:
+        # None is a legitimate option, so 'default is None' cannot mean 'unset' here
+        # when the options contain None; the first option is then the default.
+        return canonical(self.default) if self.default is not None else self.options[0]
+
+    def values(self) -> tuple[Value, ...]:
+        return self.options
+
+    @property
+    def ordered(self) -> bool:
+        return all(isinstance(o, (int, float)) and not isinstance(o, bool) for o in self.options)
+
+    def adjacent(self, value: Value) -> list[Value]:
+        # Unordered options (strings) have no 'next'; every other option is one step.
+        return super().adjacent(value) if self.ordered else self.others(value)
+
+    def _spec(self) -> dict[str, Any]:
+        return {"options": [jsonable(o) for o in self.options]}
+
+    def type_text(self) -> str:
+        return f"one of {self.allowed_text()}"
+
+
+@dataclass(frozen=True)
+class Boolean(Param):
+    kind: ClassVar[str] = "bool"
+
+    def values(self) -> tuple[bool, ...]:
+        return (False, True)
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "boolean"}
+
+    def _spec(self) -> dict[str, Any]:
+        return {}
+
+    def type_text(self) -> str:
+        return "boolean"
+
+
+@dataclass(frozen=True)
+class Permutation(Param):
+    """An ordering of items, e.g. a loop order; neighbours swap two adjacent items."""
+
+    items: tuple[Value, ...] = ()
+    kind: ClassVar[str] = "permutation"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "items", tuple(canonical(i) for i in self.items))
+        if len(self.items) > 8:
+            raise SpaceError(f"parameter {self.name!r}: permutations of more than 8 items are not enumerable")
+        super().__post_init__()
+
+    def values(self) -> tuple[tuple[Value, ...], ...]:
+        return self._values
+
+    @cached_property
+    def _values(self) -> tuple[tuple[Value, ...], ...]:
+        return tuple(itertools.permutations(self.items))
+
+    def index(self, value: Value) -> int | None:
+        value = canonical(value)
+        if not isinstance(value, tuple) or sorted(map(repr, value)) != sorted(map(repr, self.items)):
+            return None
+        return super().index(value)
+
+    def adjacent(self, value: Value) -> list[Value]:
+        value = canonical(value)
+        out = []
+        for i in range(len(value) - 1):
+            swapped = list(value)
+            swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+            out.append(tuple(swapped))
+        return out
+
+    @property
+    def width(self) -> int:
+        return len(self.items)
+
+    def encode(self, value: Value) -> list[float]:
+        value = canonical(value)
+        n = max(len(self.items) - 1, 1)
+        return [value.index(item) / n for item in self.items]
+
+    def json_schema(self) -> dict[str, Any]:
+        n = len(self.items)
+        return {"type": "array", "items": {"enum": [jsonable(i) for i in self.items]},
+                "minItems": n, "maxItems": n, "uniqueItems": True}
+
+    def _spec(self) -> dict[str, Any]:
+        return {"items": [jsonable(i) for i in self.items]}
+
+    def type_text(self) -> str:
+        return f"permutation of {[jsonable(i) for i in self.items]}"
+
+
+@dataclass(frozen=True)
+class ListParam(Param):
+    """A fixed-length list whose elements share one kind (e.g. Helion block_sizes)."""
+
+    element: Param = field(default=None)  # type: ignore[assignment]
+    length: int = 1
+    kind: ClassVar[str] = "list"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.element, Param):
+            raise SpaceError(f"parameter {self.name!r}: list needs an element kind")
+        if self.length < 1:
+            raise SpaceError(f"parameter {self.name!r}: list length must be >= 1")
+        super().__post_init__()
+
+    def values(self) -> tuple[tuple[Value, ...], ...]:
+        return self._values
+
+    @cached_property
+    def _values(self) -> tuple[tuple[Value, ...], ...]:
+        return tuple(itertools.product(self.element.values(), repeat=self.length))
+
+    @property
+    def default_value(self) -> Value:
+        if self.default is not None:
+            return canonical(self.default)
+        return (self.element.default_value,) * self.length
+
+    def index(self, value: Value) -> int | None:
+        value = canonical(value)
+        if not isinstance(value, tuple) or len(value) != self.length:
+            return None
+        n = len(self.element.values())
+        idx = 0
+        for item in value:
+            i = self.element.index(item)
+            if i is None:
+                return None
+            idx = idx * n + i
+        return idx
+
+    def element_errors(self, value: Value) -> list[str]:
+        value = canonical(value)
+        if not isinstance(value, tuple):
+            return [f"expected a list of {self.length} values"]
+        if len(value) != self.length:
+            return [f"expected {self.length} values, got {len(value)}"]
+        return [f"[{i}]={jsonable(v)!r} is not one of {self.element.allowed_text()}"
+                for i, v in enumerate(value) if not self.element.contains(v)]
+
+    def allowed_text(self) -> str:
+        return f"lists of {self.length} values, each {self.element.allowed_text()}"
+
+    def adjacent(self, value: Value) -> list[Value]:
+        value = canonical(value)
+        out = []
+        for i, item in enumerate(value):
+            for alt in self.element.adjacent(item):
+                out.append(value[:i] + (alt,) + value[i + 1:])
+        return out
+
+    def others(self, value: Value) -> list[Value]:
+        value = canonical(value)
+        out = []
+        for i, item in enumerate(value):
+            for alt in self.element.others(item):
+                out.append(value[:i] + (alt,) + value[i + 1:])
+        return out
+
+    @property
+    def width(self) -> int:
+        return self.length * self.element.width
+
+    def encode(self, value: Value) -> list[float]:
+        return [x for item in canonical(value) for x in self.element.encode(item)]
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "array", "items": self.element.json_schema(),
+                "minItems": self.length, "maxItems": self.length}
+
+    def _spec(self) -> dict[str, Any]:
+        element = self.element.to_dict()
+        element.pop("name", None)
+        return {"length": self.length, "element": element}
+
+    def type_text(self) -> str:
+        return f"list of {self.length} x ({self.element.type_text()})"
+
+
+KINDS: dict[str, type[Param]] = {
+    cls.kind: cls for cls in (PowerOfTwo, IntRange, Choice, Boolean, Permutation, ListParam)
+}
+
+
+def param_from_dict(data: dict[str, Any], name: str | None = None) -> Param:
+    """Build a Param from its YAML/JSON form; the inverse of ``Param.to_dict``."""
+    data = dict(data)
+    kind = data.pop("kind", None)
+    name = data.pop("name", name)
+    if kind not in KINDS:
+        raise SpaceError(f"parameter {name!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})")
+    cls = KINDS[kind]
+    if kind == "list":
+        element = data.pop("element", None)
+        if not isinstance(element, dict):
+            raise SpaceError(f"parameter {name!r}: list needs an 'element' mapping")
+        data["element"] = param_from_dict(element, name=f"{name}_item")
+    for key in ("options", "items"):
+        if key in data:
+            data[key] = tuple(data[key])
+    try:
+        return cls(name=name, **data)
+    except TypeError as exc:
+        raise SpaceError(f"parameter {name!r}: {exc}") from None
+
+
+def infer_param(name: str, values: Sequence[Value], description: str = "", default: Value = None) -> Param:
+    """Kernel Tuner lists become a Choice; all-boolean lists become Boolean."""
+    vals = [canonical(v) for v in values]
+    if vals and all(isinstance(v, bool) for v in vals) and set(vals) == {False, True}:
+        return Boolean(name=name, description=description, default=default)
+    return Choice(name=name, options=tuple(vals), description=description, default=default)

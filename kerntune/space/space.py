@@ -1,0 +1,328 @@
+"""The Space: parameters, constraints and a default, and every operation a
+strategy, an evaluator or a prompt needs from them.
+
+Configs are plain ``dict[str, value]`` with list values as tuples inside
+kerntune (hashable) and lists in JSON.  ``Space.key`` gives the canonical
+string used for de-duplication and as the store's unique key.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from kerntune.errors import SpaceError
+from kerntune.space.expr import Expression
+from kerntune.space.params import ListParam, Param, canonical, jsonable
+
+Config = dict[str, Any]
+
+# Above this many cartesian points a Space never materialises its valid set.
+_MATERIALISE_LIMIT = 2_000_000
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One reason a config is not valid, naming the field and what is allowed."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class Constraint:
+    """A restriction on configs: a safe expression or a Python callable.
+
+    Callables take the config dict; they stay in Python (never serialised), so a
+    space with callables saves only its expression constraints and says so.
+    """
+
+    def __init__(self, rule: str | Callable[[Mapping[str, Any]], bool], names: Iterable[str] | None = None,
+                 description: str = "") -> None:
+        if isinstance(rule, str):
+            self.expression: Expression | None = Expression(rule, names)
+            self.fn: Callable[[Mapping[str, Any]], bool] = self.expression
+            self.text = self.expression.source
+        elif callable(rule):
+            self.expression = None
+            self.fn = rule
+            self.text = description or getattr(rule, "__name__", "callable")
+        else:
+            raise SpaceError(f"constraint must be a string or a callable, got {type(rule).__name__}")
+        self.description = description
+
+    def __call__(self, config: Mapping[str, Any]) -> bool:
+        try:
+            return bool(self.fn(config))
+        except (ArithmeticError, TypeError, ValueError, KeyError, IndexError):
+            # A constraint that cannot be computed for a config (e.g. x // 0) rejects it.
+            return False
+
+    def __repr__(self) -> str:
+        return f"Constraint({self.text!r})"
+
+
+class Space:
+    """A finite, constrained search space of kernel configurations."""
+
+    def __init__(self, params: Sequence[Param], constraints: Iterable[str | Callable | Constraint] = (),
+                 default: Mapping[str, Any] | None = None, name: str = "", description: str = "") -> None:
+        if not params:
+            raise SpaceError("a space needs at least one parameter")
+        names = [p.name for p in params]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SpaceError(f"duplicate parameter name {dupes[0]!r}")
+        self.params: list[Param] = list(params)
+        self.by_name: dict[str, Param] = {p.name: p for p in self.params}
+        self.names: list[str] = names
+        self.constraints: list[Constraint] = [
+            c if isinstance(c, Constraint) else Constraint(c, names) for c in constraints
+        ]
+        self.name = name
+        self.description = description
+        self._valid_cache: list[Config] | None = None
+        self._count: int | None = None
+        self.default: Config = self._build_default(default or {})
+
+    # -- construction helpers ---------------------------------------------------------
+    def _build_default(self, given: Mapping[str, Any]) -> Config:
+        unknown = sorted(set(given) - set(self.names))
+        if unknown:
+            raise SpaceError(f"default names unknown parameter {unknown[0]!r}")
+        cfg = {p.name: canonical(given[p.name]) if p.name in given else p.default_value for p in self.params}
+        errors = self.validate(cfg, check_constraints=False)
+        if errors:
+            raise SpaceError(f"default config invalid: {errors[0]}")
+        if self.constraints and not self.satisfies(cfg):
+            if given:
+                raise SpaceError(f"default config {self.to_json(cfg)} violates the constraints")
+            first = next(self.enumerate(), None)
+            if first is None:
+                raise SpaceError("the space has no valid configuration")
+            cfg = first
+        return cfg
+
+    # -- sizes ------------------------------------------------------------------------------
+    @property
+    def cartesian_size(self) -> int:
+        return math.prod(len(p.values()) for p in self.params)
+
+    def count(self) -> int:
+        """Number of valid configs (enumerates once, then cached)."""
+        if self._count is None:
+            if self._valid_cache is not None:
+                self._count = len(self._valid_cache)
+            else:
+                self._count = sum(1 for _ in self.enumerate())
+        return self._count
+
+    # -- validity ---------------------------------------------------------------------------
+    def satisfies(self, config: Mapping[str, Any]) -> bool:
+        return all(c(config) for c in self.constraints)
+
+    def validate(self, config: Mapping[str, Any], check_constraints: bool = True) -> list[FieldError]:
+        """Every reason ``config`` is not a member of this space; empty if it is."""
+        if not isinstance(config, Mapping):
+            return [FieldError("<config>", f"expected an object of parameters, got {type(config).__name__}")]
+        errors = []
+        for key in config:
+            if key not in self.by_name:
+                errors.append(FieldError(str(key), f"unknown parameter (known: {', '.join(self.names)})"))
+        for p in self.params:
+            if p.name not in config:
+                errors.append(FieldError(p.name, f"missing; allowed: {p.allowed_text()}"))
+                continue
+            value = config[p.name]
+            if not p.contains(value):
+                if isinstance(p, ListParam):
+                    detail = "; ".join(p.element_errors(value))
+                    errors.append(FieldError(p.name, f"{detail} (allowed: {p.allowed_text()})"))
+                else:
+                    errors.append(FieldError(p.name, f"{jsonable(value)!r} is not allowed; allowed: {p.allowed_text()}"))
+        if not errors and check_constraints:
+            cfg = self.canonical(config)
+            for c in self.constraints:
+                if not c(cfg):
+                    errors.append(FieldError("<constraints>", f"violates constraint {c.text!r}"))
+        return errors
+
+    def is_valid(self, config: Mapping[str, Any]) -> bool:
+        return not self.validate(config)
+
+    def canonical(self, config: Mapping[str, Any]) -> Config:
+        return {n: canonical(config[n]) for n in self.names if n in config}
+
+    def normalize(self, partial: Mapping[str, Any]) -> Config:
+        """Fill unspecified fields from the default; unknown fields are an error."""
+        if not isinstance(partial, Mapping):
+            raise SpaceError(f"expected an object of parameters, got {type(partial).__name__}")
+        unknown = [k for k in partial if k not in self.by_name]
+        if unknown:
+            raise SpaceError(f"{unknown[0]}: unknown parameter (known: {', '.join(self.names)})")
+        cfg = dict(self.default)
+        cfg.update({k: canonical(v) for k, v in partial.items()})
+        return {n: cfg[n] for n in self.names}
+
+    def sparse(self, config: Mapping[str, Any]) -> Config:
+        """Only the fields that differ from the default (what prompts show)."""
+        return {n: v for n, v in self.canonical(config).items() if v != self.default[n]}
+
+    # -- keys and serialisation of configs --------------------------------------------------
+    def key(self, config: Mapping[str, Any]) -> str:
+        return json.dumps([jsonable(canonical(config[n])) for n in self.names], separators=(",", ":"))
+
+    def from_key(self, key: str) -> Config:
+        return {n: canonical(v) for n, v in zip(self.names, json.loads(key))}
+
+    def to_json(self, config: Mapping[str, Any]) -> str:
+        return json.dumps({n: jsonable(config[n]) for n in self.names if n in config}, separators=(",", ":"))
+
+    # -- enumeration and sampling ---------------------------------------------------------------
+    def enumerate(self) -> Iterator[Config]:
+        """All valid configs, lazily, in the cartesian order of ``params``."""
+        if self._valid_cache is not None:
+            yield from (dict(c) for c in self._valid_cache)
+            return
+        value_lists = [p.values() for p in self.params]
+        for combo in itertools.product(*value_lists):
+            cfg = dict(zip(self.names, combo))
+            if self.satisfies(cfg):
+                yield cfg
+
+    def valid_configs(self) -> list[Config]:
+        """The materialised valid set, for spaces small enough to hold in memory."""
+        if self._valid_cache is None:
+            if self.cartesian_size > _MATERIALISE_LIMIT:
+                raise SpaceError(
+                    f"space has {self.cartesian_size:,} cartesian points; too many to materialise"
+                )
+            self._valid_cache = list(self.enumerate())
+            self._count = len(self._valid_cache)
+        return self._valid_cache
+
+    def random_config(self, rng: random.Random, max_tries: int = 10_000) -> Config:
+        """One config drawn uniformly among valid configs.
+
+        Uniform over the cartesian product, then rejection, is uniform over the
+        valid set; when rejection keeps failing the valid set is materialised.
+        """
+        for _ in range(min(max_tries, 200) if self.cartesian_size <= _MATERIALISE_LIMIT else max_tries):
+            cfg = {p.name: rng.choice(p.values()) for p in self.params}
+            if self.satisfies(cfg):
+                return cfg
+        valid = self.valid_configs()
+        if not valid:
+            raise SpaceError("the space has no valid configuration")
+        return dict(rng.choice(valid))
+
+    def sample(self, rng: random.Random, n: int, exclude: Iterable[str] = ()) -> list[Config]:
+        """Up to ``n`` distinct valid configs, uniformly, none of whose keys is in ``exclude``."""
+        excluded = set(exclude)
+        out: list[Config] = []
+        seen = set(excluded)
+        misses = 0
+        while len(out) < n and misses < 50 + 5 * n:
+            cfg = self.random_config(rng)
+            k = self.key(cfg)
+            if k in seen:
+                misses += 1
+                continue
+            seen.add(k)
+            out.append(cfg)
+        if len(out) < n and self.cartesian_size <= _MATERIALISE_LIMIT:
+            # Nearly exhausted space: draw from what is left without replacement.
+            rest = [c for c in self.valid_configs() if self.key(c) not in seen]
+            out.extend(dict(c) for c in rng.sample(rest, min(n - len(out), len(rest))))
+        return out
+
+    # -- neighbourhoods ------------------------------------------------------------------------
+    def neighbours(self, config: Mapping[str, Any], mode: str = "adjacent") -> list[Config]:
+        """Valid configs that differ from ``config`` in exactly one parameter.
+
+        ``adjacent`` moves a numeric field one step along its value list (and one
+        element of a list, or swaps two neighbours of a permutation); ``hamming``
+        allows any other value of one field.
+        """
+        if mode not in ("adjacent", "hamming"):
+            raise SpaceError(f"unknown neighbourhood {mode!r} (adjacent, hamming)")
+        cfg = self.canonical(config)
+        out = []
+        for p in self.params:
+            alts = p.adjacent(cfg[p.name]) if mode == "adjacent" else p.others(cfg[p.name])
+            for alt in alts:
+                cand = dict(cfg)
+                cand[p.name] = alt
+                if self.satisfies(cand):
+                    out.append(cand)
+        return out
+
+    # -- surrogate encoding ---------------------------------------------------------------------
+    @property
+    def encoded_width(self) -> int:
+        return sum(p.width for p in self.params)
+
+    def encode(self, config: Mapping[str, Any]) -> np.ndarray:
+        """A vector in [0, 1]^d that keeps the order of ordered kinds."""
+        cfg = self.canonical(config)
+        return np.array([x for p in self.params for x in p.encode(cfg[p.name])], dtype=float)
+
+    # -- schema ---------------------------------------------------------------------------------
+    def config_schema(self, sparse: bool = True) -> dict[str, Any]:
+        props = {p.name: p.json_schema() for p in self.params}
+        schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+        if not sparse:
+            schema["required"] = list(self.names)
+        return schema
+
+    def json_schema(self, sparse: bool = True) -> dict[str, Any]:
+        """Schema of the answer a model must give: ``{"configs":[{"reasoning","config"}]}``."""
+        return {
+            "type": "object",
+            "properties": {
+                "configs": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"reasoning": {"type": "string"}, "config": self.config_schema(sparse)},
+                        "required": ["config"],
+                    },
+                }
+            },
+            "required": ["configs"],
+        }
+
+    # -- dict form ------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.name:
+            out["name"] = self.name
+        if self.description:
+            out["description"] = self.description
+        out["params"] = [p.to_dict() for p in self.params]
+        exprs = [c.text for c in self.constraints if c.expression is not None]
+        if exprs:
+            out["constraints"] = exprs
+        out["default"] = {n: jsonable(v) for n, v in self.default.items()}
+        return out
+
+    def describe(self) -> str:
+        """Plain-text summary for prompts and ``space info``."""
+        lines = []
+        for p in self.params:
+            desc = f" — {p.description}" if p.description else ""
+            lines.append(f"- {p.name}: {p.type_text()}; default {jsonable(self.default[p.name])!r}{desc}")
+        for c in self.constraints:
+            lines.append(f"- constraint: {c.text}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Space({self.name or 'unnamed'}, params={self.names})"

@@ -1,0 +1,90 @@
+"""Exporting a run's trials: CSV for spreadsheets, a Kernel Tuner cache file
+for Kernel Tuner users (and for kerntune's own replay), and kerntune's table."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from kerntune.errors import StoreError
+from kerntune.evaluate.recorded import table_dict
+from kerntune.evaluate.trial import Status, Trial
+from kerntune.space import space_from_dict
+from kerntune.store.sqlite import Store
+
+_KT_FAILURE = {
+    Status.INVALID: "InvalidConfig",
+    Status.COMPILE_ERROR: "CompilationFailedConfig",
+    Status.COMPILE_TIMEOUT: "CompilationFailedConfig",
+}
+
+
+def _run_trials(store: Store, run_id: str) -> tuple[list[Trial], list[float]]:
+    ids = [run_id] + [c.id for c in store.child_runs(run_id)]
+    trials, clocks = [], []
+    for rid in ids:
+        for _, t, clock in store.trials(rid):
+            trials.append(t)
+            clocks.append(clock)
+    if not trials:
+        raise StoreError(f"run {run_id} has no trials")
+    return trials, clocks
+
+
+def export_csv(store: Store, run_id: str, path: str | Path) -> int:
+    trials, clocks = _run_trials(store, run_id)
+    names = list(trials[0].config)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(names + ["status", "time_ms", "compile_s", "bench_s", "clock_s", "error"])
+        for t, c in zip(trials, clocks):
+            w.writerow([json.dumps(t.config[n]) if isinstance(t.config[n], list) else t.config[n] for n in names]
+                       + [t.status.value, t.time_ms, t.compile_s, t.bench_s, c, t.error or ""])
+    return len(trials)
+
+
+def export_kernel_tuner(store: Store, run_id: str, path: str | Path) -> int:
+    """Write a Kernel Tuner cache file (times in ms, failures as its strings)."""
+    run = store.get_run(run_id)
+    trials, _ = _run_trials(store, run_id)
+    names = list(trials[0].config)
+    tune_params: dict[str, list[Any]] = {n: [] for n in names}
+    cache: dict[str, Any] = {}
+    for t in trials:
+        if t.status is Status.UNMEASURED:
+            continue
+        for n in names:
+            if t.config[n] not in tune_params[n]:
+                tune_params[n].append(t.config[n])
+        entry: dict[str, Any] = dict(t.config)
+        entry["time"] = t.time_ms if t.ok else _KT_FAILURE.get(t.status, "RuntimeFailedConfig")
+        entry.update({"times": t.times_ms, "compile_time": t.compile_s * 1000.0,
+                      "benchmark_time": t.bench_s * 1000.0, "verification_time": 0, "strategy_time": 0,
+                      "framework_time": 0, "timestamp": ""})
+        entry.update(t.extra)
+        cache[",".join(str(t.config[n]) for n in names)] = entry
+    data = {"device_name": _run_device(store, run_id) or "unknown", "kernel_name": run.label or "kernel",
+            "problem_size": [], "tune_params_keys": names, "tune_params": tune_params, "objective": "time",
+            "cache": cache}
+    Path(path).write_text(json.dumps(data))
+    return len(cache)
+
+
+def export_table(store: Store, run_id: str, path: str | Path) -> int:
+    row = store.conn.execute("SELECT space_json FROM runs WHERE id=? OR parent_id=? AND space_json IS NOT NULL"
+                             " ORDER BY parent_id IS NOT NULL LIMIT 1", (run_id, run_id)).fetchone()
+    if row is None or not row["space_json"]:
+        raise StoreError(f"run {run_id} has no stored space to export a table with")
+    space = space_from_dict(json.loads(row["space_json"]))
+    trials, _ = _run_trials(store, run_id)
+    unique = {space.key(t.config): t for t in trials}
+    Path(path).write_text(json.dumps(table_dict(space, unique.values(), {"run_id": run_id,
+                                                                         "device_name": _run_device(store, run_id)})))
+    return len(unique)
+
+
+def _run_device(store: Store, run_id: str) -> str | None:
+    row = store.conn.execute("SELECT device FROM runs WHERE id=?", (run_id,)).fetchone()
+    return row["device"] if row else None

@@ -1,0 +1,238 @@
+"""The SQLite store: every run, every trial, best configs and LLM exchanges.
+
+Each trial is committed the moment it finishes (WAL journal), so a run that
+is killed loses at most the trial in flight, and ``--resume`` can continue it
+without measuring anything twice.  ``UNIQUE(run_id, config_key)`` makes a
+double measurement impossible rather than merely unlikely.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from kerntune.errors import StoreError
+from kerntune.evaluate.trial import Status, Trial
+from kerntune.space.params import jsonable
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    parent_id TEXT REFERENCES runs(id),
+    kind TEXT NOT NULL,                 -- tune | compare | compare-child
+    label TEXT,
+    strategy TEXT,
+    seed INTEGER,
+    status TEXT NOT NULL,               -- running | done | failed
+    options_json TEXT NOT NULL DEFAULT '{}',
+    space_json TEXT,
+    evaluator_json TEXT,
+    device TEXT,
+    created REAL NOT NULL,
+    finished REAL
+);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    seq INTEGER NOT NULL,
+    config_key TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    time_ms REAL,
+    times_json TEXT,
+    compile_s REAL,
+    bench_s REAL,
+    clock_s REAL,
+    error TEXT,
+    extra_json TEXT,
+    source TEXT,                        -- which strategy / round proposed it
+    created REAL NOT NULL,
+    UNIQUE(run_id, config_key),
+    UNIQUE(run_id, seq)
+);
+CREATE INDEX IF NOT EXISTS trials_run ON trials(run_id, seq);
+CREATE TABLE IF NOT EXISTS best_configs (
+    kernel_hash TEXT NOT NULL,
+    problem_key TEXT NOT NULL,
+    device TEXT NOT NULL,
+    versions TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    time_ms REAL NOT NULL,
+    run_id TEXT,
+    updated REAL NOT NULL,
+    PRIMARY KEY (kernel_hash, problem_key, device, versions)
+);
+CREATE TABLE IF NOT EXISTS llm_exchanges (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT REFERENCES runs(id),
+    round INTEGER,
+    provider TEXT,
+    model TEXT,
+    prompt TEXT,
+    response TEXT,
+    accepted_json TEXT,
+    rejected_json TEXT,
+    tokens_in INTEGER,
+    tokens_out INTEGER,
+    latency_s REAL,
+    cost REAL,
+    error TEXT,
+    created REAL NOT NULL
+);
+"""
+
+
+@dataclass
+class RunRecord:
+    id: str
+    parent_id: str | None
+    kind: str
+    label: str | None
+    strategy: str | None
+    seed: int | None
+    status: str
+    options: dict[str, Any]
+    created: float
+    finished: float | None
+
+
+class Store:
+    """A thin, explicit layer over one SQLite file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self.conn.executescript(SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        try:
+            return self.conn.execute(sql, args)
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.Error as exc:
+            # Disk full, read-only file: the transaction is rolled back by SQLite,
+            # so the store stays consistent; the user gets one clear line.
+            raise StoreError(f"cannot write to store {self.path}: {exc}") from None
+
+    # -- runs --------------------------------------------------------------------------------
+    def create_run(self, kind: str, *, parent_id: str | None = None, label: str | None = None,
+                   strategy: str | None = None, seed: int | None = None, options: Mapping[str, Any] | None = None,
+                   space: Mapping[str, Any] | None = None, evaluator: Mapping[str, Any] | None = None,
+                   device: str | None = None, run_id: str | None = None) -> str:
+        run_id = run_id or uuid.uuid4().hex[:12]
+        self._write(
+            "INSERT INTO runs (id, parent_id, kind, label, strategy, seed, status, options_json, space_json,"
+            " evaluator_json, device, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, parent_id, kind, label, strategy, seed, "running", json.dumps(dict(options or {})),
+             json.dumps(space) if space is not None else None,
+             json.dumps(evaluator) if evaluator is not None else None, device, time.time()),
+        )
+        return run_id
+
+    def finish_run(self, run_id: str, status: str = "done") -> None:
+        self._write("UPDATE runs SET status=?, finished=? WHERE id=?", (status, time.time(), run_id))
+
+    def get_run(self, run_id: str) -> RunRecord:
+        row = self.conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no run {run_id!r} in {self.path}")
+        return self._run(row)
+
+    def child_runs(self, parent_id: str) -> list[RunRecord]:
+        rows = self.conn.execute("SELECT * FROM runs WHERE parent_id=? ORDER BY created, id", (parent_id,))
+        return [self._run(r) for r in rows]
+
+    def find_child(self, parent_id: str, label: str) -> RunRecord | None:
+        row = self.conn.execute("SELECT * FROM runs WHERE parent_id=? AND label=?", (parent_id, label)).fetchone()
+        return self._run(row) if row else None
+
+    def list_runs(self, limit: int = 50) -> list[RunRecord]:
+        rows = self.conn.execute("SELECT * FROM runs WHERE parent_id IS NULL ORDER BY created DESC LIMIT ?", (limit,))
+        return [self._run(r) for r in rows]
+
+    @staticmethod
+    def _run(row: sqlite3.Row) -> RunRecord:
+        return RunRecord(row["id"], row["parent_id"], row["kind"], row["label"], row["strategy"], row["seed"],
+                         row["status"], json.loads(row["options_json"] or "{}"), row["created"], row["finished"])
+
+    # -- trials ------------------------------------------------------------------------------
+    def add_trial(self, run_id: str, seq: int, key: str, trial: Trial, clock_s: float, source: str = "") -> None:
+        """Commit one trial now (autocommit mode: one statement, one transaction)."""
+        self._write(
+            "INSERT INTO trials (run_id, seq, config_key, config_json, status, time_ms, times_json, compile_s,"
+            " bench_s, clock_s, error, extra_json, source, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, seq, key, json.dumps({k: jsonable(v) for k, v in trial.config.items()}), trial.status.value,
+             trial.time_ms, json.dumps(trial.times_ms), trial.compile_s, trial.bench_s, clock_s, trial.error,
+             json.dumps(trial.extra), source, time.time()),
+        )
+
+    def trials(self, run_id: str) -> list[tuple[str, Trial, float]]:
+        """(config_key, trial, clock_s) in measurement order."""
+        rows = self.conn.execute("SELECT * FROM trials WHERE run_id=? ORDER BY seq", (run_id,))
+        return [(r["config_key"], self._trial(r), r["clock_s"] or 0.0) for r in rows]
+
+    def iter_trial_rows(self, run_ids: list[str]) -> Iterator[sqlite3.Row]:
+        for rid in run_ids:
+            yield from self.conn.execute("SELECT * FROM trials WHERE run_id=? ORDER BY seq", (rid,))
+
+    @staticmethod
+    def _trial(row: sqlite3.Row) -> Trial:
+        return Trial(json.loads(row["config_json"]), Status(row["status"]), row["time_ms"],
+                     json.loads(row["times_json"] or "[]"), row["compile_s"] or 0.0, row["bench_s"] or 0.0,
+                     row["error"], json.loads(row["extra_json"] or "{}"))
+
+    # -- best configs (the persistent tuning cache) -----------------------------------------
+    def put_best(self, kernel_hash: str, problem_key: str, device: str, versions: str,
+                 config: Mapping[str, Any], time_ms: float, run_id: str | None = None) -> None:
+        row = self.conn.execute(
+            "SELECT time_ms FROM best_configs WHERE kernel_hash=? AND problem_key=? AND device=? AND versions=?",
+            (kernel_hash, problem_key, device, versions)).fetchone()
+        if row is not None and row["time_ms"] <= time_ms:
+            return
+        self._write(
+            "INSERT OR REPLACE INTO best_configs VALUES (?,?,?,?,?,?,?,?)",
+            (kernel_hash, problem_key, device, versions, json.dumps({k: jsonable(v) for k, v in config.items()}),
+             time_ms, run_id, time.time()),
+        )
+
+    def get_best(self, kernel_hash: str, problem_key: str, device: str, versions: str) -> tuple[dict, float] | None:
+        row = self.conn.execute(
+            "SELECT config_json, time_ms FROM best_configs WHERE kernel_hash=? AND problem_key=? AND device=?"
+            " AND versions=?", (kernel_hash, problem_key, device, versions)).fetchone()
+        return (json.loads(row["config_json"]), row["time_ms"]) if row else None
+
+    # -- LLM exchanges ------------------------------------------------------------------------
+    def add_llm_exchange(self, run_id: str | None, round_no: int, provider: str, model: str, prompt: str,
+                         response: str, accepted: Any = None, rejected: Any = None, tokens_in: int = 0,
+                         tokens_out: int = 0, latency_s: float = 0.0, cost: float = 0.0,
+                         error: str | None = None) -> int:
+        cur = self._write(
+            "INSERT INTO llm_exchanges (run_id, round, provider, model, prompt, response, accepted_json,"
+            " rejected_json, tokens_in, tokens_out, latency_s, cost, error, created)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, round_no, provider, model, prompt, response, json.dumps(accepted), json.dumps(rejected),
+             tokens_in, tokens_out, latency_s, cost, error, time.time()),
+        )
+        return int(cur.lastrowid or 0)

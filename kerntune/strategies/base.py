@@ -1,0 +1,191 @@
+"""What every strategy sees: the SearchContext.
+
+A strategy is one function ``search(ctx, **options)``.  It proposes batches
+through ``ctx.evaluate`` and never tracks budgets, de-duplication, the store or
+resume itself: the context does, so every strategy gets them right for free.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from kerntune.errors import KerntuneError
+from kerntune.evaluate.base import Evaluator
+from kerntune.evaluate.trial import Status, Trial
+from kerntune.space import Config, Space
+
+
+class BudgetExhausted(Exception):
+    """Raised by ``ctx.evaluate`` once nothing more may be measured."""
+
+
+class SearchStalled(Exception):
+    """A strategy kept proposing only configs it had already measured."""
+
+
+@dataclass
+class Budget:
+    """Stop after ``max_evals`` evaluations and/or ``max_seconds`` on the
+    evaluator's clock, or as soon as a config reaches ``target_ms``."""
+
+    max_evals: int | None = None
+    max_seconds: float | None = None
+    target_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_evals is not None and self.max_evals < 1:
+            raise KerntuneError(f"budget must be at least 1 evaluation, got {self.max_evals}")
+        if self.max_seconds is not None and self.max_seconds <= 0:
+            raise KerntuneError(f"time budget must be positive, got {self.max_seconds}")
+        if self.target_ms is not None and self.target_ms <= 0:
+            raise KerntuneError(f"target time must be positive, got {self.target_ms}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_evals": self.max_evals, "max_seconds": self.max_seconds, "target_ms": self.target_ms}
+
+
+TrialHook = Callable[[int, str, Trial, float, str], None]
+
+
+@dataclass
+class SearchContext:
+    """Budget, history and de-duplication around an evaluator.
+
+    ``prior`` maps config keys to trials already stored for this run: when a
+    killed run is resumed, the (deterministic) strategy re-walks its path and
+    those configs are answered from the store instead of being re-measured.
+    """
+
+    space: Space
+    evaluator: Evaluator
+    budget: Budget
+    seed: int = 0
+    on_trial: TrialHook | None = None
+    prior: dict[str, tuple[Trial, float]] = field(default_factory=dict)
+    history: list[Trial] = field(default_factory=list)
+    clocks: list[float] = field(default_factory=list)
+    measured: dict[str, Trial] = field(default_factory=dict)
+    clock_s: float = 0.0
+    best: Trial | None = None
+    stop_reason: str = ""
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.np_rng = np.random.default_rng(self.seed)
+        self._stale_calls = 0
+
+    # -- budget ----------------------------------------------------------------------------
+    @property
+    def evaluations(self) -> int:
+        return len(self.history)
+
+    @property
+    def remaining_evals(self) -> int | None:
+        if self.budget.max_evals is None:
+            return None
+        return max(self.budget.max_evals - self.evaluations, 0)
+
+    @property
+    def done(self) -> bool:
+        return bool(self._why_done())
+
+    def _why_done(self) -> str:
+        b = self.budget
+        if b.max_evals is not None and self.evaluations >= b.max_evals:
+            return "evaluation budget"
+        if b.max_seconds is not None and self.clock_s >= b.max_seconds:
+            return "time budget"
+        if b.target_ms is not None and self.best is not None and self.best.time_ms <= b.target_ms:  # type: ignore[operator]
+            return "target reached"
+        return ""
+
+    # -- measuring -------------------------------------------------------------------------
+    def is_measured(self, config: Config) -> bool:
+        return self.space.key(config) in self.measured
+
+    def evaluate(self, configs: Sequence[Config], source: str = "") -> list[Trial]:
+        """Measure the new configs of a batch; return a Trial for every config.
+
+        Configs measured before are answered from history (free); invalid ones
+        get an ``invalid`` trial that is not charged; the batch is cut to the
+        remaining evaluation budget.  Raises BudgetExhausted when called after
+        the budget is spent.
+        """
+        why = self._why_done()
+        if why:
+            self.stop_reason = why
+            raise BudgetExhausted(why)
+        results: list[Trial | None] = [None] * len(configs)
+        new: list[tuple[int, str, Config]] = []
+        batch_keys: set[str] = set()
+        for i, cfg in enumerate(configs):
+            errors = self.space.validate(cfg)
+            if errors:
+                results[i] = Trial(dict(cfg), Status.INVALID, error="; ".join(map(str, errors)))
+                continue
+            cfg = self.space.canonical(cfg)
+            key = self.space.key(cfg)
+            if key in self.measured:
+                results[i] = self.measured[key]
+            elif key not in batch_keys:
+                batch_keys.add(key)
+                new.append((i, key, cfg))
+        if self.remaining_evals is not None:
+            new = new[: self.remaining_evals]
+        if not new:
+            self._stale_calls += 1
+            if self._stale_calls > 1000:
+                raise SearchStalled("strategy proposed only measured configs 1000 times in a row")
+        else:
+            self._stale_calls = 0
+        fresh = [(i, k, c) for i, k, c in new if k not in self.prior]
+        measured = iter(self.evaluator.evaluate([c for _, _, c in fresh])) if fresh else iter(())
+        for i, key, cfg in new:
+            if key in self.prior:
+                trial, clock = self.prior[key]
+                self._record(key, trial, clock, source, store=False)
+            else:
+                trial = next(measured)
+                self._record(key, trial, self.clock_s + trial.cost_s, source, store=True)
+            results[i] = trial
+        # Configs cut by the budget stay None: report them as unmeasured to the caller.
+        return [r if r is not None else Trial(dict(configs[i]), Status.UNMEASURED, error="over budget")
+                for i, r in enumerate(results)]
+
+    def _record(self, key: str, trial: Trial, clock: float, source: str, store: bool) -> None:
+        self.clock_s = clock
+        self.history.append(trial)
+        self.clocks.append(clock)
+        self.measured[key] = trial
+        if trial.ok and (self.best is None or trial.time_ms < self.best.time_ms):  # type: ignore[operator]
+            self.best = trial
+        if store and self.on_trial is not None:
+            self.on_trial(len(self.history) - 1, key, trial, clock, source)
+
+    # -- helpers strategies share ------------------------------------------------------------
+    def sample_unmeasured(self, n: int) -> list[Config]:
+        return self.space.sample(self.rng, n, exclude=self.measured.keys())
+
+    def unmeasured(self, configs: Iterable[Config]) -> list[Config]:
+        seen: set[str] = set()
+        out = []
+        for c in configs:
+            k = self.space.key(c)
+            if k not in self.measured and k not in seen:
+                seen.add(k)
+                out.append(c)
+        return out
+
+    def value(self, trial: Trial) -> float:
+        """Objective for ranking: failures rank after every measured config."""
+        return trial.time_ms if trial.ok else float("inf")  # type: ignore[return-value]
+
+    def ranked(self) -> list[Trial]:
+        return sorted((t for t in self.history if t.ok), key=lambda t: t.time_ms)  # type: ignore[arg-type,return-value]
+
+
+Strategy = Callable[..., None]
