@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from kerntune.evaluate.trial import Trial
 from kerntune.space import Config, Space
@@ -27,6 +27,15 @@ class Evaluator(ABC):
     @abstractmethod
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
         ...
+
+    def stream(self, configs: Sequence[Config]) -> Iterator[tuple[int, Trial]]:
+        """Yield ``(index in configs, trial)`` as each config finishes.
+
+        The store commits each trial as it arrives, so a backend that measures
+        in parallel should override this to yield in completion order; the
+        default yields the results of ``evaluate`` once the batch is done.
+        """
+        yield from enumerate(self.evaluate(configs))
 
     def device(self) -> dict[str, Any]:
         """Hardware facts for prompts and the store (name at least)."""

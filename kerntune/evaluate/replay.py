@@ -8,7 +8,7 @@ on the machine that made the recording.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.recorded import Recording, load_recording
@@ -44,6 +44,10 @@ class ReplayEvaluator(Evaluator):
             out.append(Trial(cfg, recorded.status, recorded.time_ms, list(recorded.times_ms),
                              recorded.compile_s, recorded.bench_s, recorded.error, dict(recorded.extra)))
         return out
+
+    def stream(self, configs: Sequence[Config]) -> Iterator[tuple[int, Trial]]:
+        for i, cfg in enumerate(configs):
+            yield i, self.evaluate([cfg])[0]
 
     def device(self) -> dict[str, Any]:
         return {"name": self.recording.meta.get("device_name") or "unknown"}

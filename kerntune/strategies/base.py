@@ -142,16 +142,17 @@ class SearchContext:
                 raise SearchStalled("strategy proposed only measured configs 1000 times in a row")
         else:
             self._stale_calls = 0
-        fresh = [(i, k, c) for i, k, c in new if k not in self.prior]
-        measured = iter(self.evaluator.evaluate([c for _, _, c in fresh])) if fresh else iter(())
-        for i, key, cfg in new:
+        for i, key, _ in new:
             if key in self.prior:
                 trial, clock = self.prior[key]
                 self._record(key, trial, clock, source, store=False)
-            else:
-                trial = next(measured)
+                results[i] = trial
+        fresh = [(i, k, c) for i, k, c in new if k not in self.prior]
+        if fresh:
+            for j, trial in self.evaluator.stream([c for _, _, c in fresh]):
+                i, key, _ = fresh[j]
                 self._record(key, trial, self.clock_s + trial.cost_s, source, store=True)
-            results[i] = trial
+                results[i] = trial
         # Configs cut by the budget stay None: report them as unmeasured to the caller.
         return [r if r is not None else Trial(dict(configs[i]), Status.UNMEASURED, error="over budget")
                 for i, r in enumerate(results)]

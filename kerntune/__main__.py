@@ -1,0 +1,3 @@
+from kerntune.cli import main
+
+main()

@@ -1,0 +1,129 @@
+"""The command line as a user meets it: real subprocesses, real files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+KERNTUNE = [sys.executable, "-m", "kerntune"]
+
+
+def run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, KERNTUNE_STORE=str(cwd / "store.db"))
+    return subprocess.run(KERNTUNE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_missing_file(tmp_path) -> None:
+    assert_one_line_error(run(["space", "info", "nope.json.gz"], tmp_path), "not found", "nope.json.gz")
+    assert_one_line_error(run(["compare", "--space", "nope.json", "--budget", "5"], tmp_path), "not found")
+
+
+def test_non_json_file(tmp_path) -> None:
+    (tmp_path / "x.json").write_text("this is not json at all\n")
+    assert_one_line_error(run(["compare", "--space", "x.json", "--budget", "5"], tmp_path), "not JSON")
+
+
+def test_unknown_cache_format(tmp_path) -> None:
+    (tmp_path / "x.json").write_text(json.dumps({"hello": [1, 2, 3]}))
+    assert_one_line_error(run(["space", "info", "x.json"], tmp_path), "unknown recording format")
+
+
+def test_constraint_naming_an_unknown_parameter(tmp_path) -> None:
+    (tmp_path / "s.yaml").write_text(
+        "params:\n  - {name: BM, kind: pow2, low: 16, high: 128}\n  - {name: W, kind: choice, options: [2, 4]}\n"
+        "constraints:\n  - BM * WARPS <= 256\n")
+    assert_one_line_error(run(["space", "info", "s.yaml"], tmp_path), "unknown parameter 'WARPS'")
+
+
+def test_budget_of_zero(tmp_path, conv_path) -> None:
+    assert_one_line_error(run(["compare", "--space", str(conv_path), "--budget", "0"], tmp_path), "budget")
+
+
+def test_space_info_prints_the_facts(tmp_path, conv_path) -> None:
+    proc = run(["space", "info", str(conv_path)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for needle in ("block_size_x", "recorded configs: 4,362", "optimum: 0.5536", "median/optimum"):
+        assert needle in proc.stdout
+
+
+def test_compare_prints_a_table_and_writes_json_and_plot(tmp_path, conv_path) -> None:
+    proc = run(["compare", "--space", str(conv_path), "--strategies", "random,genetic", "--budget", "30",
+                "--repeats", "2", "--json", "out.json", "--plot", "out.png"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "random" in proc.stdout and "genetic" in proc.stdout and "score" in proc.stdout
+    data = json.loads((tmp_path / "out.json").read_text())
+    for name in ("random", "genetic"):
+        s = data["strategies"][name]
+        assert {"score", "best_over_opt", "evals_to_2pct", "evals_to_5pct"} <= set(s)
+        assert s["best_over_opt"] >= 1.0
+    png = (tmp_path / "out.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def _trial_rows(db: Path) -> list[tuple[str, str, int]]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT r.label, t.config_key, t.seq FROM trials t JOIN runs r ON r.id = t.run_id"
+                           " WHERE r.kind = 'compare-child'").fetchall()
+    finally:
+        con.close()
+
+
+def test_sigkilled_compare_resumes_without_losing_or_repeating_a_trial(tmp_path, conv_path) -> None:
+    args = ["compare", "--space", str(conv_path), "--strategies", "random,bayes,genetic", "--budget", "60",
+            "--repeats", "4", "--seed", "11"]
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    assert run(args, ref_dir).returncode == 0
+    reference = sorted((label, key) for label, key, _ in _trial_rows(ref_dir / "store.db"))
+    assert len(reference) == 3 * 4 * 60
+
+    db = tmp_path / "store.db"
+    env = dict(os.environ, KERNTUNE_STORE=str(db))
+    kills = 0
+    for threshold in (150, 400):
+        if kills == 0:
+            proc = subprocess.Popen(KERNTUNE + args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        else:
+            proc = subprocess.Popen(KERNTUNE + ["compare", "--resume", run_id], cwd=tmp_path, env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None:
+            if db.exists() and len(_trial_rows(db)) >= threshold:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, "the run finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        run_id = sqlite3.connect(db).execute("SELECT id FROM runs WHERE kind='compare'").fetchone()[0]
+        assert len(_trial_rows(db)) < len(reference)
+
+    done = run(["compare", "--resume", run_id], tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = _trial_rows(db)
+    pairs = [(label, key) for label, key, _ in rows]
+    assert len(pairs) == len(set(pairs)), "a trial was measured twice"
+    assert sorted(pairs) == reference, "a trial was lost or the resumed search diverged"
+    for label in {label for label, _, _ in rows}:
+        seqs = sorted(seq for lab, _, seq in rows if lab == label)
+        assert seqs == list(range(60))
