@@ -1,0 +1,181 @@
+"""The one LLM call kerntune makes: ``LLMClient.complete``.
+
+Retries (exponential backoff with jitter, Retry-After honoured), timeouts,
+token and cost accounting, an on-disk response cache, transcripts, structured
+output where the provider has it and tolerant JSON extraction plus one repair
+round where it does not — all here, once, for every provider.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kerntune.llm.parsing import ParseError, extract_json
+from kerntune.llm.providers import Provider, make_provider
+from kerntune.llm.secrets import redact
+from kerntune.llm.types import LLMError, Message, RawReply, Response, TransientError
+
+log = logging.getLogger("kerntune.llm")
+
+#: USD per million tokens (input, output); override with ``prices=``.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1": (2.0, 8.0), "gpt-4o": (2.5, 10.0), "gpt-4o-mini": (0.15, 0.6),
+    "claude-sonnet-4-5": (3.0, 15.0), "claude-haiku-4-5": (1.0, 5.0), "claude-opus-4-1": (15.0, 75.0),
+}
+
+Validator = Callable[[Any], list[str]]
+
+
+@dataclass
+class LLMClient:
+    provider: Provider
+    retries: int = 4
+    timeout: float = 120.0
+    backoff_base: float = 1.0
+    backoff_max: float = 30.0
+    cache_dir: Path | None = None
+    cache: bool | None = None            # None: on when temperature == 0
+    transcript: Path | None = None
+    prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+    seed: int = 0
+    store: Any = None                    # a kerntune Store: every exchange is kept, redacted
+    run_id: str | None = None
+    round_no: int = 0
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    seconds: float = 0.0
+    cost: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    @classmethod
+    def from_spec(cls, spec: str, base_url: str | None = None, **kwargs: Any) -> "LLMClient":
+        return cls(make_provider(spec, base_url), **kwargs)
+
+    # -- the call ---------------------------------------------------------------------------
+    def complete(self, messages: list[Message], schema: dict[str, Any] | None = None, temperature: float = 0.7,
+                 max_tokens: int = 4096, timeout: float | None = None,
+                 validate: Validator | None = None) -> Response:
+        """Ask once (with retries); if a schema is given, parse JSON and repair once.
+
+        ``validate`` returns a list of problems with the parsed value (e.g. the
+        Space's field errors); problems trigger the same single repair round.
+        """
+        timeout = timeout or self.timeout
+        resp = self._cached_or_send(messages, schema, temperature, max_tokens, timeout)
+        if schema is None:
+            return resp
+        problems = self._parse(resp, validate)
+        if not problems:
+            return resp
+        repair = list(messages) + [
+            Message("assistant", resp.text[:8000]),
+            Message("user", "Your answer could not be used:\n- " + "\n- ".join(problems[:20])
+                    + "\nAnswer again with one JSON value only, fixing these problems."),
+        ]
+        fixed = self._cached_or_send(repair, schema, temperature, max_tokens, timeout)
+        fixed.repaired = True
+        fixed.latency_s += resp.latency_s
+        fixed.attempts += resp.attempts
+        fixed.usage.input_tokens += resp.usage.input_tokens
+        fixed.usage.output_tokens += resp.usage.output_tokens
+        fixed.cost += resp.cost
+        later = self._parse(fixed, validate)
+        if later and fixed.parsed is None:
+            raise LLMError(f"{self.provider.spec}: no usable JSON after one repair round: {later[0]}")
+        return fixed
+
+    def _parse(self, resp: Response, validate: Validator | None) -> list[str]:
+        try:
+            resp.parsed = extract_json(resp.text)
+        except ParseError as exc:
+            resp.parsed = None
+            return [str(exc)]
+        return list(validate(resp.parsed)) if validate else []
+
+    # -- transport with retries and cache ---------------------------------------------------
+    def _cache_key(self, messages: list[Message], schema: Any, temperature: float) -> str:
+        blob = json.dumps([self.provider.name, self.provider.model, [m.to_dict() for m in messages], schema,
+                           temperature], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def _cached_or_send(self, messages: list[Message], schema: Any, temperature: float, max_tokens: int,
+                        timeout: float) -> Response:
+        use_cache = self.cache if self.cache is not None else temperature == 0
+        path = None
+        if use_cache and self.cache_dir is not None:
+            path = Path(self.cache_dir) / f"{self._cache_key(messages, schema, temperature)}.json"
+            if path.is_file():
+                data = json.loads(path.read_text())
+                resp = Response(data["text"], provider=self.provider.name, model=data.get("model", ""),
+                                cached=True)
+                self._log(messages, schema, resp)
+                return resp
+        resp = self._send_with_retries(messages, schema, temperature, max_tokens, timeout)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"text": resp.text, "model": resp.model}))
+        self._log(messages, schema, resp)
+        return resp
+
+    def _send_with_retries(self, messages: list[Message], schema: Any, temperature: float, max_tokens: int,
+                           timeout: float) -> Response:
+        last: TransientError | None = None
+        t0 = time.perf_counter()
+        for attempt in range(1, self.retries + 2):
+            try:
+                raw: RawReply = self.provider.send(messages, schema, temperature, max_tokens, timeout)
+            except TransientError as exc:
+                last = exc
+                if attempt > self.retries:
+                    break
+                delay = exc.retry_after if exc.retry_after is not None else min(
+                    self.backoff_max, self.backoff_base * 2 ** (attempt - 1)) * (0.5 + self._rng.random() / 2)
+                log.warning("%s: %s; retry %d/%d in %.1f s", self.provider.spec, redact(str(exc)), attempt,
+                            self.retries, delay)
+                time.sleep(delay)
+                continue
+            latency = time.perf_counter() - t0
+            cost = self._price(raw)
+            self.calls += 1
+            self.tokens_in += raw.usage.input_tokens
+            self.tokens_out += raw.usage.output_tokens
+            self.seconds += latency
+            self.cost += cost
+            return Response(raw.text, usage=raw.usage, latency_s=latency, cost=cost, provider=self.provider.name,
+                            model=raw.model or self.provider.model, attempts=attempt)
+        raise LLMError(f"{self.provider.spec}: gave up after {self.retries + 1} attempts: {redact(str(last))}")
+
+    def _price(self, raw: RawReply) -> float:
+        model = raw.model or self.provider.model
+        price = self.prices.get(model) or next((p for k, p in self.prices.items() if model.startswith(k)), None)
+        if not price:
+            return 0.0
+        return (raw.usage.input_tokens * price[0] + raw.usage.output_tokens * price[1]) / 1e6
+
+    def _log(self, messages: list[Message], schema: Any, resp: Response) -> None:
+        if self.store is not None:
+            prompt = "\n\n".join(f"## {m.role}\n{redact(m.content)}" for m in messages)
+            self.store.add_llm_exchange(self.run_id, self.round_no, self.provider.name, resp.model, prompt,
+                                        redact(resp.text), tokens_in=resp.usage.input_tokens,
+                                        tokens_out=resp.usage.output_tokens, latency_s=resp.latency_s,
+                                        cost=resp.cost)
+        if self.transcript is None:
+            return
+        entry = {"provider": self.provider.name, "model": resp.model, "time": time.time(),
+                 "messages": [{"role": m.role, "content": redact(m.content)} for m in messages],
+                 "schema": schema, "response": redact(resp.text), "cached": resp.cached,
+                 "usage": {"input_tokens": resp.usage.input_tokens, "output_tokens": resp.usage.output_tokens},
+                 "latency_s": resp.latency_s}
+        Path(self.transcript).parent.mkdir(parents=True, exist_ok=True)
+        with open(self.transcript, "a") as fh:
+            fh.write(json.dumps(entry) + "\n")

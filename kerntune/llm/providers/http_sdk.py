@@ -1,0 +1,135 @@
+"""Providers over HTTP through the official SDKs: OpenAI-compatible servers
+(OpenAI, vLLM, SGLang, Ollama's /v1, llama.cpp server, LM Studio, OpenRouter),
+Anthropic, and Ollama's native API.
+
+The SDKs' own retries are switched off (``max_retries=0``) so that the client's
+retry policy — one policy, one place, Retry-After honoured — is the only one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from kerntune.llm.providers.base import Provider
+from kerntune.llm.types import LLMError, Message, RawReply, TransientError, Usage
+
+
+def _retry_after(headers: Any) -> float | None:
+    try:
+        value = headers.get("retry-after") if headers is not None else None
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+class OpenAIProvider(Provider):
+    name = "openai"
+    structured = True
+
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None) -> None:
+        super().__init__(model)
+        import openai
+
+        self._openai = openai
+        self.base_url = base_url or os.environ.get("KERNTUNE_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+        key = api_key or os.environ.get("OPENAI_API_KEY") or ("local" if self.base_url else None)
+        if not key:
+            raise LLMError("openai: no API key (set OPENAI_API_KEY) and no --llm-base-url")
+        self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
+
+    def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
+             max_tokens: int, timeout: float) -> RawReply:
+        oa = self._openai
+        kwargs: dict[str, Any] = {}
+        if schema is not None:
+            kwargs["response_format"] = {"type": "json_schema",
+                                         "json_schema": {"name": "answer", "schema": schema}}
+        try:
+            resp = self.client.chat.completions.create(
+                model=self.model, messages=[m.to_dict() for m in messages], temperature=temperature,
+                max_tokens=max_tokens, timeout=timeout, **kwargs)
+        except oa.RateLimitError as exc:
+            raise TransientError(f"openai: rate limited (429)", _retry_after(exc.response.headers)) from None
+        except oa.APIStatusError as exc:
+            if exc.status_code >= 500 or exc.status_code == 408:
+                raise TransientError(f"openai: server error {exc.status_code}",
+                                     _retry_after(exc.response.headers)) from None
+            raise LLMError(f"openai: request rejected with {exc.status_code}: {exc.message}") from None
+        except (oa.APITimeoutError, oa.APIConnectionError) as exc:
+            raise TransientError(f"openai: {type(exc).__name__}") from None
+        choice = resp.choices[0] if resp.choices else None
+        text = (choice.message.content or "") if choice else ""
+        usage = Usage(getattr(resp.usage, "prompt_tokens", 0) or 0, getattr(resp.usage, "completion_tokens", 0) or 0)
+        return RawReply(text, usage, resp.model or self.model)
+
+
+class AnthropicProvider(Provider):
+    name = "anthropic"
+
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None) -> None:
+        super().__init__(model)
+        import anthropic
+
+        self._anthropic = anthropic
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise LLMError("anthropic: no API key (set ANTHROPIC_API_KEY)")
+        base = base_url or os.environ.get("KERNTUNE_LLM_BASE_URL") or os.environ.get("ANTHROPIC_BASE_URL")
+        self.client = anthropic.Anthropic(api_key=key, base_url=base, max_retries=0)
+
+    def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
+             max_tokens: int, timeout: float) -> RawReply:
+        an = self._anthropic
+        system = "\n\n".join(m.content for m in messages if m.role == "system")
+        if schema is not None:
+            system += ("\n\nAnswer with one JSON value only, valid against this JSON schema:\n"
+                       + json.dumps(schema, separators=(",", ":")))
+        chat = [m.to_dict() for m in messages if m.role != "system"]
+        try:
+            resp = self.client.messages.create(model=self.model, max_tokens=max_tokens, temperature=temperature,
+                                               system=system.strip() or an.NOT_GIVEN, messages=chat,
+                                               timeout=timeout)
+        except an.RateLimitError as exc:
+            raise TransientError("anthropic: rate limited (429)", _retry_after(exc.response.headers)) from None
+        except an.APIStatusError as exc:
+            if exc.status_code >= 500 or exc.status_code in (408, 529):
+                raise TransientError(f"anthropic: server error {exc.status_code}",
+                                     _retry_after(exc.response.headers)) from None
+            raise LLMError(f"anthropic: request rejected with {exc.status_code}: {exc.message}") from None
+        except (an.APITimeoutError, an.APIConnectionError) as exc:
+            raise TransientError(f"anthropic: {type(exc).__name__}") from None
+        text = "".join(getattr(block, "text", "") for block in resp.content)
+        usage = Usage(resp.usage.input_tokens or 0, resp.usage.output_tokens or 0)
+        return RawReply(text, usage, resp.model or self.model)
+
+
+class OllamaProvider(Provider):
+    name = "ollama"
+    structured = True
+
+    def __init__(self, model: str, base_url: str | None = None) -> None:
+        super().__init__(model)
+        import ollama
+
+        self._ollama = ollama
+        self.host = base_url or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
+        self.client = ollama.Client(host=self.host)
+
+    def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
+             max_tokens: int, timeout: float) -> RawReply:
+        import httpx
+
+        try:
+            resp = self.client.chat(model=self.model, messages=[m.to_dict() for m in messages],
+                                    format=schema if schema is not None else None,
+                                    options={"temperature": temperature, "num_predict": max_tokens})
+        except self._ollama.ResponseError as exc:
+            if exc.status_code == 429 or exc.status_code >= 500:
+                raise TransientError(f"ollama: server error {exc.status_code}") from None
+            raise LLMError(f"ollama: {exc.error}") from None
+        except (httpx.TimeoutException, httpx.TransportError, ConnectionError) as exc:
+            raise TransientError(f"ollama: {type(exc).__name__}") from None
+        usage = Usage(resp.get("prompt_eval_count") or 0, resp.get("eval_count") or 0)
+        return RawReply(resp["message"]["content"] or "", usage, self.model)

@@ -1,0 +1,117 @@
+"""LLM providers over real HTTP on 127.0.0.1, through the official SDKs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+pytest.importorskip("openai")
+pytest.importorskip("anthropic")
+
+from kerntune.llm import LLMClient, LLMError, Message  # noqa: E402
+from kerntune.llm.providers.http_sdk import AnthropicProvider, OpenAIProvider  # noqa: E402
+from kerntune.store import Store  # noqa: E402
+from llm_servers import ScriptedServer  # noqa: E402
+
+SCHEMA = {"type": "object", "properties": {"configs": {"type": "array"}}, "required": ["configs"]}
+GOOD = json.dumps({"configs": [{"reasoning": "r", "config": {"BM": 64}}]})
+MSGS = [Message("system", "You tune kernels."), Message("user", "Propose configs.")]
+
+
+def _client(server: ScriptedServer, protocol: str = "openai", **kw) -> LLMClient:
+    provider = (OpenAIProvider("test-model", base_url=server.url, api_key="k") if protocol == "openai"
+                else AnthropicProvider("test-model", base_url=server.url, api_key="k"))
+    kw.setdefault("backoff_base", 0.05)
+    return LLMClient(provider, **kw)
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_429_with_retry_after_is_honoured(protocol: str) -> None:
+    script = [("status", 429, {"retry-after": "1"}, {"error": {"message": "slow down", "type": "rate_limit"}}),
+              ("ok", GOOD)]
+    with ScriptedServer(protocol, script) as srv:
+        resp = _client(srv, protocol).complete(MSGS, schema=SCHEMA)
+        gap = srv.requests[1]["time"] - srv.requests[0]["time"]
+    assert resp.parsed["configs"][0]["config"] == {"BM": 64}
+    assert len(srv.requests) == 2 and gap >= 0.95
+    assert resp.attempts == 2
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_three_500s_then_success(protocol: str) -> None:
+    err = ("status", 500, {}, {"error": {"message": "boom", "type": "server_error"}})
+    with ScriptedServer(protocol, [err, err, err, ("ok", GOOD)]) as srv:
+        resp = _client(srv, protocol, retries=3).complete(MSGS, schema=SCHEMA)
+    assert len(srv.requests) == 4 and resp.attempts == 4
+    assert resp.usage.input_tokens == 11 and resp.usage.output_tokens == 7
+    assert resp.latency_s > 0
+
+
+def test_hung_server_times_out_after_the_configured_retries() -> None:
+    with ScriptedServer("openai", [("hang", 3.0)] * 3) as srv:
+        client = _client(srv, retries=2, timeout=0.4)
+        t0 = time.monotonic()
+        with pytest.raises(LLMError, match="gave up after 3 attempts"):
+            client.complete(MSGS)
+        elapsed = time.monotonic() - t0
+    assert len(srv.requests) == 3
+    assert elapsed < 5.0
+
+
+def test_malformed_json_triggers_exactly_one_repair_round() -> None:
+    with ScriptedServer("openai", [("ok", "Sure: {'configs': [}"), ("ok", GOOD), ("ok", GOOD)]) as srv:
+        resp = _client(srv).complete(MSGS, schema=SCHEMA)
+    assert len(srv.requests) == 2
+    assert resp.repaired and resp.parsed["configs"]
+    repair_msgs = srv.requests[1]["body"]["messages"]
+    assert "could not be used" in repair_msgs[-1]["content"]
+    assert resp.usage.input_tokens == 22  # both calls counted
+
+
+def test_validation_problems_also_use_the_single_repair_round() -> None:
+    with ScriptedServer("openai", [("ok", GOOD), ("ok", GOOD)]) as srv:
+        resp = _client(srv).complete(MSGS, schema=SCHEMA, validate=lambda v: ["BM: 64 is not allowed"])
+    assert len(srv.requests) == 2
+    assert "BM: 64 is not allowed" in srv.requests[1]["body"]["messages"][-1]["content"]
+    assert resp.repaired
+
+
+def test_structured_output_schema_is_sent_to_openai_compatible_servers() -> None:
+    with ScriptedServer("openai", [("ok", GOOD)]) as srv:
+        _client(srv).complete(MSGS, schema=SCHEMA)
+    fmt = srv.requests[0]["body"]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == SCHEMA
+
+
+def test_cache_answers_a_repeated_temperature_zero_call_without_a_request(tmp_path) -> None:
+    with ScriptedServer("openai", [("ok", GOOD), ("ok", "different")]) as srv:
+        client = _client(srv, cache_dir=tmp_path / "cache")
+        a = client.complete(MSGS, schema=SCHEMA, temperature=0)
+        b = client.complete(MSGS, schema=SCHEMA, temperature=0)
+        c = client.complete(MSGS, schema=None, temperature=0.7)
+    assert len(srv.requests) == 2
+    assert b.cached and b.text == a.text and c.text == "different"
+
+
+def test_api_key_never_reaches_store_transcript_or_logs(tmp_path, monkeypatch, caplog) -> None:
+    key = "sk-kerntune-test-" + "Z9" * 20
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    store = Store(tmp_path / "k.db")
+    run = store.create_run("tune")
+    err = ("status", 503, {}, {"error": {"message": f"bad key {key}", "type": "server_error"}})
+    leaky = json.dumps({"configs": [{"reasoning": f"I saw {key} in the prompt", "config": {"BM": 64}}]})
+    caplog.set_level(logging.DEBUG)
+    with ScriptedServer("openai", [err, ("ok", leaky)]) as srv:
+        client = LLMClient(OpenAIProvider("test-model", base_url=srv.url), backoff_base=0.01,
+                           transcript=tmp_path / "t.jsonl", store=store, run_id=run)
+        client.complete([Message("user", f"my key is {key}")], schema=SCHEMA)
+    assert srv.requests[0]["headers"].get("Authorization") == f"Bearer {key}"  # it was really used
+    store.close()
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path
+    assert key not in caplog.text
+    assert "[REDACTED]" in (tmp_path / "t.jsonl").read_text()

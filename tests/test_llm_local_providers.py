@@ -1,0 +1,124 @@
+"""cmd:, files: and replay: providers with real subprocesses and real files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kerntune.errors import KerntuneError
+from kerntune.llm import LLMClient, LLMError, Message, make_provider
+from kerntune.llm.providers import resolve_auto
+
+SCHEMA = {"type": "object", "properties": {"configs": {"type": "array"}}, "required": ["configs"]}
+ANSWER = {"configs": [{"reasoning": "wider tiles", "config": {"BM": 128}}]}
+MSGS = [Message("system", "You tune kernels."), Message("user", "Propose configs for matmul.")]
+
+
+def _script(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "model.py"
+    path.write_text(textwrap.dedent(body))
+    return f"{sys.executable} {path}"
+
+
+def test_cmd_sends_the_prompt_on_stdin_and_reads_stdout(tmp_path) -> None:
+    cmd = _script(tmp_path, f"""
+        import sys, json, pathlib
+        pathlib.Path({str(tmp_path / 'seen.md')!r}).write_text(sys.stdin.read())
+        print("Here you go:\\n```json\\n" + json.dumps({ANSWER!r}) + "\\n```")
+    """)
+    resp = LLMClient(make_provider(f"cmd:{cmd}")).complete(MSGS, schema=SCHEMA)
+    assert resp.parsed == ANSWER
+    seen = (tmp_path / "seen.md").read_text()
+    assert "Propose configs for matmul." in seen and '"required"' in seen
+
+
+def test_cmd_timeout_and_failure_are_clear(tmp_path) -> None:
+    slow = _script(tmp_path, "import time; time.sleep(5)")
+    client = LLMClient(make_provider(f"cmd:{slow}"), retries=1, timeout=0.5, backoff_base=0.01)
+    with pytest.raises(LLMError, match="gave up after 2 attempts.*no answer within 0.5 s"):
+        client.complete(MSGS)
+    failing = _script(tmp_path, "import sys; print('quota exceeded', file=sys.stderr); sys.exit(3)")
+    with pytest.raises(LLMError, match="exited with 3: quota exceeded"):
+        LLMClient(make_provider(f"cmd:{failing}")).complete(MSGS)
+
+
+def test_files_provider_is_answered_by_a_second_process(tmp_path) -> None:
+    exchange = tmp_path / "exchange"
+    answerer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import json, pathlib, time
+        d = pathlib.Path({str(exchange)!r})
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            p = d / "0001.prompt.md"
+            if p.exists() and (d / "0001.schema.json").exists():
+                assert "Propose configs" in p.read_text()
+                tmp = d / "0001.tmp"
+                tmp.write_text(json.dumps({ANSWER!r}))
+                tmp.rename(d / "0001.response.json")
+                break
+            time.sleep(0.05)
+    """)])
+    try:
+        resp = LLMClient(make_provider(f"files:{exchange}"), timeout=30).complete(MSGS, schema=SCHEMA)
+    finally:
+        answerer.wait(timeout=30)
+    assert answerer.returncode == 0
+    assert resp.parsed == ANSWER
+    assert sorted(p.name for p in exchange.iterdir()) == ["0001.prompt.md", "0001.response.json",
+                                                          "0001.schema.json"]
+
+
+def test_files_provider_refuses_a_response_that_leads_outside_its_directory(tmp_path) -> None:
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not read me")
+    (exchange / "0001.response.md").symlink_to(secret)
+    with pytest.raises(LLMError, match="outside"):
+        LLMClient(make_provider(f"files:{exchange}"), retries=0, timeout=2).complete(MSGS)
+
+
+def test_replay_answers_from_a_recorded_transcript_in_order(tmp_path) -> None:
+    answers = tmp_path / "answers.txt"
+    answers.write_text("0")
+    cmd = _script(tmp_path, f"""
+        import sys, json, pathlib
+        sys.stdin.read()
+        p = pathlib.Path({str(answers)!r}); n = int(p.read_text()) + 1; p.write_text(str(n))
+        print(json.dumps({{"configs": [{{"config": {{"BM": 16 * n}}}}]}}))
+    """)
+    transcript = tmp_path / "t.jsonl"
+    live = LLMClient(make_provider(f"cmd:{cmd}"), transcript=transcript)
+    first = [live.complete(MSGS, schema=SCHEMA).parsed for _ in range(3)]
+    replay = LLMClient(make_provider(f"replay:{transcript}"))
+    again = [replay.complete(MSGS, schema=SCHEMA).parsed for _ in range(3)]
+    assert again == first and first[0] != first[1]
+    with pytest.raises(LLMError, match="no answer #4"):
+        replay.complete(MSGS)
+
+
+def test_auto_prefers_the_environment_in_the_documented_order(monkeypatch) -> None:
+    for var in ("KERNTUNE_LLM", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr("kerntune.llm.providers._ollama_answers", lambda *a, **k: False)
+    assert resolve_auto().spec == "local:"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "x" * 20)
+    assert resolve_auto().spec.startswith("anthropic:")
+    monkeypatch.setenv("OPENAI_API_KEY", "y" * 20)
+    assert resolve_auto().spec.startswith("openai:")
+    monkeypatch.setenv("KERNTUNE_LLM", "replay:/tmp/t.jsonl")
+    choice = resolve_auto()
+    assert choice.spec == "replay:/tmp/t.jsonl" and "KERNTUNE_LLM" in choice.why
+
+
+def test_bad_specs_are_user_errors() -> None:
+    with pytest.raises(KerntuneError, match="unknown LLM provider 'gpt'"):
+        make_provider("gpt:4")
+    with pytest.raises(KerntuneError, match="bad --llm spec"):
+        make_provider("openai")
