@@ -34,7 +34,7 @@ class ScriptedServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server.lock:
                     server.requests.append({"path": self.path, "body": body, "time": time.monotonic(),
-                                            "headers": dict(self.headers)})
+                                            "headers": {k.lower(): v for k, v in self.headers.items()}})
                     step = server.script.pop(0) if server.script else ("ok", "{}")
                 if step[0] == "hang":
                     time.sleep(step[1])

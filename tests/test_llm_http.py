@@ -108,7 +108,7 @@ def test_api_key_never_reaches_store_transcript_or_logs(tmp_path, monkeypatch, c
         client = LLMClient(OpenAIProvider("test-model", base_url=srv.url), backoff_base=0.01,
                            transcript=tmp_path / "t.jsonl", store=store, run_id=run)
         client.complete([Message("user", f"my key is {key}")], schema=SCHEMA)
-    assert srv.requests[0]["headers"].get("Authorization") == f"Bearer {key}"  # it was really used
+    assert srv.requests[0]["headers"].get("authorization") == f"Bearer {key}"  # it was really used
     store.close()
     for path in tmp_path.rglob("*"):
         if path.is_file():

