@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Trial
+from kerntune.llm.secrets import redact
 from kerntune.store import Store
 from kerntune.strategies import Budget, BudgetExhausted, SearchContext, SearchStalled, get_strategy
 
@@ -26,7 +27,8 @@ class SearchResult:
     stop_reason: str
     run_id: str | None = None
     resumed_trials: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    llm_exchanges: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def best_so_far(self) -> list[float]:
         """Best time after each evaluation (inf until the first success)."""
@@ -41,7 +43,7 @@ class SearchResult:
 def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 0, *,
                store: Store | None = None, run_id: str | None = None, parent_id: str | None = None,
                label: str | None = None, options: dict[str, Any] | None = None,
-               progress: Callable[[SearchContext], None] | None = None) -> SearchResult:
+               progress: Callable[[SearchContext], None] | None = None, llm: Any = None) -> SearchResult:
     """Search with ``strategy``; with a store, every trial is committed as it ends.
 
     If ``run_id`` names a run already in the store, that run is resumed.
@@ -70,7 +72,16 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
         if progress is not None:
             progress(ctx)
 
-    ctx = SearchContext(evaluator.space, evaluator, budget, seed, on_trial=on_trial, prior=prior)
+    def on_exchange(ex: dict[str, Any]) -> None:
+        if store is not None:
+            store.add_llm_exchange(run_id, ex["round"], ex["provider"], ex["model"], redact(ex["prompt"]),
+                                   redact(ex["response"]), ex["accepted"], ex["rejected"], ex["tokens_in"],
+                                   ex["tokens_out"], ex["latency_s"], ex["cost"], ex["error"])
+        llm_log.append(ex)
+
+    llm_log: list[dict[str, Any]] = []
+    ctx = SearchContext(evaluator.space, evaluator, budget, seed, on_trial=on_trial, prior=prior, llm=llm,
+                        on_llm_exchange=on_exchange)
     try:
         fn(ctx, **options)
         if not ctx.stop_reason:
@@ -82,4 +93,4 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
     if store is not None and run_id is not None:
         store.finish_run(run_id, "done")
     return SearchResult(strategy, seed, ctx.best, ctx.history, ctx.clocks, ctx.stop_reason, run_id,
-                        resumed_trials=len(prior))
+                        resumed_trials=len(prior), llm_exchanges=llm_log, notes=list(ctx.notes))

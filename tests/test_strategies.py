@@ -7,9 +7,9 @@ import pytest
 
 from kerntune.errors import KerntuneError
 from kerntune.runner import run_search
-from kerntune.strategies import STRATEGIES, Budget, get_strategy
+from kerntune.strategies import LLM_STRATEGIES, STRATEGIES, Budget, get_strategy
 
-NAMES = sorted(STRATEGIES)
+NAMES = sorted(set(STRATEGIES) - LLM_STRATEGIES)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from kerntune.errors import KerntuneError
 from kerntune.strategies import bayes, exhaustive, genetic, gp, pattern, random_search
+from kerntune.strategies import llm_seeded
 from kerntune.strategies.base import Budget, BudgetExhausted, SearchContext, SearchStalled, Strategy
+from kerntune.strategies.llm import rounds as llm_rounds
 
 STRATEGIES: dict[str, Strategy] = {
     "exhaustive": exhaustive.search,
@@ -13,7 +15,11 @@ STRATEGIES: dict[str, Strategy] = {
     "bayes": bayes.search,
     "genetic": genetic.search,
     "gp": gp.search,
+    "llm": llm_rounds.search,
+    "llm-seeded": llm_seeded.search,
 }
+#: Strategies that need a model (``--llm``).
+LLM_STRATEGIES = {"llm", "llm-seeded"}
 ALIASES = {"brute_force": "exhaustive", "local": "pattern", "tpe": "bayes", "ga": "genetic"}
 
 
@@ -24,5 +30,5 @@ def get_strategy(name: str) -> Strategy:
     return STRATEGIES[key]
 
 
-__all__ = ["ALIASES", "STRATEGIES", "Budget", "BudgetExhausted", "SearchContext", "SearchStalled", "Strategy",
+__all__ = ["ALIASES", "LLM_STRATEGIES", "STRATEGIES", "Budget", "BudgetExhausted", "SearchContext", "SearchStalled", "Strategy",
            "get_strategy"]

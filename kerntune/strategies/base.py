@@ -72,6 +72,11 @@ class SearchContext:
     clock_s: float = 0.0
     best: Trial | None = None
     stop_reason: str = ""
+    #: An ``kerntune.llm.LLMClient`` for LLM strategies; classical ones ignore it.
+    llm: Any = None
+    #: Called with one dict per LLM exchange (prompt, response, accepted, rejected, …).
+    on_llm_exchange: Callable[[dict[str, Any]], None] | None = None
+    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -102,6 +107,14 @@ class SearchContext:
         if b.target_ms is not None and self.best is not None and self.best.time_ms <= b.target_ms:  # type: ignore[operator]
             return "target reached"
         return ""
+
+    def charge(self, seconds: float) -> None:
+        """Advance the clock by time spent outside measurements (LLM calls)."""
+        self.clock_s += max(seconds, 0.0)
+
+    def note(self, message: str) -> None:
+        """A warning for the user (e.g. 'under half of the LLM batch was valid')."""
+        self.notes.append(message)
 
     # -- measuring -------------------------------------------------------------------------
     def is_measured(self, config: Config) -> bool:

@@ -1,0 +1,1 @@
+"""LLM-guided round search: prompting, feedback and the round loop."""

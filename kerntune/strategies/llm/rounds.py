@@ -1,0 +1,159 @@
+"""The ``llm`` strategy: the model proposes, everything proposed is measured,
+each round learns from the last.
+
+Round 1 asks for a diverse first batch while the default config and a few
+random ones are measured (the first call overlaps with measurement).  Later
+rounds show the ranked history, anchors and patterns.  Proposals are parsed,
+validated, normalised and de-duplicated against the whole history; rejects
+are kept with their reason.  When under half of a batch is usable the batch
+is topped up by the fallback so that no round is wasted; when the model
+fails, the fallback proposes the round (or, with ``fallback='error'``, the
+run stops with one clear line).  Convergence: no improvement for
+``patience`` rounds, ``max_rounds``, a target time, or an improvement under
+``min_improvement`` over the last two rounds — and the budget always wins.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kerntune.errors import KerntuneError
+from kerntune.llm.parsing import ParsedConfigs, configs_from_answer
+from kerntune.llm.types import LLMError, Message
+from kerntune.space import Config, jsonable
+from kerntune.strategies.base import SearchContext
+from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine_round
+
+FALLBACKS = ("random", "pattern", "error")
+
+
+def _fallback_batch(ctx: SearchContext, kind: str, n: int, taken: set[str]) -> list[Config]:
+    """Configs from the classical fallback: neighbours of the best, else random."""
+    out: list[Config] = []
+    if kind == "pattern" and ctx.best is not None:
+        for base in [t.config for t in ctx.ranked()[:2]]:
+            near = ctx.unmeasured(ctx.space.neighbours(base, "adjacent") + ctx.space.neighbours(base, "hamming"))
+            ctx.rng.shuffle(near)
+            out.extend(c for c in near if ctx.space.key(c) not in taken)
+    out = out[:n]
+    keys = taken | {ctx.space.key(c) for c in out}
+    if len(out) < n:
+        out.extend(c for c in ctx.sample_unmeasured(n - len(out) + len(keys)) if ctx.space.key(c) not in keys)
+    return out[:n]
+
+
+def call_model(ctx: SearchContext, messages: list[Message], temperature: float, max_tokens: int,
+               exclude: set[str]) -> tuple[Any, str, float]:
+    """One model call (thread-safe: touches nothing in ``ctx`` but the client).
+
+    Returns (response or None, error text, seconds spent).
+    """
+    space = ctx.space
+
+    def problems(value: Any) -> list[str]:
+        parsed = configs_from_answer(value, space, exclude=exclude)
+        if parsed.accepted:
+            return []
+        return [r.reason for r in parsed.rejected[:10]] or ["no configs in the answer"]
+
+    t0 = time.perf_counter()
+    try:
+        resp = ctx.llm.complete(messages, schema=space.json_schema(), temperature=temperature,
+                                max_tokens=max_tokens, validate=problems)
+    except LLMError as exc:
+        return None, str(exc), time.perf_counter() - t0
+    return resp, "", time.perf_counter() - t0
+
+
+def accept(ctx: SearchContext, round_no: int, messages: list[Message], resp: Any, error: str,
+           seconds: float) -> ParsedConfigs | None:
+    """Parse and validate an answer against everything measured so far; store the exchange."""
+    if resp is None:
+        _record(ctx, round_no, messages, "", None, error=error, latency=seconds)
+        return None
+    parsed = configs_from_answer(resp.parsed, ctx.space, exclude=set(ctx.measured)) \
+        if resp.parsed is not None else ParsedConfigs()
+    _record(ctx, round_no, messages, resp.text, parsed, usage=(resp.usage.input_tokens, resp.usage.output_tokens),
+            latency=resp.latency_s, cost=resp.cost, provider=resp.provider, model=resp.model)
+    return parsed
+
+
+def _record(ctx: SearchContext, round_no: int, messages: list[Message], text: str, parsed: ParsedConfigs | None,
+            error: str | None = None, usage: tuple[int, int] = (0, 0), latency: float = 0.0, cost: float = 0.0,
+            provider: str = "", model: str = "") -> None:
+    if ctx.on_llm_exchange is None:
+        return
+    ctx.on_llm_exchange({
+        "round": round_no, "provider": provider, "model": model,
+        "prompt": "\n\n".join(f"## {m.role}\n{m.content}" for m in messages), "response": text,
+        "accepted": [{"config": {k: jsonable(v) for k, v in c.items()}, "reasoning": r}
+                     for c, r in zip(parsed.accepted, parsed.reasons)] if parsed else [],
+        "rejected": [{"item": r.item, "reason": r.reason} for r in parsed.rejected] if parsed else [],
+        "tokens_in": usage[0], "tokens_out": usage[1], "latency_s": latency, "cost": cost, "error": error,
+    })
+
+
+def search(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds: int = 5, patience: int = 2,
+           min_improvement: float = 0.01, target_ms: float | None = None, temperature: float = 0.7,
+           include_source: bool = True, include_hardware: bool = True, include_hints: bool = True,
+           fallback: str = "pattern", warmup: int = 3, max_tokens: int = 6000) -> None:
+    if fallback not in FALLBACKS:
+        raise KerntuneError(f"unknown fallback {fallback!r} (known: {', '.join(FALLBACKS)})")
+    if ctx.llm is None:
+        raise KerntuneError("the llm strategy needs a model: pass --llm SPEC")
+    opts = PromptOptions(include_source, include_hardware, include_hints)
+    workload, device = ctx.evaluator.workload(), ctx.evaluator.device()
+    bests: list[float] = []
+    no_gain = 0
+    for round_no in range(1, max_rounds + 1):
+        n = initial if round_no == 1 else refine
+        if round_no == 1:
+            messages = first_round(ctx.space, workload, device, n, opts)
+            # Measure the default and a few random configs while the model thinks.
+            warm = ctx.unmeasured([ctx.space.default]) + ctx.sample_unmeasured(max(warmup - 1, 0))
+            exclude = {ctx.space.key(c) for c in warm} | set(ctx.measured)
+            clock0 = ctx.clock_s
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                future = pool.submit(call_model, ctx, messages, temperature, max_tokens, exclude)
+                ctx.evaluate(warm, source="llm:warmup")
+                resp, error, seconds = future.result()
+            ctx.charge(seconds - (ctx.clock_s - clock0))  # only the part not hidden by measuring
+        else:
+            messages = refine_round(ctx.space, workload, device, ctx.history, n, round_no - 1, no_gain > 0, opts)
+            resp, error, seconds = call_model(ctx, messages, temperature, max_tokens, set(ctx.measured))
+            ctx.charge(seconds)
+        parsed = accept(ctx, round_no, messages, resp, error, seconds)
+        if parsed is None:
+            if fallback == "error":
+                raise KerntuneError(f"the model failed in round {round_no}: {error}")
+            ctx.note(f"round {round_no}: the model failed ({error}); {fallback} proposes this round")
+            batch = _fallback_batch(ctx, fallback, n, set())
+            source = f"llm:fallback-{fallback}"
+        else:
+            batch = ctx.unmeasured(parsed.accepted)[:n]
+            source = f"llm:round{round_no}"
+            if len(batch) < n / 2:
+                ctx.note(f"round {round_no}: only {len(batch)} of {n} proposed configs were valid and new;"
+                         f" topped up by {fallback if fallback != 'error' else 'random'}")
+                kind = fallback if fallback != "error" else "random"
+                batch += _fallback_batch(ctx, kind, n - len(batch), {ctx.space.key(c) for c in batch})
+        if not batch:
+            ctx.stop_reason = "space exhausted"
+            return
+        before = ctx.best.time_ms if ctx.best else float("inf")
+        ctx.evaluate(batch, source=source)
+        best = ctx.best.time_ms if ctx.best else float("inf")
+        bests.append(best)
+        no_gain = no_gain + 1 if not best < before else 0
+        if target_ms is not None and best <= target_ms:
+            ctx.stop_reason = "target reached"
+            return
+        if no_gain >= patience:
+            ctx.stop_reason = f"no improvement for {patience} rounds"
+            return
+        if len(bests) >= 3 and bests[-3] != float("inf") and (bests[-3] - best) / bests[-3] < min_improvement:
+            ctx.stop_reason = f"improvement under {min_improvement:.0%} over the last two rounds"
+            return
+    ctx.stop_reason = f"{max_rounds} rounds"

@@ -1,0 +1,109 @@
+"""The LLM round search with a scripted (deterministic, in-process) model."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from kerntune.errors import KerntuneError
+from kerntune.llm import LLMClient
+from kerntune.runner import run_search
+from kerntune.store import Store
+from kerntune.strategies import Budget
+from scripted import ScriptedProvider, answer, failing, synthetic_evaluator
+
+BEST = {"BM": 64, "W": 4, "bs": [32, 32]}
+
+
+def _client(script) -> tuple[LLMClient, ScriptedProvider]:
+    provider = ScriptedProvider(script)
+    return LLMClient(provider, retries=0, backoff_base=0.0), provider
+
+
+def test_scripted_stops_after_patience_rounds_without_gain(tmp_path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+
+    def script(n, messages):
+        if n == 1:
+            return answer({"BM": 32}, BEST, {"W": 4})
+        # Later rounds: only slow configs, never better than round 1.
+        return answer({"BM": 16, "bs": [64, 64], "W": [2, 8][n % 2]}, {"BM": 16, "bs": [16, 64], "W": 8 if n % 2 else 2})
+
+    client, provider = _client(script)
+    res = run_search(ev, "llm", Budget(max_evals=200), seed=0, llm=client,
+                     options={"initial": 3, "refine": 2, "patience": 2, "max_rounds": 10, "fallback": "random"})
+    assert res.stop_reason == "no improvement for 2 rounds"
+    assert len(provider.prompts) == 3
+
+
+def test_scripted_round_two_prompt_shows_round_one_best_and_its_time(tmp_path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    client, provider = _client(lambda n, m: answer(BEST, {"BM": 32}) if n == 1 else answer({"W": 8}))
+    run_search(ev, "llm", Budget(max_evals=100), seed=0, llm=client,
+               options={"initial": 2, "refine": 1, "max_rounds": 2})
+    round2 = provider.prompts[1][-1].content
+    assert '"BM": 64, "W": 4, "bs": [32, 32]' in round2
+    assert "Best so far: 1 ms" in round2            # synthetic_time(BEST) == 1.0
+    assert "Anchor 1 (best)" in round2 and "Patterns shared by the top" in round2
+    round1 = provider.prompts[0][-1].content
+    assert "NVIDIA H100" in round1 and "Streaming multiprocessors (SMs): 132" in round1
+    assert "bs: list of 2 x (power of two in [16, 64])" in round1
+
+
+def test_scripted_outage_with_fallback_random_carries_on(tmp_path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    client, _ = _client(failing)
+    res = run_search(ev, "llm", Budget(max_evals=30), seed=1, llm=client,
+                     options={"initial": 8, "refine": 6, "fallback": "random", "max_rounds": 3, "patience": 5})
+    assert len(res.history) == 3 + 8 + 6 + 6       # warm-up, then three fallback rounds
+    assert any("model failed" in n for n in res.notes)
+    assert all(ex["error"] for ex in res.llm_exchanges)
+
+
+def test_scripted_outage_with_fallback_error_stops_with_one_clear_line(tmp_path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    client, _ = _client(failing)
+    with pytest.raises(KerntuneError, match=r"^the model failed in round 1: .*scripted outage$"):
+        run_search(ev, "llm", Budget(max_evals=30), seed=1, llm=client, options={"fallback": "error"})
+
+
+def test_scripted_bad_proposals_are_rejected_with_stored_reasons(tmp_path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    store = Store(tmp_path / "k.db")
+    bad = json.dumps({"configs": [
+        {"reasoning": "ok", "config": BEST},
+        {"reasoning": "dup", "config": BEST},
+        {"reasoning": "unknown", "config": {"BLOCK": 64}},
+        {"reasoning": "range", "config": {"BM": 256}},
+        {"reasoning": "length", "config": {"bs": [32, 32, 32]}},
+        {"reasoning": "already measured", "config": {}},       # the default, measured in warm-up
+    ]})
+    client, _ = _client(lambda n, m: bad if n == 1 else "{'configs': [{'config': {'W': 4}}]}")
+    res = run_search(ev, "llm", Budget(max_evals=40), seed=0, llm=client, store=store, run_id="r",
+                     options={"initial": 6, "refine": 4, "max_rounds": 2, "patience": 5, "fallback": "pattern"})
+    rows = sqlite3.connect(tmp_path / "k.db").execute(
+        "SELECT round, accepted_json, rejected_json, error FROM llm_exchanges WHERE run_id='r' ORDER BY id").fetchall()
+    assert len(rows) == 2
+    accepted = json.loads(rows[0][1])
+    reasons = [r["reason"] for r in json.loads(rows[0][2])]
+    assert [a["config"] for a in accepted] == [BEST]
+    assert any("duplicate" in r for r in reasons)
+    assert any("BLOCK: unknown parameter" in r for r in reasons)
+    assert any("BM: 256 is not allowed" in r for r in reasons)
+    assert any("expected 2 values, got 3" in r for r in reasons)
+    assert sum("duplicate" in r for r in reasons) == 2   # the in-batch duplicate and the measured default
+    assert "single-quoted" in rows[1][3]                  # Python syntax, even after the repair round
+    assert any("topped up" in n for n in res.notes)      # under half of round 1 was usable
+    assert res.best.config == {"BM": 64, "W": 4, "bs": (32, 32)}
+
+
+def test_llm_seeded_continues_classically_under_the_shared_budget(tmp_path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    client, provider = _client(lambda n, m: answer({"BM": 32, "W": 4}, {"BM": 64, "W": 8}))
+    res = run_search(ev, "llm-seeded", Budget(max_evals=25), seed=0, llm=client, options={"initial": 2})
+    assert len(provider.prompts) == 1
+    assert len(res.history) == 25
+    sources_seen = {t.config["BM"] for t in res.history}
+    assert len(sources_seen) > 1
