@@ -13,7 +13,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,local]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -25,7 +25,7 @@ demo: $(STAMP)
 		--json .kerntune/demo-compare.json --plot .kerntune/demo-compare.png
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	KERNTUNE_REQUIRE_LOCAL=1 $(BIN)/python -m pytest
 
 clean:
 	rm -rf $(VENV) .kerntune .pytest_cache .hypothesis
