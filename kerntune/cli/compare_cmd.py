@@ -46,6 +46,9 @@ def compare(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a best-so-far PNG plot here"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db or $KERNTUNE_STORE)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed comparison by its run id"),
+    llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM",
+                                      help="Model for llm/llm-seeded: openai:M, anthropic:M, ollama:M, local:[PATH], cmd:C, files:DIR, replay:FILE, auto"),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
 ) -> None:
     """Compare strategies by methodology score, best/optimum and evaluations to 2%/5%."""
     names = [s.strip() for s in strategies.split(",") if s.strip()]
@@ -64,8 +67,15 @@ def compare(
             bar.update(task, description=f"comparing: {label}", completed=done, total=total)
 
         result = run_compare(str(space) if space else None, names, budget, repeats, seed, st, resume=resume,
-                             progress=progress)
+                             progress=progress, llm_spec=llm, llm_base_url=llm_base_url)
     print_table(result)
+    for name, s in result.strategies.items():
+        if s.llm:
+            shares = ", ".join(f"round {r}: {v:.0%}" for r, v in s.llm["valid_share_by_round"].items())
+            console.print(f"{name}: {s.llm['calls_per_repeat']:.1f} LLM calls, "
+                          f"{s.llm['tokens_in_per_repeat']:.0f}+{s.llm['tokens_out_per_repeat']:.0f} tokens, "
+                          f"{s.llm['llm_seconds_per_repeat']:.1f} LLM s per repeat"
+                          f" ({s.llm['failed_calls']} failed calls); valid configs {shares or 'n/a'}")
     console.print(f"run id: {result.run_id} (store {st.path})")
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)

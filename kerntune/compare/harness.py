@@ -21,7 +21,7 @@ from kerntune.evaluate import ReplayEvaluator
 from kerntune.evaluate.trial import Trial
 from kerntune.runner import run_search
 from kerntune.store import Store
-from kerntune.strategies import Budget, get_strategy
+from kerntune.strategies import LLM_STRATEGIES, Budget, get_strategy
 
 
 @dataclass
@@ -37,6 +37,8 @@ class StrategyStats:
     tuning_seconds: float            # mean simulated compile+benchmark time per repeat
     wall_seconds: float              # wall time kerntune spent on this strategy
     repeats: int
+    llm: dict[str, Any] | None = None   # calls, tokens, seconds, valid share per round
+
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +46,7 @@ class StrategyStats:
             "evals_to_5pct": self.evals_to_5pct, "found_optimum_share": self.found_optimum,
             "best_over_opt_min_max": list(self.best_over_opt_spread), "tuning_seconds": self.tuning_seconds,
             "wall_seconds": self.wall_seconds, "repeats": self.repeats, "mean_curve": self.mean_curve,
+            **({"llm": self.llm} if self.llm is not None else {}),
         }
 
 
@@ -80,17 +83,26 @@ def _options_from(store: Store, resume: str) -> dict[str, Any]:
 
 
 def run_compare(space_path: str | None, strategies: list[str], budget: int, repeats: int, seed: int,
-                store: Store, resume: str | None = None, progress: Progress | None = None) -> CompareResult:
+                store: Store, resume: str | None = None, progress: Progress | None = None,
+                llm_spec: str | None = None, llm_base_url: str | None = None) -> CompareResult:
     if resume:
         opts = _options_from(store, resume)
         space_path, strategies = opts["space"], opts["strategies"]
         budget, repeats, seed = opts["budget"], opts["repeats"], opts["seed"]
+        llm_spec = llm_spec or opts.get("llm")
     if space_path is None:
         raise KerntuneError("--space is required (or --resume RUN_ID)")
     if repeats < 1:
         raise KerntuneError(f"repeats must be at least 1, got {repeats}")
     for name in strategies:
         get_strategy(name)
+    client = None
+    if set(strategies) & LLM_STRATEGIES:
+        if not llm_spec:
+            raise KerntuneError("strategies llm and llm-seeded need a model: pass --llm SPEC")
+        from kerntune.llm import LLMClient
+
+        client = LLMClient.from_spec(llm_spec, llm_base_url)
     budget_obj = Budget(max_evals=budget)
     evaluator = ReplayEvaluator.from_file(space_path)
     rec = evaluator.recording
@@ -98,7 +110,8 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
     if not ok:
         raise KerntuneError(f"{space_path}: the recording has no successful measurement")
     ref = Reference.from_times(ok, len(rec.trials) - len(ok))
-    options = {"space": str(space_path), "strategies": strategies, "budget": budget, "repeats": repeats, "seed": seed}
+    options = {"space": str(space_path), "strategies": strategies, "budget": budget, "repeats": repeats, "seed": seed,
+               "llm": llm_spec if client is not None else None}
     run_id = resume or store.create_run("compare", options=options, space=None, evaluator=evaluator.describe(),
                                         device=evaluator.device().get("name"))
     cutoff = min(ref.cutoff(budget), budget)
@@ -106,7 +119,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
                            [float(x) for x in ref.random_expectation(budget)])
     total, done = len(strategies) * repeats, 0
     for name in strategies:
-        curves, finals, wall, tuning = [], [], 0.0, []
+        curves, finals, wall, tuning, exchanges = [], [], 0.0, [], []
         for r in range(repeats):
             label = f"{name}#{r}"
             child = store.find_child(run_id, label)
@@ -114,10 +127,13 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
             if child is not None and child.status == "done":
                 history = [t for _, t, _ in store.trials(child.id)]
                 clock = [c for _, _, c in store.trials(child.id)]
+                exchanges.extend(store.llm_exchanges(child.id))
             else:
                 res = run_search(evaluator, name, budget_obj, seed + r, store=store,
-                                 run_id=child.id if child else None, parent_id=run_id, label=label)
+                                 run_id=child.id if child else None, parent_id=run_id, label=label,
+                                 llm=client if name in LLM_STRATEGIES else None)
                 history, clock = res.history, res.clocks
+                exchanges.extend(res.llm_exchanges)
             wall += time.perf_counter() - t0
             curves.append(_curve(history, ref.worst))
             finals.append(min((t.time_ms for t in history if t.ok), default=ref.worst))  # type: ignore[type-var]
@@ -135,9 +151,28 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
             mean_curve=[float(x) for x in np.mean([_pad(c, budget) for c in curves], axis=0)],
             best_over_opt_spread=(float(min(ratios)), float(max(ratios))),
             tuning_seconds=float(np.mean(tuning)), wall_seconds=wall, repeats=repeats,
+            llm=_llm_stats(exchanges, repeats) if name in LLM_STRATEGIES else None,
         )
     store.finish_run(run_id)
     return result
+
+
+def _llm_stats(exchanges: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
+    """Per repeat means of calls, tokens and seconds, and the valid share of each round."""
+    by_round: dict[int, list[int]] = {}
+    for ex in exchanges:
+        acc, rej = len(ex.get("accepted") or []), len(ex.get("rejected") or [])
+        tot = by_round.setdefault(int(ex["round"]), [0, 0])
+        tot[0] += acc
+        tot[1] += acc + rej
+    return {
+        "calls_per_repeat": len(exchanges) / repeats,
+        "failed_calls": sum(1 for ex in exchanges if ex.get("error")),
+        "tokens_in_per_repeat": sum(ex.get("tokens_in") or 0 for ex in exchanges) / repeats,
+        "tokens_out_per_repeat": sum(ex.get("tokens_out") or 0 for ex in exchanges) / repeats,
+        "llm_seconds_per_repeat": sum(ex.get("latency_s") or 0.0 for ex in exchanges) / repeats,
+        "valid_share_by_round": {r: (a / t if t else 0.0) for r, (a, t) in sorted(by_round.items())},
+    }
 
 
 def _curve(history: list[Trial], worst: float) -> np.ndarray:

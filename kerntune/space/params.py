@@ -80,7 +80,7 @@ class Param:
 
     def allowed_text(self) -> str:
         vals = self.values()
-        if len(vals) > 12:
+        if len(vals) > 64:
             return f"{len(vals)} values from {jsonable(vals[0])!r} to {jsonable(vals[-1])!r}"
         return "[" + ", ".join(repr(jsonable(v)) for v in vals) + "]"
 

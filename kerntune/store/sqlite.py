@@ -223,6 +223,14 @@ class Store:
             " AND versions=?", (kernel_hash, problem_key, device, versions)).fetchone()
         return (json.loads(row["config_json"]), row["time_ms"]) if row else None
 
+    def llm_exchanges(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self.conn.execute("SELECT * FROM llm_exchanges WHERE run_id=? ORDER BY id", (run_id,))
+        return [{"round": r["round"], "provider": r["provider"], "model": r["model"], "prompt": r["prompt"],
+                 "response": r["response"], "accepted": json.loads(r["accepted_json"] or "null") or [],
+                 "rejected": json.loads(r["rejected_json"] or "null") or [], "tokens_in": r["tokens_in"],
+                 "tokens_out": r["tokens_out"], "latency_s": r["latency_s"], "cost": r["cost"], "error": r["error"]}
+                for r in rows]
+
     # -- LLM exchanges ------------------------------------------------------------------------
     def add_llm_exchange(self, run_id: str | None, round_no: int, provider: str, model: str, prompt: str,
                          response: str, accepted: Any = None, rejected: Any = None, tokens_in: int = 0,

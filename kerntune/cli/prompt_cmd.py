@@ -1,0 +1,46 @@
+"""``kerntune prompt show``: the exact prompt a round would send, without a model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from kerntune.cli.common import console, open_store
+from kerntune.errors import KerntuneError
+from kerntune.evaluate import ReplayEvaluator
+from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine_round
+
+app = typer.Typer(no_args_is_help=True, help="Prompts of the LLM strategies.")
+
+
+@app.command("show")
+def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel Tuner cache, T4, kerntune table)"),
+         round_no: int = typer.Option(1, "--round", help="1 = first batch; 2+ = refinement after a run's trials"),
+         run: Optional[str] = typer.Option(None, "--run", help="Run whose trials feed a refinement prompt"),
+         n: Optional[int] = typer.Option(None, "--n", help="Configs asked for (default 25, later rounds 15)"),
+         no_source: bool = typer.Option(False, "--no-source", help="Leave the kernel source out"),
+         store: Optional[str] = typer.Option(None, "--store")) -> None:
+    """Print the system and user messages exactly as the strategy would send them."""
+    if not space.exists():
+        raise KerntuneError(f"file not found: {space}")
+    if round_no < 1:
+        raise KerntuneError("--round must be 1 or more")
+    ev = ReplayEvaluator.from_file(space)
+    opts = PromptOptions(include_source=not no_source)
+    if round_no == 1:
+        messages = first_round(ev.space, ev.workload(), ev.device(), n or 25, opts)
+    else:
+        if not run:
+            raise KerntuneError("a refinement prompt needs --run RUN_ID (the trials it reports on)")
+        st = open_store(store)
+        history = [t for _, t, _ in st.trials(run)]
+        if not history:
+            raise KerntuneError(f"run {run} has no trials")
+        history = [t.__class__(ev.space.canonical(t.config), t.status, t.time_ms, t.times_ms, t.compile_s,
+                               t.bench_s, t.error, t.extra) for t in history]
+        messages = refine_round(ev.space, ev.workload(), ev.device(), history, n or 15, round_no - 1, False, opts)
+    for m in messages:
+        console.rule(m.role)
+        console.print(m.content, markup=False, highlight=False)
