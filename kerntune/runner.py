@@ -7,12 +7,15 @@ this run is answered from the store instead of being measured again.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Trial
+from kerntune.llm.providers.base import Provider
 from kerntune.llm.secrets import redact
+from kerntune.llm.types import LLMError, Message, RawReply, Usage
 from kerntune.store import Store
 from kerntune.strategies import Budget, BudgetExhausted, SearchContext, SearchStalled, get_strategy
 
@@ -40,6 +43,35 @@ class SearchResult:
         return out
 
 
+class _ResumeProvider(Provider):
+    """Answers a resumed run's first calls from its stored exchanges, then the live model.
+
+    A model at temperature > 0 would answer differently the second time, and
+    the strategy would leave the path whose trials the store holds; replaying
+    the stored answers keeps the resumed run on it.
+    """
+
+    def __init__(self, live: Provider, exchanges: list[dict[str, Any]]) -> None:
+        super().__init__(live.model)
+        self.name, self.structured, self.live = live.name, live.structured, live
+        self.pending = list(exchanges)
+
+    def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float, max_tokens: int,
+             timeout: float) -> RawReply:
+        if not self.pending:
+            return self.live.send(messages, schema, temperature, max_tokens, timeout)
+        ex = self.pending.pop(0)
+        if ex.get("error"):
+            raise LLMError(ex["error"])
+        return RawReply(ex["response"], Usage(ex.get("tokens_in") or 0, ex.get("tokens_out") or 0), ex["model"])
+
+
+def _resumed_client(client: Any, exchanges: list[dict[str, Any]]) -> Any:
+    clone = copy.copy(client)
+    clone.provider = _ResumeProvider(client.provider, exchanges)
+    return clone
+
+
 def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 0, *,
                store: Store | None = None, run_id: str | None = None, parent_id: str | None = None,
                label: str | None = None, options: dict[str, Any] | None = None,
@@ -59,7 +91,9 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
             except Exception:
                 existing = None
         if existing is not None:
-            prior = {key: (trial, clock) for key, trial, clock in store.trials(run_id)}  # type: ignore[arg-type]
+            for key, trial, clock in store.trials(run_id):  # type: ignore[arg-type]
+                trial.config = evaluator.space.canonical(trial.config)
+                prior[key] = (trial, clock)
         else:
             run_id = store.create_run(
                 "compare-child" if parent_id else "tune", parent_id=parent_id, label=label, strategy=strategy,
@@ -80,6 +114,8 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
         llm_log.append(ex)
 
     llm_log: list[dict[str, Any]] = []
+    if llm is not None and prior and store is not None:
+        llm = _resumed_client(llm, store.llm_exchanges(run_id))  # type: ignore[arg-type]
     ctx = SearchContext(evaluator.space, evaluator, budget, seed, on_trial=on_trial, prior=prior, llm=llm,
                         on_llm_exchange=on_exchange)
     try:

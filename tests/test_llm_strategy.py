@@ -107,3 +107,41 @@ def test_llm_seeded_continues_classically_under_the_shared_budget(tmp_path) -> N
     assert len(res.history) == 25
     sources_seen = {t.config["BM"] for t in res.history}
     assert len(sources_seen) > 1
+
+
+def test_scripted_resume_replays_stored_answers_instead_of_asking_again(tmp_path) -> None:
+    """A killed LLM run resumes on the same path: the stored answers are replayed."""
+    ev = synthetic_evaluator(tmp_path)
+    store = Store(tmp_path / "k.db")
+    calls = []
+
+    def varying(n, m):  # a model that never answers the same twice
+        calls.append(n)
+        picks = [{"BM": 32, "W": 4}, {"BM": 64, "W": 8}, {"BM": 64, "bs": [32, 64]}, {"W": 8, "bs": [64, 32]}]
+        return answer(picks[(len(calls) - 1) % 4], picks[len(calls) % 4])
+
+    opts = {"initial": 2, "refine": 2, "max_rounds": 3, "patience": 5}
+    reference_client, _ = _client(varying)
+    ref = run_search(ev, "llm", Budget(max_evals=40), seed=0, llm=reference_client, options=opts)
+    calls.clear()
+
+    class Killed(Exception):
+        pass
+
+    class Dying(type(ev)):
+        def evaluate(self, configs):
+            if len(store.trials("r")) >= 6:
+                raise Killed()
+            return super().evaluate(configs)
+
+    dying = Dying(ev.recording, ev.source)
+    client, provider = _client(varying)
+    with pytest.raises(Killed):
+        run_search(dying, "llm", Budget(max_evals=40), seed=0, llm=client, store=store, run_id="r", options=opts)
+    asked_before = len(provider.prompts)
+    calls.clear()
+    calls.extend(range(asked_before))        # the live model continues where it was
+    client2, provider2 = _client(varying)
+    res = run_search(ev, "llm", Budget(max_evals=40), seed=0, llm=client2, store=store, run_id="r", options=opts)
+    assert len(provider2.prompts) == len(ref.llm_exchanges) - asked_before
+    assert [t.config for t in res.history] == [t.config for t in ref.history]

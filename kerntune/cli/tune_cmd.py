@@ -13,7 +13,8 @@ from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.runner import run_search
 from kerntune.space import jsonable
-from kerntune.strategies import Budget
+from kerntune.llm import LLMClient
+from kerntune.strategies import LLM_STRATEGIES, Budget
 
 
 def tune(
@@ -25,6 +26,11 @@ def tune(
     seed: int = typer.Option(0, "--seed"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed run by its id"),
+    llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model for llm/llm-seeded (see README)"),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
+    llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript",
+                                                  help="Append every model exchange to this JSONL file (replayable)"),
+    option: list[str] = typer.Option([], "--option", "-o", help="Strategy option NAME=JSON, e.g. -o initial=25"),
 ) -> None:
     """Search a space with one strategy, storing every trial."""
     if not replay.exists():
@@ -36,13 +42,31 @@ def tune(
         run = st.get_run(resume)
         strategy, seed = run.strategy or strategy, run.seed if run.seed is not None else seed
         b = Budget(**run.options.get("budget", b.to_dict()))
+        stored = {k: v for k, v in run.options.items() if k != "budget"}
 
     def progress(ctx) -> None:  # noqa: ANN001 - SearchContext
         if ctx.evaluations % 25 == 0:
             best = f"{ctx.best.time_ms:.4g} ms" if ctx.best else "none yet"
             err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
 
-    res = run_search(evaluator, strategy, b, seed, store=st, run_id=resume, progress=progress)
+    options = dict(stored) if resume else {}
+    for item in option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise KerntuneError(f"--option {item!r}: expected NAME=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    client = None
+    if strategy in LLM_STRATEGIES:
+        if not llm:
+            raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
+        client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript)
+    res = run_search(evaluator, strategy, b, seed, store=st, run_id=resume, progress=progress, llm=client,
+                     options=options)
+    for note in res.notes:
+        err_console.print(f"[yellow]note:[/yellow] {note}")
     if res.best is None:
         console.print(f"no successful config in {len(res.history)} evaluations ({res.stop_reason})")
     else:
