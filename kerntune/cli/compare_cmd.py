@@ -48,6 +48,7 @@ def compare(
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed comparison by its run id"),
     llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM",
                                       help="Model for llm/llm-seeded: openai:M, anthropic:M, ollama:M, local:[PATH], cmd:C, files:DIR, replay:FILE, auto"),
+    llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
 ) -> None:
     """Compare strategies by methodology score, best/optimum and evaluations to 2%/5%."""
@@ -67,7 +68,8 @@ def compare(
             bar.update(task, description=f"comparing: {label}", completed=done, total=total)
 
         result = run_compare(str(space) if space else None, names, budget, repeats, seed, st, resume=resume,
-                             progress=progress, llm_spec=llm, llm_base_url=llm_base_url)
+                             progress=progress, llm_spec=llm, llm_base_url=llm_base_url,
+                             llm_timeout=llm_timeout)
     print_table(result)
     for name, s in result.strategies.items():
         if s.llm:

@@ -28,6 +28,7 @@ def tune(
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed run by its id"),
     llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model for llm/llm-seeded (see README)"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
+    llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript",
                                                   help="Append every model exchange to this JSONL file (replayable)"),
     option: list[str] = typer.Option([], "--option", "-o", help="Strategy option NAME=JSON, e.g. -o initial=25"),
@@ -62,7 +63,7 @@ def tune(
     if strategy in LLM_STRATEGIES:
         if not llm:
             raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
-        client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript)
+        client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
     res = run_search(evaluator, strategy, b, seed, store=st, run_id=resume, progress=progress, llm=client,
                      options=options)
     for note in res.notes:

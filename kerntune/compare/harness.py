@@ -84,7 +84,8 @@ def _options_from(store: Store, resume: str) -> dict[str, Any]:
 
 def run_compare(space_path: str | None, strategies: list[str], budget: int, repeats: int, seed: int,
                 store: Store, resume: str | None = None, progress: Progress | None = None,
-                llm_spec: str | None = None, llm_base_url: str | None = None) -> CompareResult:
+                llm_spec: str | None = None, llm_base_url: str | None = None,
+                llm_timeout: float = 300.0) -> CompareResult:
     if resume:
         opts = _options_from(store, resume)
         space_path, strategies = opts["space"], opts["strategies"]
@@ -102,7 +103,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
             raise KerntuneError("strategies llm and llm-seeded need a model: pass --llm SPEC")
         from kerntune.llm import LLMClient
 
-        client = LLMClient.from_spec(llm_spec, llm_base_url)
+        client = LLMClient.from_spec(llm_spec, llm_base_url, timeout=llm_timeout)
     budget_obj = Budget(max_evals=budget)
     evaluator = ReplayEvaluator.from_file(space_path)
     rec = evaluator.recording

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from kerntune.errors import FormatError
+from kerntune.evaluate.known_kernels import describe_kernel
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.space import Constraint, Space, canonical, space_from_dict
 from kerntune.space.params import infer_param
@@ -131,13 +132,16 @@ def _recorded_space(names: list[str], values: Mapping[str, list[Any]], keys: Ite
     Recordings do not keep the restrictions they were made under, so the set of
     recorded configs is the only faithful description of the valid space.
     """
-    params = [infer_param(n, list(values[n])) for n in names]
+    described = describe_kernel(name).get("params", {})
+    params = [infer_param(n, list(values[n]), described.get(n, "")) for n in names]
     recorded = frozenset(keys)
 
     def recorded_config(cfg: Mapping[str, Any]) -> bool:
         return tuple(cfg[n] for n in names) in recorded
 
-    return Space(params, [Constraint(recorded_config, description="config is in the recording")], name=name)
+    note = (f"only the {len(recorded):,} recorded combinations are valid (the others were rejected by the"
+            " kernel's restrictions when the space was recorded)")
+    return Space(params, [Constraint(recorded_config, description=note)], name=name)
 
 
 # ---------------------------------------------------------------------------- Kernel Tuner cache

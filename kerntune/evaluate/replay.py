@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from kerntune.evaluate.base import Evaluator
+from kerntune.evaluate.known_kernels import describe_kernel
 from kerntune.evaluate.recorded import Recording, load_recording
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.space import Config
@@ -54,7 +55,9 @@ class ReplayEvaluator(Evaluator):
 
     def workload(self) -> dict[str, Any]:
         meta = self.recording.meta
-        return {"kernel_name": meta.get("kernel_name"), "problem_size": meta.get("problem_size")}
+        known = describe_kernel(meta.get("kernel_name"))
+        return {"kernel_name": meta.get("kernel_name"), "problem_size": meta.get("problem_size"),
+                "description": known.get("description")}
 
     def describe(self) -> dict[str, Any]:
         return {"evaluator": self.name, "source": self.source}
