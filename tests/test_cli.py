@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import signal
@@ -12,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 KERNTUNE = [sys.executable, "-m", "kerntune"]
 
@@ -99,6 +97,7 @@ def test_sigkilled_compare_resumes_without_losing_or_repeating_a_trial(tmp_path,
     db = tmp_path / "store.db"
     env = dict(os.environ, KERNTUNE_STORE=str(db))
     kills = 0
+    run_id = ""
     for threshold in (150, 400):
         if kills == 0:
             proc = subprocess.Popen(KERNTUNE + args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest

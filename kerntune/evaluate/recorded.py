@@ -166,39 +166,31 @@ def _from_kernel_tuner(data: Mapping[str, Any], path: Path) -> Recording:
     cache = data.get("cache")
     if not names or not isinstance(cache, Mapping):
         raise FormatError(f"{path}: Kernel Tuner cache without tune_params_keys/cache")
-    values: dict[str, list[Any]] = {n: [] for n in names}
-    for n, vals in (data.get("tune_params") or {}).items():
-        if n in values:
-            values[n] = [canonical(v) for v in vals]
-    trials: dict[str, Trial] = {}
-    keys = []
-    for entry in cache.values():
-        if not isinstance(entry, Mapping) or any(n not in entry for n in names):
-            continue
-        cfg = {n: canonical(entry[n]) for n in names}
-        for n in names:
-            if cfg[n] not in values[n]:
-                values[n].append(cfg[n])
-        keys.append(tuple(cfg[n] for n in names))
-        trials[json.dumps([cfg[n] for n in names])] = _kt_trial(cfg, entry)
+    declared = {n: [canonical(v) for v in vals] for n, vals in (data.get("tune_params") or {}).items()}
+    trials = [_kt_trial({n: canonical(entry[n]) for n in names}, entry) for entry in cache.values()
+              if isinstance(entry, Mapping) and all(n in entry for n in names)]
     if not trials:
         raise FormatError(f"{path}: Kernel Tuner cache holds no entries")
     meta = {k: data.get(k) for k in ("device_name", "kernel_name", "problem_size", "objective")}
     meta["format"] = "kernel_tuner_cache"
-    return _finish(names, values, keys, trials, meta, str(data.get("kernel_name") or path.stem))
+    return _finish(names, trials, meta, str(data.get("kernel_name") or path.stem), declared)
 
 
-def _finish(names: list[str], values: dict[str, list[Any]], keys: list[tuple], trials: dict[str, Trial],
-            meta: dict[str, Any], name: str) -> Recording:
+def _finish(names: list[str], trials: list[Trial], meta: dict[str, Any], name: str,
+            declared: Mapping[str, list[Any]] | None = None) -> Recording:
+    """The recorded space (declared values plus every value seen) and its trials by key."""
+    values: dict[str, list[Any]] = {n: list((declared or {}).get(n, [])) for n in names}
+    for t in trials:
+        for n in names:
+            if t.config[n] not in values[n]:
+                values[n].append(t.config[n])
     for n in names:
         try:
             values[n] = sorted(values[n])
         except TypeError:
             pass
-    space = _recorded_space(names, values, keys, name)
-    # Re-key with the space's canonical key so lookups match Space.key exactly.
-    rekeyed = {space.key(t.config): t for t in trials.values()}
-    return Recording(space, rekeyed, meta)
+    space = _recorded_space(names, values, [tuple(t.config[n] for n in names) for t in trials], name)
+    return Recording(space, {space.key(t.config): t for t in trials}, meta)
 
 
 # ---------------------------------------------------------------------------- T4
@@ -207,33 +199,26 @@ def _from_t4(data: Mapping[str, Any], path: Path) -> Recording:
     if not isinstance(results, list) or not results:
         raise FormatError(f"{path}: T4 file without results")
     names = list(results[0].get("configuration", {}).keys())
-    values: dict[str, list[Any]] = {n: [] for n in names}
-    trials: dict[str, Trial] = {}
-    keys = []
+    trials: list[Trial] = []
     for res in results:
         conf = res.get("configuration")
         if not isinstance(conf, Mapping) or list(conf.keys()) != names:
             continue
         cfg = {n: canonical(conf[n]) for n in names}
-        for n in names:
-            if cfg[n] not in values[n]:
-                values[n].append(cfg[n])
-        keys.append(tuple(cfg[n] for n in names))
         times = res.get("times") or {}
         compile_s = float(times.get("compilation_time") or 0.0)
         bench_s = float(times.get("benchmark") or 0.0) + float(times.get("validation") or 0.0)
         invalidity = res.get("invalidity", "correct")
         if invalidity != "correct":
-            trial = Trial(cfg, T4_FAILURES.get(invalidity, Status.RUNTIME_ERROR), compile_s=compile_s,
-                          bench_s=bench_s, error=invalidity)
+            trials.append(Trial(cfg, T4_FAILURES.get(invalidity, Status.RUNTIME_ERROR), compile_s=compile_s,
+                                bench_s=bench_s, error=invalidity))
         else:
-            trial = _t4_ok(cfg, res, compile_s, bench_s)
-        trials[json.dumps([cfg[n] for n in names])] = trial
+            trials.append(_t4_ok(cfg, res, compile_s, bench_s))
     if not trials:
         raise FormatError(f"{path}: T4 file holds no usable results")
     meta = {"format": "t4", "kernel_name": data.get("kernel_name", path.stem),
             "device_name": data.get("device_name", ""), "problem_size": data.get("problem_size")}
-    return _finish(names, values, keys, trials, meta, str(meta["kernel_name"]))
+    return _finish(names, trials, meta, str(meta["kernel_name"]))
 
 
 def _t4_ok(cfg: dict[str, Any], res: Mapping[str, Any], compile_s: float, bench_s: float) -> Trial:

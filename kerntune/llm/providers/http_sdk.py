@@ -52,7 +52,7 @@ class OpenAIProvider(Provider):
                 model=self.model, messages=[m.to_dict() for m in messages], temperature=temperature,
                 max_tokens=max_tokens, timeout=timeout, **kwargs)
         except oa.RateLimitError as exc:
-            raise TransientError(f"openai: rate limited (429)", _retry_after(exc.response.headers)) from None
+            raise TransientError("openai: rate limited (429)", _retry_after(exc.response.headers)) from None
         except oa.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code == 408:
                 raise TransientError(f"openai: server error {exc.status_code}",
