@@ -8,9 +8,6 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from kerntune.errors import SpaceError
 from kerntune.space.params import Param, infer_param, param_from_dict
 from kerntune.space.space import Constraint, Space
@@ -35,7 +32,10 @@ def space_from_dict(data: Mapping[str, Any]) -> Space:
                  description=data.get("description", ""))
 
 
-def _yaml() -> YAML:
+def _yaml() -> Any:
+    # Imported here: the GPU worker processes import kerntune.space without needing YAML.
+    from ruamel.yaml import YAML
+
     y = YAML(typ="safe")
     y.default_flow_style = None
     return y
@@ -46,6 +46,8 @@ def load_space(path: str | Path) -> Space:
     if not path.is_file():
         raise SpaceError(f"space file not found: {path}")
     text = path.read_text()
+    from ruamel.yaml.error import YAMLError
+
     try:
         data = json.loads(text) if path.suffix == ".json" else _yaml().load(text)
     except (json.JSONDecodeError, YAMLError) as exc:

@@ -1,22 +1,27 @@
-"""Search strategies: each a module with one ``search(ctx, **options)`` function."""
+"""Search strategies: each a module with one ``search(ctx, **options)`` function.
+
+The registry names modules rather than importing them, so a strategy's heavy
+dependencies (Optuna for ``bayes``) load only when that strategy is used —
+GPU worker processes and the replay of other strategies never pay for them.
+"""
 
 from __future__ import annotations
 
-from kerntune.errors import KerntuneError
-from kerntune.strategies import bayes, exhaustive, genetic, gp, pattern, random_search
-from kerntune.strategies import llm_seeded
-from kerntune.strategies.base import Budget, BudgetExhausted, SearchContext, SearchStalled, Strategy
-from kerntune.strategies.llm import rounds as llm_rounds
+import importlib
 
-STRATEGIES: dict[str, Strategy] = {
-    "exhaustive": exhaustive.search,
-    "random": random_search.search,
-    "pattern": pattern.search,
-    "bayes": bayes.search,
-    "genetic": genetic.search,
-    "gp": gp.search,
-    "llm": llm_rounds.search,
-    "llm-seeded": llm_seeded.search,
+from kerntune.errors import KerntuneError
+from kerntune.strategies.base import Budget, BudgetExhausted, SearchContext, SearchStalled, Strategy
+
+#: name -> module holding its ``search`` function
+STRATEGIES: dict[str, str] = {
+    "exhaustive": "kerntune.strategies.exhaustive",
+    "random": "kerntune.strategies.random_search",
+    "pattern": "kerntune.strategies.pattern",
+    "bayes": "kerntune.strategies.bayes",
+    "genetic": "kerntune.strategies.genetic",
+    "gp": "kerntune.strategies.gp",
+    "llm": "kerntune.strategies.llm.rounds",
+    "llm-seeded": "kerntune.strategies.llm_seeded",
 }
 #: Strategies that need a model (``--llm``).
 LLM_STRATEGIES = {"llm", "llm-seeded"}
@@ -27,8 +32,8 @@ def get_strategy(name: str) -> Strategy:
     key = ALIASES.get(name, name)
     if key not in STRATEGIES:
         raise KerntuneError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
-    return STRATEGIES[key]
+    return importlib.import_module(STRATEGIES[key]).search  # type: ignore[no-any-return]
 
 
-__all__ = ["ALIASES", "LLM_STRATEGIES", "STRATEGIES", "Budget", "BudgetExhausted", "SearchContext", "SearchStalled", "Strategy",
-           "get_strategy"]
+__all__ = ["ALIASES", "LLM_STRATEGIES", "STRATEGIES", "Budget", "BudgetExhausted", "SearchContext", "SearchStalled",
+           "Strategy", "get_strategy"]
