@@ -79,6 +79,8 @@ def test_compare_prints_a_table_and_writes_json_and_plot(tmp_path, conv_path) ->
 def _trial_rows(db: Path) -> list[tuple[str, str, int]]:
     con = sqlite3.connect(db)
     try:
+        if not con.execute("SELECT name FROM sqlite_master WHERE name='trials'").fetchone():
+            return []  # the store is still being created
         return con.execute("SELECT r.label, t.config_key, t.seq FROM trials t JOIN runs r ON r.id = t.run_id"
                            " WHERE r.kind = 'compare-child'").fetchall()
     finally:
