@@ -11,22 +11,22 @@ from typing import Any
 
 # name fragment -> facts (first match wins, so longer names come first)
 KNOWN_GPUS: list[tuple[str, dict[str, Any]]] = [
-    ("H200", {"vendor": "NVIDIA", "arch": "Hopper (sm_90)", "sms": 132, "memory_gb": 141, "bandwidth_gbs": 4800,
+    ("H200", {"peak_fp16_tflops": 989, "vendor": "NVIDIA", "arch": "Hopper (sm_90)", "sms": 132, "memory_gb": 141, "bandwidth_gbs": 4800,
               "smem_per_sm_kb": 228, "max_smem_per_block_kb": 227, "registers_per_sm": 65536,
               "max_threads_per_sm": 2048, "l2_mb": 50}),
-    ("H100", {"vendor": "NVIDIA", "arch": "Hopper (sm_90)", "sms": 132, "memory_gb": 80, "bandwidth_gbs": 3350,
+    ("H100", {"peak_fp16_tflops": 989, "vendor": "NVIDIA", "arch": "Hopper (sm_90)", "sms": 132, "memory_gb": 80, "bandwidth_gbs": 3350,
               "smem_per_sm_kb": 228, "max_smem_per_block_kb": 227, "registers_per_sm": 65536,
               "max_threads_per_sm": 2048, "l2_mb": 50}),
-    ("A100-PCIE-40GB", {"vendor": "NVIDIA", "arch": "Ampere (sm_80)", "sms": 108, "memory_gb": 40,
+    ("A100-PCIE-40GB", {"peak_fp16_tflops": 312, "vendor": "NVIDIA", "arch": "Ampere (sm_80)", "sms": 108, "memory_gb": 40,
                         "bandwidth_gbs": 1555, "smem_per_sm_kb": 164, "max_smem_per_block_kb": 163,
                         "registers_per_sm": 65536, "max_threads_per_sm": 2048, "l2_mb": 40}),
-    ("A100", {"vendor": "NVIDIA", "arch": "Ampere (sm_80)", "sms": 108, "memory_gb": 80, "bandwidth_gbs": 2039,
+    ("A100", {"peak_fp16_tflops": 312, "vendor": "NVIDIA", "arch": "Ampere (sm_80)", "sms": 108, "memory_gb": 80, "bandwidth_gbs": 2039,
               "smem_per_sm_kb": 164, "max_smem_per_block_kb": 163, "registers_per_sm": 65536,
               "max_threads_per_sm": 2048, "l2_mb": 40}),
-    ("L40S", {"vendor": "NVIDIA", "arch": "Ada (sm_89)", "sms": 142, "memory_gb": 48, "bandwidth_gbs": 864,
+    ("L40S", {"peak_fp16_tflops": 362, "vendor": "NVIDIA", "arch": "Ada (sm_89)", "sms": 142, "memory_gb": 48, "bandwidth_gbs": 864,
               "smem_per_sm_kb": 100, "max_smem_per_block_kb": 99, "registers_per_sm": 65536,
               "max_threads_per_sm": 1536, "l2_mb": 96}),
-    ("B200", {"vendor": "NVIDIA", "arch": "Blackwell (sm_100)", "sms": 148, "memory_gb": 180,
+    ("B200", {"peak_fp16_tflops": 2250, "vendor": "NVIDIA", "arch": "Blackwell (sm_100)", "sms": 148, "memory_gb": 180,
               "bandwidth_gbs": 8000, "smem_per_sm_kb": 228, "max_smem_per_block_kb": 227,
               "registers_per_sm": 65536, "max_threads_per_sm": 2048, "l2_mb": 126}),
     ("MI250X", {"vendor": "AMD", "arch": "CDNA2 (gfx90a)", "cus": 220, "memory_gb": 128, "bandwidth_gbs": 3277,
@@ -53,6 +53,6 @@ def describe_device(facts: dict[str, Any]) -> str:
         "smem_per_sm_kb": "Shared memory per SM (KB)", "max_smem_per_block_kb": "Max shared memory per block (KB)",
         "lds_per_cu_kb": "LDS per CU (KB)", "registers_per_sm": "32-bit registers per SM",
         "registers_per_cu": "32-bit registers per CU", "max_threads_per_sm": "Max threads per SM",
-        "l2_mb": "L2 cache (MB)", "wavefront": "Wavefront size",
+        "l2_mb": "L2 cache (MB)", "wavefront": "Wavefront size", "peak_fp16_tflops": "Dense fp16 tensor peak (TFLOP/s)",
     }
     return "\n".join(f"- {labels.get(k, k)}: {v}" for k, v in facts.items() if k != "vendor")

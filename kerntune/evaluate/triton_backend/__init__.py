@@ -1,0 +1,1 @@
+"""Triton on NVIDIA GPUs: kernel files, worker processes, the evaluator."""

@@ -1,0 +1,182 @@
+"""The Triton evaluator: compile in parallel worker processes, benchmark in
+one isolated worker, check every output against a reference.
+
+Compile workers run each config once (Triton compiles on first launch and
+writes its disk cache); a config that exceeds ``compile_timeout`` has its
+worker killed (``compile_timeout``).  The benchmark worker then finds the
+compiled kernels in Triton's cache, checks the output (NaN never passes),
+and times the median of ``triton.testing.do_bench`` (which flushes L2 between
+runs).  A crash in any worker costs that config (``runtime_error``) and a
+fresh worker is started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from kerntune.evaluate.base import Evaluator
+from kerntune.evaluate.trial import Status, Trial
+from kerntune.evaluate.triton_backend.kernel_file import describe, load_kernel_module, module_space, source_hash
+from kerntune.space import Config, jsonable
+
+
+class _Worker:
+    """One worker process and its pipe; restarted after a crash or timeout."""
+
+    def __init__(self, path: str, shape: tuple[int, ...], env: dict[str, str]) -> None:
+        self.args = [sys.executable, "-m", "kerntune.evaluate.triton_backend.worker", path,
+                     "x".join(map(str, shape))]
+        self.env = env
+        self.proc: subprocess.Popen[str] | None = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True, env=self.env, start_new_session=True)
+        return self.proc
+
+    def run(self, task: dict[str, Any], timeout: float) -> dict[str, Any]:
+        proc = self._start()
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(task) + "\n")
+            proc.stdin.flush()
+        except BrokenPipeError:
+            return self._crashed()
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        if not ready:
+            self.kill()
+            return {"status": "timeout", "error": f"no result within {timeout:g} s; worker killed"}
+        line = proc.stdout.readline()
+        if not line:
+            return self._crashed()
+        return json.loads(line)
+
+    def _crashed(self) -> dict[str, Any]:
+        code = self.proc.wait() if self.proc else None
+        self.proc = None
+        sig = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return {"status": "runtime_error", "error": f"worker process died ({sig})"}
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self.proc = None
+
+
+class TritonEvaluator(Evaluator):
+    name = "triton"
+
+    def __init__(self, kernel_file: str | Path, shape: tuple[int, ...], compile_workers: int | None = None,
+                 compile_timeout: float = 60.0, bench_timeout: float = 60.0, rep_ms: int = 100) -> None:
+        self.path = str(Path(kernel_file).resolve())
+        self.module = load_kernel_module(self.path)
+        super().__init__(module_space(self.module))
+        self.shape = tuple(shape)
+        self.compile_timeout = compile_timeout
+        self.bench_timeout = bench_timeout
+        self.rep_ms = rep_ms
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        n = compile_workers or max(1, min(8, (os.cpu_count() or 2) - 1))
+        self.compilers = [_Worker(self.path, self.shape, env) for _ in range(n)]
+        self.bencher = _Worker(self.path, self.shape, env)
+        self._device: dict[str, Any] | None = None
+
+    def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
+        return [t for _, t in sorted(self.stream(configs), key=lambda it: it[0])]
+
+    def stream(self, configs: Sequence[Config]) -> Iterator[tuple[int, Trial]]:
+        compiled: dict[int, dict[str, Any]] = {}
+        pending = list(enumerate(configs))
+
+        def compile_one(worker: _Worker) -> None:
+            while pending:
+                try:
+                    i, cfg = pending.pop(0)
+                except IndexError:
+                    return
+                task = {"mode": "compile", "config": {k: jsonable(v) for k, v in cfg.items()}}
+                t0 = time.perf_counter()
+                res = worker.run(task, self.compile_timeout)
+                if res["status"] == "timeout":
+                    res["status"] = "compile_timeout"
+                res.setdefault("compile_s", time.perf_counter() - t0)
+                compiled[i] = res
+
+        with ThreadPoolExecutor(len(self.compilers)) as pool:
+            list(pool.map(compile_one, self.compilers))
+        for i, cfg in enumerate(configs):
+            c = compiled[i]
+            if c["status"] != "ok":
+                yield i, Trial(dict(cfg), Status(c["status"]), compile_s=c["compile_s"], error=c.get("error"))
+                continue
+            task = {"mode": "bench", "config": {k: jsonable(v) for k, v in cfg.items()}, "rep_ms": self.rep_ms}
+            t0 = time.perf_counter()
+            b = self.bencher.run(task, self.bench_timeout)
+            bench_s = b.get("bench_s", time.perf_counter() - t0)
+            status = Status(b["status"])
+            yield i, Trial(dict(cfg), status, b.get("time_ms") if status is Status.OK else None,
+                           b.get("times_ms", []), c["compile_s"], bench_s, b.get("error"),
+                           self._rates(b.get("time_ms")) if status is Status.OK else {})
+
+    def _rates(self, time_ms: float | None) -> dict[str, float]:
+        w = describe(self.module, self.shape)
+        out = {}
+        if time_ms and w.get("flops"):
+            out["TFLOP/s"] = w["flops"] / (time_ms * 1e-3) / 1e12
+        if time_ms and w.get("bytes"):
+            out["GB/s"] = w["bytes"] / (time_ms * 1e-3) / 1e9
+        return out
+
+    def retime(self, configs: Sequence[Config], rep_ms: int = 500) -> list[Trial]:
+        """Measure the leaders again, longer, before declaring a winner."""
+        saved, self.rep_ms = self.rep_ms, rep_ms
+        try:
+            return self.evaluate(configs)
+        finally:
+            self.rep_ms = saved
+
+    def device(self) -> dict[str, Any]:
+        if self._device is None:
+            code = ("import json, torch; p = torch.cuda.get_device_properties(0); print(json.dumps({'name': p.name,"
+                    " 'sms': p.multi_processor_count, 'memory_gb': round(p.total_memory / 2**30, 1),"
+                    " 'max_smem_per_block_kb': getattr(p, 'shared_memory_per_block_optin', 0) // 1024,"
+                    " 'registers_per_sm': getattr(p, 'regs_per_multiprocessor', None),"
+                    " 'l2_mb': getattr(p, 'L2_cache_size', 0) // 2**20, 'torch': torch.__version__,"
+                    " 'triton': __import__('triton').__version__}))")
+            try:
+                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+                self._device = json.loads(out.stdout.strip().splitlines()[-1])
+            except (subprocess.SubprocessError, ValueError, IndexError):
+                self._device = {"name": "unknown GPU"}
+        return self._device
+
+    def workload(self) -> dict[str, Any]:
+        w = describe(self.module, self.shape)
+        try:
+            w["source"] = Path(self.path).read_text()
+        except OSError:
+            pass
+        return w
+
+    def describe(self) -> dict[str, Any]:
+        return {"evaluator": self.name, "kernel_file": self.path, "shape": list(self.shape),
+                "source_hash": source_hash(self.path)}
+
+    def close(self) -> None:
+        for w in self.compilers + [self.bencher]:
+            w.kill()

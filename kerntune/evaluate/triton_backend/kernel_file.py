@@ -1,0 +1,75 @@
+"""A user's kernel file: the Triton kernel, how to launch it, its inputs and
+its search space, in one importable Python file.
+
+Required names:
+  space                      a kerntune Space (or the dict form of one)
+  make_inputs(shape)         -> tuple of tensors (on the GPU) for a problem shape (tuple of ints)
+  launch(config, inputs)     runs the kernel with a config; returns the output tensor(s)
+Optional:
+  reference(inputs)          the correct output (else the default config's output is the reference)
+  flops(shape), bytes_moved(shape)   for TFLOP/s and GB/s in reports
+  name                       the kernel's name; description: a sentence for prompts
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kerntune.errors import KerntuneError
+from kerntune.space import Space, space_from_dict
+
+REQUIRED = ("space", "make_inputs", "launch")
+
+
+def load_kernel_module(path: str | Path) -> ModuleType:
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise KerntuneError(f"kernel file not found: {path}")
+    name = "kerntune_user_kernel_" + hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise KerntuneError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    missing = [n for n in REQUIRED if not hasattr(module, n)]
+    if missing:
+        raise KerntuneError(f"{path}: kernel file lacks {', '.join(missing)} (see kerntune.evaluate.triton_backend)")
+    return module
+
+
+def module_space(module: ModuleType) -> Space:
+    space = module.space
+    if isinstance(space, Space):
+        return space
+    if isinstance(space, dict):
+        return space_from_dict(space)
+    raise KerntuneError("the kernel file's `space` must be a kerntune Space or its dict form")
+
+
+def source_hash(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(x) for x in text.lower().replace(",", "x").split("x") if x)
+    except ValueError:
+        raise KerntuneError(f"bad --shape {text!r}: expected e.g. 4096x4096x4096") from None
+    if not shape or any(d <= 0 for d in shape):
+        raise KerntuneError(f"bad --shape {text!r}: sizes must be positive")
+    return shape
+
+
+def describe(module: ModuleType, shape: tuple[int, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {"kernel_name": getattr(module, "name", module.__name__), "problem_size": list(shape),
+                           "description": getattr(module, "description", None)}
+    for key, fn in (("flops", "flops"), ("bytes", "bytes_moved")):
+        if callable(getattr(module, fn, None)):
+            out[key] = getattr(module, fn)(shape)
+    return out
