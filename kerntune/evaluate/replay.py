@@ -56,8 +56,11 @@ class ReplayEvaluator(Evaluator):
     def workload(self) -> dict[str, Any]:
         meta = self.recording.meta
         known = describe_kernel(meta.get("kernel_name"))
-        return {"kernel_name": meta.get("kernel_name"), "problem_size": meta.get("problem_size"),
-                "description": known.get("description")}
+        out = {"kernel_name": meta.get("kernel_name"), "problem_size": meta.get("problem_size"),
+               "description": meta.get("description") or known.get("description")}
+        if meta.get("source"):
+            out["source"] = meta["source"]
+        return out
 
     def describe(self) -> dict[str, Any]:
         return {"evaluator": self.name, "source": self.source}

@@ -80,8 +80,12 @@ def export_table(store: Store, run_id: str, path: str | Path) -> int:
     space = space_from_dict(json.loads(row["space_json"]))
     trials, _ = _run_trials(store, run_id)
     unique = {space.key(t.config): t for t in trials}
-    Path(path).write_text(json.dumps(table_dict(space, unique.values(), {"run_id": run_id,
-                                                                         "device_name": _run_device(store, run_id)})))
+    row = store.conn.execute("SELECT evaluator_json FROM runs WHERE id=?", (run_id,)).fetchone()
+    described = json.loads(row["evaluator_json"] or "{}") if row else {}
+    meta = {"run_id": run_id, "device_name": _run_device(store, run_id),
+            "kernel_name": described.get("kernel_name"), "problem_size": described.get("shape"),
+            "recorded_with": described}
+    Path(path).write_text(json.dumps(table_dict(space, unique.values(), meta)))
     return len(unique)
 
 

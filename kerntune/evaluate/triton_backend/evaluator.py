@@ -175,6 +175,7 @@ class TritonEvaluator(Evaluator):
 
     def describe(self) -> dict[str, Any]:
         return {"evaluator": self.name, "kernel_file": self.path, "shape": list(self.shape),
+                "kernel_name": getattr(self.module, "name", Path(self.path).stem),
                 "source_hash": source_hash(self.path)}
 
     def close(self) -> None:
