@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from kerntune.cli.common import console
-from kerntune.errors import FormatError, KerntuneError
+from kerntune.errors import KerntuneError
 from kerntune.evaluate import load_recording
 from kerntune.space import jsonable, load_space
 
@@ -65,8 +65,5 @@ def info(file: Path = typer.Argument(..., help="A recording (Kernel Tuner cache,
 @app.command("schema")
 def schema(file: Path = typer.Argument(..., help="Space YAML/JSON or recording")) -> None:
     """Print the JSON schema a model's answer must follow for this space."""
-    try:
-        space = load_space(file) if file.is_file() and _is_space_file(file) else load_recording(file).space
-    except FormatError:
-        raise
+    space = load_space(file) if file.is_file() and _is_space_file(file) else load_recording(file).space
     console.print_json(json.dumps(space.json_schema()))
