@@ -433,10 +433,6 @@ def test_gzip_of_binary_is_format_error(tmp_path):
     assert "not a text file" in str(err)
 
 
-@pytest.mark.xfail(strict=True, raises=(OSError, zlib.error),
-                   reason="BUG recorded.py:81-103 (_read_text): a corrupt gzip body raises "
-                          "gzip.BadGzipFile / zlib.error, which are not caught and converted to "
-                          "FormatError")
 @pytest.mark.parametrize("payload", [b"\x1f\x8b" + b"\x00" * 64,
                                      gzip.compress(b'{"cache": {}}', mtime=0)[:10] + b"\xff" * 40],
                          ids=["bad-method", "bad-deflate-block"])

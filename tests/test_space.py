@@ -272,10 +272,6 @@ def test_validate_non_mapping_is_reported_not_raised():
     assert len(errors) == 1 and "expected an object" in errors[0].message
 
 
-@pytest.mark.xfail(strict=True, raises=(ValueError, OverflowError),
-                   reason="BUG params.py:181: IntRange.index calls int(value) on NaN/inf, so "
-                          "Space.validate raises ValueError/OverflowError instead of returning a "
-                          "FieldError (json.loads of a model answer accepts NaN and Infinity)")
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_validate_int_range_with_nan_or_inf_reports_field(value):
     space = Space([IntRange("x", low=0, high=8)])
@@ -603,10 +599,6 @@ def test_well_formed_yaml_describing_a_bad_space_is_space_error(tmp_path, text, 
     assert needle in str(err)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="BUG params.py:422-425 / io.py:25 / space.py:94-98: non-iterable or "
-                          "non-mapping YAML values reach tuple()/dict()/set() unguarded and raise "
-                          "TypeError instead of SpaceError")
 @pytest.mark.parametrize("text", [
     "params:\n  - {name: x, kind: choice, options: 5}\n",
     "params:\n  x: 5\n",
@@ -619,9 +611,6 @@ def test_yaml_with_wrong_value_types_is_space_error(tmp_path, text):
     _one_line_space_error(path)
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError,
-                   reason="BUG io.py:48: load_space reads with path.read_text() outside the try, so a binary "
-                          "file raises UnicodeDecodeError instead of SpaceError")
 def test_binary_space_file_is_space_error(tmp_path):
     path = tmp_path / "space.yaml"
     path.write_bytes(b"\xff\xfe\x00\x81binary\x80")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import statistics
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -94,12 +95,12 @@ def _read_text(path: Path) -> str:
         return raw.decode("utf-8")
     except EOFError:
         # A truncated gzip stream: keep what decompresses.
-        import zlib
-
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         return d.decompress(path.read_bytes()).decode("utf-8", errors="ignore")
     except UnicodeDecodeError:
         raise FormatError(f"{path}: not a text file (not JSON)") from None
+    except (OSError, zlib.error) as exc:
+        raise FormatError(f"{path}: corrupt gzip file ({exc})") from None
 
 
 def _loads_lenient(text: str, path: Path) -> Any:

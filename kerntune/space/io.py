@@ -14,6 +14,14 @@ from kerntune.space.space import Constraint, Space
 
 
 def space_from_dict(data: Mapping[str, Any]) -> Space:
+    try:
+        return _space_from_dict(data)
+    except (TypeError, ValueError, AttributeError) as exc:
+        # Wrong value types in a file (options: 5, default: 5, …): a user error, one line.
+        raise SpaceError(f"malformed space: {exc}") from None
+
+
+def _space_from_dict(data: Mapping[str, Any]) -> Space:
     if not isinstance(data, Mapping) or "params" not in data:
         raise SpaceError("a space file needs a 'params' list or mapping")
     raw = data["params"]
@@ -45,7 +53,10 @@ def load_space(path: str | Path) -> Space:
     path = Path(path)
     if not path.is_file():
         raise SpaceError(f"space file not found: {path}")
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (UnicodeDecodeError, OSError) as exc:
+        raise SpaceError(f"{path}: cannot read a text space file ({type(exc).__name__})") from None
     from ruamel.yaml.error import YAMLError
 
     try:

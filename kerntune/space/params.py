@@ -178,7 +178,8 @@ class IntRange(Param):
         return tuple(range(self.low, self.high + 1, self.step))
 
     def index(self, value: Value) -> int | None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value != int(value):
             return None
         value = int(value)
         if value < self.low or value > self.high or (value - self.low) % self.step:
