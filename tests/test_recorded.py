@@ -7,7 +7,6 @@ import gzip
 import itertools
 import json
 import random
-import zlib
 from pathlib import Path
 
 import pytest
