@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = [
     ("examples/spaces/convolution_A100.json.gz", "benchmarks/transcripts/convolution_A100.llm.jsonl"),
     ("examples/spaces/matmul_4096_h100.json.gz", "benchmarks/transcripts/matmul_4096_h100.llm.jsonl"),
+    ("examples/spaces/matmul_8192x8192x512_h100.json.gz", "benchmarks/transcripts/matmul_8192x8192x512_h100.llm.jsonl"),
+    ("examples/spaces/matmul_256x8192x8192_h100.json.gz", "benchmarks/transcripts/matmul_256x8192x8192_h100.llm.jsonl"),
 ]
 
 
