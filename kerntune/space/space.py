@@ -283,22 +283,28 @@ class Space:
             schema["required"] = list(self.names)
         return schema
 
-    def json_schema(self, sparse: bool = True) -> dict[str, Any]:
-        """Schema of the answer a model must give: ``{"configs":[{"reasoning","config"}]}``."""
-        return {
-            "type": "object",
-            "properties": {
-                "configs": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {"reasoning": {"type": "string"}, "config": self.config_schema(sparse)},
-                        "required": ["config"],
-                    },
-                }
+    def json_schema(self, sparse: bool = True, min_items: int | None = None,
+                    max_items: int | None = None) -> dict[str, Any]:
+        """Schema of the answer a model must give: ``{"configs":[{"reasoning","config"}]}``.
+
+        ``min_items``/``max_items`` bound the list: a grammar-constrained local model
+        otherwise takes the shortest valid answer, ``{"configs":[]}``.  Reasons are capped
+        at 300 characters for the same reason in reverse (a small model can loop forever).
+        """
+        configs: dict[str, Any] = {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"reasoning": {"type": "string", "maxLength": 300},
+                               "config": self.config_schema(sparse)},
+                "required": ["config"],
             },
-            "required": ["configs"],
         }
+        if min_items:
+            configs["minItems"] = min_items
+        if max_items:
+            configs["maxItems"] = max_items
+        return {"type": "object", "properties": {"configs": configs}, "required": ["configs"]}
 
     # -- dict form ------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

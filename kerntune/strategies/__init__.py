@@ -1,7 +1,7 @@
 """Search strategies: each a module with one ``search(ctx, **options)`` function.
 
 The registry names modules rather than importing them, so a strategy's heavy
-dependencies (Optuna for ``bayes``) load only when that strategy is used —
+dependencies (Optuna for ``tpe``) load only when that strategy is used —
 GPU worker processes and the replay of other strategies never pay for them.
 """
 
@@ -20,12 +20,13 @@ STRATEGIES: dict[str, str] = {
     "bayes": "kerntune.strategies.bayes",
     "genetic": "kerntune.strategies.genetic",
     "gp": "kerntune.strategies.gp",
+    "tpe": "kerntune.strategies.tpe",
     "llm": "kerntune.strategies.llm.rounds",
     "llm-seeded": "kerntune.strategies.llm_seeded",
 }
 #: Strategies that need a model (``--llm``).
 LLM_STRATEGIES = {"llm", "llm-seeded"}
-ALIASES = {"brute_force": "exhaustive", "local": "pattern", "tpe": "bayes", "ga": "genetic"}
+ALIASES = {"brute_force": "exhaustive", "local": "pattern", "ga": "genetic"}
 
 
 def get_strategy(name: str) -> Strategy:

@@ -8,6 +8,7 @@ resume itself: the context does, so every strategy gets them right for free.
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -81,6 +82,8 @@ class SearchContext:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.np_rng = np.random.default_rng(self.seed)
+        self._wall0 = time.perf_counter()
+        self._wall_offset = 0.0  # wall seconds of a resumed run before this process
         self._stale_calls = 0
 
     # -- budget ----------------------------------------------------------------------------
@@ -109,8 +112,21 @@ class SearchContext:
         return ""
 
     def charge(self, seconds: float) -> None:
-        """Advance the clock by time spent outside measurements (LLM calls)."""
-        self.clock_s += max(seconds, 0.0)
+        """Advance the clock by time spent outside measurements (LLM calls).
+
+        On a real evaluator the clock is the wall clock, which has counted that time already.
+        """
+        if self.evaluator.simulated_clock:
+            self.clock_s += max(seconds, 0.0)
+        else:
+            self.clock_s = max(self.clock_s, self._wall_offset + time.perf_counter() - self._wall0)
+
+    def _clock_after(self, trial: Trial) -> float:
+        """A recording's clock adds each trial's recorded cost; a real evaluator compiles in
+        parallel, so summing costs would overstate the time: there the clock is the wall."""
+        if self.evaluator.simulated_clock:
+            return self.clock_s + trial.cost_s
+        return max(self.clock_s, self._wall_offset + time.perf_counter() - self._wall0)
 
     def note(self, message: str) -> None:
         """A warning for the user (e.g. 'under half of the LLM batch was valid')."""
@@ -159,12 +175,13 @@ class SearchContext:
             if key in self.prior:
                 trial, clock = self.prior[key]
                 self._record(key, trial, clock, source, store=False)
+                self._wall_offset, self._wall0 = clock, time.perf_counter()  # resumed: the wall goes on from here
                 results[i] = trial
         fresh = [(i, k, c) for i, k, c in new if k not in self.prior]
         if fresh:
             for j, trial in self.evaluator.stream([c for _, _, c in fresh]):
                 i, key, _ = fresh[j]
-                self._record(key, trial, self.clock_s + trial.cost_s, source, store=True)
+                self._record(key, trial, self._clock_after(trial), source, store=True)
                 results[i] = trial
         # Configs cut by the budget stay None: report them as unmeasured to the caller.
         return [r if r is not None else Trial(dict(configs[i]), Status.UNMEASURED, error="over budget")

@@ -36,8 +36,17 @@ def _tournament(ctx: SearchContext, pop: list[Trial], k: int) -> Trial:
 def search(ctx: SearchContext, population: int = 20, mutation_rate: float | None = None, elite: int = 2,
            tournament: int = 3, crossover_rate: float = 0.9) -> None:
     rate = mutation_rate if mutation_rate is not None else max(1.0 / len(ctx.space.params), 0.1)
-    first = ctx.unmeasured([ctx.space.default]) + ctx.sample_unmeasured(population - 1)
-    pop = ctx.evaluate(first, source="genetic:init")
+    # The best trials measured before this strategy started (llm-seeded's LLM rounds) seed the
+    # population; the default and random configs fill it up.
+    pop = sorted(ctx.history, key=ctx.value)[:population]
+    want = population - len(pop)
+    first = ctx.unmeasured([ctx.space.default])[:want]
+    first += ctx.sample_unmeasured(max(want - len(first), 0))
+    if first:
+        pop = pop + ctx.evaluate(first, source="genetic:init")
+    if not pop:
+        ctx.stop_reason = "space exhausted"
+        return
     while True:
         pop = sorted(pop, key=ctx.value)[:population]
         children: list[Config] = []

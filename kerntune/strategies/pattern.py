@@ -54,8 +54,13 @@ def _climb(ctx: SearchContext, cfg: Config, value: float, batch: int) -> None:
 
 def search(ctx: SearchContext, initial: int = 10, batch: int = 4, perturb_fields: int = 3,
            random_restart_share: float = 0.2) -> None:
-    first = ctx.unmeasured([ctx.space.default]) + ctx.sample_unmeasured(max(initial - 1, 1))
-    ctx.evaluate(first, source="pattern:sample")
+    # Trials measured before this strategy started (llm-seeded's LLM rounds) count toward the
+    # initial sample; the climb starts from the best of all of them.
+    want = max(initial - len(ctx.history), 0)
+    first = ctx.unmeasured([ctx.space.default])[:want]
+    first += ctx.sample_unmeasured(max(want - len(first), 0))
+    if first:
+        ctx.evaluate(first, source="pattern:sample")
     start: Config | None = None
     while True:
         if start is None and ctx.best is not None:

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -81,7 +83,7 @@ class TritonEvaluator(Evaluator):
     name = "triton"
 
     def __init__(self, kernel_file: str | Path, shape: tuple[int, ...], compile_workers: int | None = None,
-                 compile_timeout: float = 60.0, bench_timeout: float = 60.0, rep_ms: int = 100) -> None:
+                 compile_timeout: float = 60.0, bench_timeout: float = 60.0, rep_ms: int = 20) -> None:
         self.path = str(Path(kernel_file).resolve())
         self.module = load_kernel_module(self.path)
         super().__init__(module_space(self.module))
@@ -91,7 +93,7 @@ class TritonEvaluator(Evaluator):
         self.rep_ms = rep_ms
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        n = compile_workers or max(1, min(8, (os.cpu_count() or 2) - 1))
+        n = compile_workers or max(1, min(16, (os.cpu_count() or 2) - 1))
         self.compilers = [_Worker(self.path, self.shape, env) for _ in range(n)]
         self.bencher = _Worker(self.path, self.shape, env)
         self._device: dict[str, Any] | None = None
@@ -100,38 +102,55 @@ class TritonEvaluator(Evaluator):
         return [t for _, t in sorted(self.stream(configs), key=lambda it: it[0])]
 
     def stream(self, configs: Sequence[Config]) -> Iterator[tuple[int, Trial]]:
-        compiled: dict[int, dict[str, Any]] = {}
+        """Compile in the worker pool and benchmark each config as soon as it has compiled,
+        so the GPU times one config while the CPUs compile the next ones."""
         pending = list(enumerate(configs))
+        done: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue()
+        lock = threading.Lock()
 
-        def compile_one(worker: _Worker) -> None:
-            while pending:
-                try:
+        def compile_all(worker: _Worker) -> None:
+            while True:
+                with lock:
+                    if not pending:
+                        return
                     i, cfg = pending.pop(0)
-                except IndexError:
-                    return
                 task = {"mode": "compile", "config": {k: jsonable(v) for k, v in cfg.items()}}
                 t0 = time.perf_counter()
-                res = worker.run(task, self.compile_timeout)
+                try:
+                    res = worker.run(task, self.compile_timeout)
+                except Exception as exc:  # noqa: BLE001 - a broken pipe or bad reply costs this config only
+                    worker.kill()
+                    res = {"status": "runtime_error", "error": f"compile worker failed: {exc}"}
                 if res["status"] == "timeout":
                     res["status"] = "compile_timeout"
                 res.setdefault("compile_s", time.perf_counter() - t0)
-                compiled[i] = res
+                done.put((i, res))
 
-        with ThreadPoolExecutor(len(self.compilers)) as pool:
-            list(pool.map(compile_one, self.compilers))
-        for i, cfg in enumerate(configs):
-            c = compiled[i]
-            if c["status"] != "ok":
-                yield i, Trial(dict(cfg), Status(c["status"]), compile_s=c["compile_s"], error=c.get("error"))
-                continue
-            task = {"mode": "bench", "config": {k: jsonable(v) for k, v in cfg.items()}, "rep_ms": self.rep_ms}
-            t0 = time.perf_counter()
-            b = self.bencher.run(task, self.bench_timeout)
-            bench_s = b.get("bench_s", time.perf_counter() - t0)
-            status = Status(b["status"])
-            yield i, Trial(dict(cfg), status, b.get("time_ms") if status is Status.OK else None,
-                           b.get("times_ms", []), c["compile_s"], bench_s, b.get("error"),
-                           self._rates(b.get("time_ms")) if status is Status.OK else {})
+        pool = ThreadPoolExecutor(len(self.compilers))
+        try:
+            for w in self.compilers:
+                pool.submit(compile_all, w)
+            for _ in range(len(configs)):
+                i, c = done.get()
+                cfg = configs[i]
+                if c["status"] != "ok":
+                    yield i, Trial(dict(cfg), Status(c["status"]), compile_s=c["compile_s"], error=c.get("error"))
+                    continue
+                yield i, self._bench(cfg, c["compile_s"])
+        finally:
+            with lock:
+                pending.clear()  # a consumer that stops early (budget) leaves nothing queued
+            pool.shutdown(wait=True)
+
+    def _bench(self, cfg: Config, compile_s: float) -> Trial:
+        task = {"mode": "bench", "config": {k: jsonable(v) for k, v in cfg.items()}, "rep_ms": self.rep_ms}
+        t0 = time.perf_counter()
+        b = self.bencher.run(task, self.bench_timeout)
+        bench_s = b.get("bench_s", time.perf_counter() - t0)
+        status = Status(b["status"])  # a hung benchmark comes back as "timeout", its worker killed
+        return Trial(dict(cfg), status, b.get("time_ms") if status is Status.OK else None,
+                     b.get("times_ms", []), compile_s, bench_s, b.get("error"),
+                     self._rates(b.get("time_ms")) if status is Status.OK else {})
 
     def _rates(self, time_ms: float | None) -> dict[str, float]:
         w = describe(self.module, self.shape)

@@ -13,7 +13,7 @@ import math
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:
@@ -29,36 +29,98 @@ def _classify(exc: BaseException) -> tuple[str, str]:
 
 
 def _compare(out: Any, ref: Any, torch: Any) -> str | None:
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    """None if ``out`` matches ``ref``; else why not.  Tensors use dtype tolerances;
+    anything else (a CPU launcher's lists or numbers) is compared as float arrays."""
+    outs = out if isinstance(out, (tuple, list)) and not _is_plain_numbers(out) else (out,)
+    refs = ref if isinstance(ref, (tuple, list)) and not _is_plain_numbers(ref) else (ref,)
+    if len(outs) != len(refs):
+        return f"returned {len(outs)} outputs, the reference {len(refs)}"
     for o, r in zip(outs, refs):
-        if torch.isnan(o.float()).any():
-            return "output holds NaN"
-        tol = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2), torch.float32: (1e-4, 1e-4)}
-        rtol, atol = tol.get(r.dtype, (1e-3, 1e-3))
-        if o.shape != r.shape or not torch.allclose(o.float(), r.float(), rtol=rtol, atol=atol * max(1.0, float(r.float().abs().max()))):
-            err = (o.float() - r.float()).abs().max().item() if o.shape == r.shape else float("nan")
-            return f"differs from the reference (max abs error {err:.3g})"
+        if torch is not None and isinstance(r, torch.Tensor):
+            if not isinstance(o, torch.Tensor):
+                return f"returned {type(o).__name__}, the reference a tensor"
+            if torch.isnan(o.float()).any():
+                return "output holds NaN"
+            tol = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2), torch.float32: (1e-4, 1e-4)}
+            rtol, atol = tol.get(r.dtype, (1e-3, 1e-3))
+            scale = max(1.0, float(r.float().abs().max())) if r.numel() else 1.0
+            if o.shape != r.shape or not torch.allclose(o.float(), r.float(), rtol=rtol, atol=atol * scale):
+                err = (o.float() - r.float()).abs().max().item() if o.shape == r.shape else float("nan")
+                return f"differs from the reference (max abs error {err:.3g})"
+        else:
+            import numpy as np
+
+            a, b = np.asarray(o, dtype=float), np.asarray(r, dtype=float)
+            if np.isnan(a).any():
+                return "output holds NaN"
+            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-3, atol=1e-3):
+                err = float(np.abs(a - b).max()) if a.shape == b.shape else float("nan")
+                return f"differs from the reference (max abs error {err:.3g})"
     return None
+
+
+def _is_plain_numbers(x: Any) -> bool:
+    return all(isinstance(v, (int, float)) for v in x)
+
+
+def _clone(x: Any) -> Any:
+    if hasattr(x, "clone"):
+        return x.clone()
+    if isinstance(x, (tuple, list)):
+        return type(x)(_clone(v) for v in x)
+    return x
+
+
+def _timer(torch: Any) -> Callable[[Callable[[], Any], int], list[float]]:
+    """Triton's do_bench (CUDA events, L2 flushed between runs) on a GPU; a wall-clock
+    loop otherwise, so launchers without a GPU (tests, CPU kernels) still measure."""
+    if torch is not None and torch.cuda.is_available():
+        import triton.testing
+
+        def gpu(fn: Callable[[], Any], rep_ms: int) -> list[float]:
+            return [float(t) for t in triton.testing.do_bench(fn, warmup=max(rep_ms // 4, 5), rep=rep_ms,
+                                                              return_mode="all")]
+        return gpu
+
+    def cpu(fn: Callable[[], Any], rep_ms: int) -> list[float]:
+        times: list[float] = []
+        end = time.perf_counter() + rep_ms / 1000
+        while not times or (time.perf_counter() < end and len(times) < 1000):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1000)
+        return times
+    return cpu
 
 
 def main() -> None:
     path, shape = sys.argv[1], tuple(int(x) for x in sys.argv[2].split("x"))
-    import torch
-    import triton.testing
+    try:
+        import torch
+    except ImportError:  # a launcher that needs no torch (the CPU test kernels)
+        torch = None
 
     from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module, module_space
 
     module = load_kernel_module(path)
     space = module_space(module)
+    bench = _timer(torch)
     inputs = module.make_inputs(shape)
-    originals = [t.clone() if hasattr(t, "clone") else t for t in inputs]
+    # Kernels may write their inputs in place (accumulators, in-place softmax): every launch
+    # starts from these copies, so each config sees the same inputs and the reference holds.
+    originals = [_clone(t) for t in inputs]
     reference = None
+
+    def sync() -> None:
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.synchronize()
 
     def restore() -> None:
         for t, o in zip(inputs, originals):
             if hasattr(t, "copy_"):
                 t.copy_(o)
+            elif isinstance(t, list):
+                t[:] = _clone(o)
 
     def get_reference() -> Any:
         nonlocal reference
@@ -67,8 +129,8 @@ def main() -> None:
                 reference = module.reference(inputs)
             else:
                 reference = module.launch(space.default, inputs)
-            torch.cuda.synchronize()
-            reference = tuple(r.clone() for r in reference) if isinstance(reference, (tuple, list)) else reference.clone()
+            sync()
+            reference = _clone(reference)
             restore()
         return reference
 
@@ -79,23 +141,21 @@ def main() -> None:
         try:
             if task["mode"] == "compile":
                 module.launch(config, inputs)
-                torch.cuda.synchronize()
+                sync()
                 restore()
                 result: dict[str, Any] = {"status": "ok", "compile_s": time.perf_counter() - t0}
             else:
                 ref = get_reference()
                 out = module.launch(config, inputs)
-                torch.cuda.synchronize()
+                sync()
                 wrong = _compare(out, ref, torch)
                 restore()
                 if wrong:
                     result = {"status": "wrong_result", "error": wrong}
                 else:
-                    reps = int(task.get("rep_ms", 100))
-                    times = triton.testing.do_bench(lambda: module.launch(config, inputs), warmup=25, rep=reps,
-                                                    return_mode="all")
+                    reps = int(task.get("rep_ms", 20))
+                    times = sorted(bench(lambda: module.launch(config, inputs), reps))
                     restore()
-                    times = sorted(float(t) for t in times)
                     med = times[len(times) // 2]
                     result = {"status": "ok" if math.isfinite(med) else "runtime_error", "time_ms": med,
                               "times_ms": times[:: max(1, len(times) // 32)]}

@@ -45,7 +45,7 @@ def _fallback_batch(ctx: SearchContext, kind: str, n: int, taken: set[str]) -> l
 
 
 def call_model(ctx: SearchContext, messages: list[Message], temperature: float, max_tokens: int,
-               exclude: set[str]) -> tuple[Any, str, float]:
+               exclude: set[str], n: int) -> tuple[Any, str, float]:
     """One model call (thread-safe: touches nothing in ``ctx`` but the client).
 
     Returns (response or None, error text, seconds spent).
@@ -60,7 +60,9 @@ def call_model(ctx: SearchContext, messages: list[Message], temperature: float, 
 
     t0 = time.perf_counter()
     try:
-        resp = ctx.llm.complete(messages, schema=space.json_schema(), temperature=temperature,
+        # Ask for at least half the batch: fewer would leave the round to the fallback.
+        schema = space.json_schema(min_items=max(1, n // 2), max_items=2 * n)
+        resp = ctx.llm.complete(messages, schema=schema, temperature=temperature,
                                 max_tokens=max_tokens, validate=problems)
     except LLMError as exc:
         return None, str(exc), time.perf_counter() - t0
@@ -116,13 +118,13 @@ def search(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds: 
             exclude = {ctx.space.key(c) for c in warm} | set(ctx.measured)
             clock0 = ctx.clock_s
             with ThreadPoolExecutor(max_workers=1) as pool:
-                future = pool.submit(call_model, ctx, messages, temperature, max_tokens, exclude)
+                future = pool.submit(call_model, ctx, messages, temperature, max_tokens, exclude, n)
                 ctx.evaluate(warm, source="llm:warmup")
                 resp, error, seconds = future.result()
             ctx.charge(seconds - (ctx.clock_s - clock0))  # only the part not hidden by measuring
         else:
             messages = refine_round(ctx.space, workload, device, ctx.history, n, round_no - 1, no_gain > 0, opts)
-            resp, error, seconds = call_model(ctx, messages, temperature, max_tokens, set(ctx.measured))
+            resp, error, seconds = call_model(ctx, messages, temperature, max_tokens, set(ctx.measured), n)
             ctx.charge(seconds)
         parsed = accept(ctx, round_no, messages, resp, error, seconds)
         if parsed is None:
