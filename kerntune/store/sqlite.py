@@ -223,6 +223,15 @@ class Store:
             " AND versions=?", (kernel_hash, problem_key, device, versions)).fetchone()
         return (json.loads(row["config_json"]), row["time_ms"]) if row else None
 
+    def iter_best(self, kernel_hash: str | None = None) -> list[dict[str, Any]]:
+        """Every cached winner (optionally of one kernel), newest first."""
+        sql = "SELECT * FROM best_configs"
+        rows = self.conn.execute(sql + (" WHERE kernel_hash=?" if kernel_hash else "") + " ORDER BY updated DESC",
+                                 (kernel_hash,) if kernel_hash else ())
+        return [{"kernel_hash": r["kernel_hash"], "problem_key": r["problem_key"], "device": r["device"],
+                 "versions": r["versions"], "config": json.loads(r["config_json"]), "time_ms": r["time_ms"],
+                 "run_id": r["run_id"], "updated": r["updated"]} for r in rows]
+
     def llm_exchanges(self, run_id: str) -> list[dict[str, Any]]:
         rows = self.conn.execute("SELECT * FROM llm_exchanges WHERE run_id=? ORDER BY id", (run_id,))
         return [{"round": r["round"], "provider": r["provider"], "model": r["model"], "prompt": r["prompt"],

@@ -66,6 +66,8 @@ def _is_plain_numbers(x: Any) -> bool:
 def _clone(x: Any) -> Any:
     if hasattr(x, "clone"):
         return x.clone()
+    if hasattr(x, "copy") and hasattr(x, "shape"):  # numpy arrays
+        return x.copy()
     if isinstance(x, (tuple, list)):
         return type(x)(_clone(v) for v in x)
     return x
