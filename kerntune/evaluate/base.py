@@ -20,6 +20,8 @@ class Evaluator(ABC):
     name: str = "evaluator"
     #: True when trial costs are taken from a recording rather than the wall clock.
     simulated_clock: bool = False
+    #: Configs this evaluator measures at once (compile workers): a hint for batch sizes.
+    parallelism: int = 1
 
     def __init__(self, space: Space) -> None:
         self.space = space

@@ -111,6 +111,16 @@ class _GP:
         self.vsq += col * col
         self.n = n + 1
 
+    def drop_last(self, k: int) -> None:
+        """Forget the last ``k`` observations (the fantasies of a batch): exact, since every
+        structure grew by one row/column per observation."""
+        for _ in range(k):
+            self.n -= 1
+            n = self.n
+            self.vsq -= self.v[:, n] ** 2
+            self.v[:, n] = 0.0
+            self.linv[n, :] = 0.0
+
     def refit(self, yn: np.ndarray, live: np.ndarray) -> None:
         """Length-scales by marginal likelihood: best shared grid value, then one pass per field."""
         n = len(yn)
@@ -151,8 +161,12 @@ class _GP:
 
 
 def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share: float = 0.3,
-           refit_every: int = 5) -> None:
+           refit_every: int = 5, batch_size: int | None = None) -> None:
+    """``batch_size`` configs per step (default: 1 on a recording, the evaluator's parallelism
+    up to 8 on a real one, where a batch compiles in parallel)."""
     space = ctx.space
+    if batch_size is None:
+        batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
     cap = min(ctx.remaining_evals or _MAX_OBS, _MAX_OBS)
     model = _GP(space.encoded_width, cap)
     configs: list[Config] = []
@@ -220,18 +234,34 @@ def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share
         if since_fit >= refit_every and model.n <= _FIT_UNTIL:
             model.refit(yn, live)
             since_fit = 0
-        mu, sd = model.predict(yn)
-        score = mu - kappa * sd
-        if local_share and ctx.best is not None and ctx.rng.random() < local_share:
-            near = [index[k] for k in map(space.key, space.neighbours(ctx.best.config, "hamming")) if k in index]
-            near = [i for i in near if not mask[i]]
-            if near:
-                mask = np.ones(len(mask), dtype=bool)
-                mask[near] = False
-        score[mask] = np.inf
-        pick = int(np.argmin(score))
-        if not np.isfinite(score[pick]):
+        picks: list[int] = []
+        fantasies = 0
+        for q in range(batch_size):
+            mu, sd = model.predict(yn)
+            score = mu - kappa * sd
+            if local_share and ctx.best is not None and ctx.rng.random() < local_share:
+                near = [index[k] for k in map(space.key, space.neighbours(ctx.best.config, "hamming")) if k in index]
+                near = [i for i in near if not mask[i]]
+                if near:
+                    local = np.ones(len(mask), dtype=bool)
+                    local[near] = False
+                    score[local] = np.inf
+            score[mask] = np.inf
+            pick = int(np.argmin(score))
+            if not np.isfinite(score[pick]):
+                break
+            picks.append(pick)
+            mask[pick] = True
+            if q + 1 < batch_size and model.n < cap:
+                # Kriging believer: pretend the pick came out as predicted, so the next pick of
+                # this batch goes elsewhere; the pretended observations are dropped below.
+                model.add_obs(model.pool[pick])
+                yn = np.append(yn, mu[pick])
+                fantasies += 1
+        model.drop_last(fantasies)
+        if not picks:
             ctx.stop_reason = "space exhausted"
             return
-        record([configs[pick]], ctx.evaluate([configs[pick]], source="gp"))
-        since_fit += 1
+        batch = [configs[i] for i in picks]
+        record(batch, ctx.evaluate(batch, source="gp"))
+        since_fit += len(picks)
