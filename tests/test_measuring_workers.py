@@ -59,4 +59,17 @@ def test_a_search_over_planted_configs_finds_the_right_winner(evaluator) -> None
     assert len(res.history) == evaluator.space.count()
     assert res.best.config["mode"] in {"good", "inplace"}
     bad = {t.config["mode"] for t in res.history if not t.ok}
-    assert bad == {"crash", "hang", "wrong", "nan", "raise_oor", "raise_compile"}
+    assert bad == {"crash", "hang", "wrong", "nan", "raise_oor", "raise_compile", "illegal"}
+
+
+def test_a_config_after_a_fatal_cuda_error_gets_a_fresh_worker() -> None:
+    """After an illegal address the worker reports and exits; the next config must not be
+    sent to the dying process (and blamed for its death)."""
+    ev = TritonEvaluator(KERNELS, (500,), compile_workers=1, compile_timeout=8.0, rep_ms=2)
+    try:
+        configs = [{"mode": "illegal", "work": 1}] + [{"mode": "good", "work": w} for w in (1, 4, 16)]
+        trials = ev.evaluate(configs)
+    finally:
+        ev.close()
+    assert trials[0].status is Status.RUNTIME_ERROR and "illegal" in trials[0].error
+    assert [t.status for t in trials[1:]] == [Status.OK] * 3

@@ -16,7 +16,8 @@ description = "sum of a vector, with planted failures (tests only)"
 
 space = Space(
     [
-        Choice("mode", options=("good", "inplace", "crash", "hang", "wrong", "nan", "raise_oor", "raise_compile")),
+        Choice("mode", options=("good", "inplace", "crash", "hang", "wrong", "nan", "raise_oor", "raise_compile",
+                                  "illegal")),
         Choice("work", options=(1, 4, 16)),
     ],
     default={"mode": "good", "work": 4},
@@ -38,6 +39,8 @@ def launch(config, inputs):
         os.kill(os.getpid(), signal.SIGSEGV)
     if mode == "hang":  # a compile that never ends
         time.sleep(3600)
+    if mode == "illegal":  # what PyTorch raises after a kernel's illegal address: the worker must exit
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
     if mode == "raise_oor":
         raise RuntimeError("triton.runtime.errors.OutOfResources: out of resource: shared memory")
     if mode == "raise_compile":

@@ -63,7 +63,12 @@ class _Worker:
         line = proc.stdout.readline()
         if not line:
             return self._crashed()
-        return json.loads(line)
+        result: dict[str, Any] = json.loads(line)
+        if result.pop("fatal", False):
+            # The worker is exiting (its CUDA context is gone): wait for it, so that the next
+            # config gets a fresh worker instead of the dying one's broken pipe.
+            self.kill()
+        return result
 
     def _crashed(self) -> dict[str, Any]:
         code = self.proc.wait() if self.proc else None

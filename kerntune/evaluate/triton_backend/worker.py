@@ -189,7 +189,9 @@ def main() -> None:
             status, text = _classify(exc)
             result = {"status": status, "error": text[-2000:], "trace": traceback.format_exc()[-2000:]}
             if "illegal" in text.lower() or "cuda error" in text.lower():
-                # The CUDA context is unusable now: report, then let the parent start a fresh worker.
+                # The CUDA context is unusable now: report, then let the parent start a fresh worker
+                # ("fatal" tells it not to send this process the next config).
+                result["fatal"] = True
                 sys.stdout.write(json.dumps(result) + "\n")
                 sys.stdout.flush()
                 sys.exit(3)

@@ -15,6 +15,7 @@ run stops with one clear line).  Convergence: no improvement for
 
 from __future__ import annotations
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -58,10 +59,14 @@ def call_model(ctx: SearchContext, messages: list[Message], temperature: float, 
             return []
         return [r.reason for r in parsed.rejected[:10]] or ["no configs in the answer"]
 
+    # An answer needs about a full config plus a short reason per item; a cap near that
+    # keeps a looping small model from generating for many minutes.
+    per_item = len(json.dumps({k: jsonable(v) for k, v in space.default.items()})) // 3 + 40
+    max_tokens = min(max_tokens, 200 + int(1.5 * n * per_item))
     t0 = time.perf_counter()
     try:
         # Ask for at least half the batch: fewer would leave the round to the fallback.
-        schema = space.json_schema(min_items=max(1, n // 2), max_items=2 * n)
+        schema = space.json_schema(min_items=max(1, n // 2), max_items=n)
         resp = ctx.llm.complete(messages, schema=schema, temperature=temperature,
                                 max_tokens=max_tokens, validate=problems)
     except LLMError as exc:
