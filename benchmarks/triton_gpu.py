@@ -8,6 +8,8 @@ Jobs (each `kerntune tune` runs in a fresh Triton cache, so compile time is real
   bayes60-<shape>   the same at another matmul shape (256x8192x8192, 8192x8192x512)
   planted           benchmarks/kernels/planted_scale.py, exhaustive: the three planted failures
   softmax, layernorm  exhaustive over their spaces at 8192x8192: GB/s
+  tma-bayes60-4096  GP search, 60 s, over the TMA/persistent matmul (examples/triton/matmul_tma.py)
+  attention         exhaustive over the flash-attention forward example at 4x32x4096x64; sdpa: PyTorch's
   bandwidth         the device's copy bandwidth (torch copy_ of 1 GiB) and cuBLAS matmul times
 The summaries hold the command, device, versions, wall time, the evaluation at which the
 best was found and its wall-clock time, status counts and the best config.
@@ -34,6 +36,9 @@ JOBS = {
     "bayes60-8192x8192x512": (MATMUL, "8192x8192x512", ["--strategy", "bayes", "--seconds", "60", "--budget", "100000"]),
     "planted": ("benchmarks/kernels/planted_scale.py", "67108864",
                 ["--strategy", "exhaustive", "--budget", "100", "--compile-timeout", "20"]),
+    "tma-bayes60-4096": ("examples/triton/matmul_tma.py", "4096x4096x4096",
+                         ["--strategy", "bayes", "--seconds", "60", "--budget", "100000"]),
+    "attention": ("examples/triton/attention.py", "4x32x4096x64", ["--strategy", "exhaustive", "--budget", "100"]),
     "softmax": ("examples/triton/softmax.py", "8192x8192", ["--strategy", "exhaustive", "--budget", "1000"]),
     "layernorm": ("examples/triton/layernorm.py", "8192x8192", ["--strategy", "exhaustive", "--budget", "1000"]),
 }
@@ -100,12 +105,23 @@ def bandwidth() -> dict:
     return out
 
 
+def sdpa() -> dict:
+    """PyTorch's scaled_dot_product_attention (flash backend) at the attention example's shape."""
+    import torch
+    import triton.testing
+
+    q, k, v = (torch.randn((4, 32, 4096, 64), device="cuda", dtype=torch.float16) for _ in range(3))
+    ms = triton.testing.do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v), rep=500)
+    return {"job": "sdpa", **_versions(), "shape": "4x32x4096x64", "ms": ms,
+            "TFLOPs": 4.0 * 4 * 32 * 4096 * 4096 * 64 / (ms * 1e-3) / 1e12}
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     for name in sys.argv[2:]:
         t0 = time.perf_counter()
-        summary = bandwidth() if name == "bandwidth" else run_tune(out, name)
+        summary = bandwidth() if name == "bandwidth" else sdpa() if name == "sdpa" else run_tune(out, name)
         (out / f"{name}.json").write_text(json.dumps(summary, indent=1))
         print(f"{name}: {time.perf_counter() - t0:.0f} s", {k: summary.get(k) for k in
               ("evaluations", "configs_per_s", "best_ms", "best_found_at_clock_s", "statuses", "copy_GBps")},
