@@ -128,3 +128,17 @@ def test_sigkilled_compare_resumes_without_losing_or_repeating_a_trial(tmp_path,
     for label in {label for label, _, _ in rows}:
         seqs = sorted(seq for lab, _, seq in rows if lab == label)
         assert seqs == list(range(60))
+
+
+def test_compare_passes_options_to_one_strategy(tmp_path, conv_path) -> None:
+    proc = run(["compare", "--space", str(conv_path), "--strategies", "random,bayes", "--budget", "12", "--repeats",
+                "1", "-o", "bayes.surrogate=tpe", "-o", "bayes.startup=4"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    con = sqlite3.connect(tmp_path / "store.db")
+    rows = dict(con.execute("SELECT strategy, options_json FROM runs WHERE parent_id IS NOT NULL").fetchall())
+    assert json.loads(rows["bayes"])["surrogate"] == "tpe" and json.loads(rows["bayes"])["startup"] == 4
+    assert "surrogate" not in json.loads(rows["random"])
+    sources = {s for (s,) in con.execute("SELECT DISTINCT source FROM trials")}
+    assert "bayes:startup" in sources  # TPE's startup, not the GP's ("gp:startup")
+    assert_one_line_error(run(["compare", "--space", str(conv_path), "--strategies", "random", "--budget", "5",
+                               "-o", "bayes.surrogate=tpe"], tmp_path), "not among --strategies")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -50,6 +50,8 @@ def compare(
                                       help="Model for llm/llm-seeded: openai:M, anthropic:M, ollama:M, local:[PATH], cmd:C, files:DIR, replay:FILE, auto"),
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
+    option: list[str] = typer.Option([], "--option", "-o",
+                                     help="A strategy's option STRATEGY.NAME=JSON, e.g. -o llm.initial=10"),
 ) -> None:
     """Compare strategies by methodology score, best/optimum and evaluations to 2%/5%."""
     names = [s.strip() for s in strategies.split(",") if s.strip()]
@@ -59,6 +61,16 @@ def compare(
         raise KerntuneError(f"budget must be at least 1 evaluation, got {budget}")
     if space is not None and not space.exists():
         raise KerntuneError(f"file not found: {space}")
+    per_strategy: dict[str, dict[str, Any]] = {}
+    for item in option:
+        key, sep, value = item.partition("=")
+        strat, dot, name = key.partition(".")
+        if not sep or not dot or not name:
+            raise KerntuneError(f"--option {item!r}: expected STRATEGY.NAME=VALUE")
+        try:
+            per_strategy.setdefault(strat, {})[name] = json.loads(value)
+        except json.JSONDecodeError:
+            per_strategy.setdefault(strat, {})[name] = value
     st = open_store(store)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
@@ -69,7 +81,7 @@ def compare(
 
         result = run_compare(str(space) if space else None, names, budget, repeats, seed, st, resume=resume,
                              progress=progress, llm_spec=llm, llm_base_url=llm_base_url,
-                             llm_timeout=llm_timeout)
+                             llm_timeout=llm_timeout, strategy_options=per_strategy)
     print_table(result)
     for name, s in result.strategies.items():
         if s.llm:

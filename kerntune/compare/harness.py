@@ -85,12 +85,19 @@ def _options_from(store: Store, resume: str) -> dict[str, Any]:
 def run_compare(space_path: str | None, strategies: list[str], budget: int, repeats: int, seed: int,
                 store: Store, resume: str | None = None, progress: Progress | None = None,
                 llm_spec: str | None = None, llm_base_url: str | None = None,
-                llm_timeout: float = 300.0) -> CompareResult:
+                llm_timeout: float = 300.0,
+                strategy_options: dict[str, dict[str, Any]] | None = None) -> CompareResult:
+    """``strategy_options`` maps a strategy name to the options its runs get (``-o name.key=value``)."""
     if resume:
         opts = _options_from(store, resume)
         space_path, strategies = opts["space"], opts["strategies"]
         budget, repeats, seed = opts["budget"], opts["repeats"], opts["seed"]
         llm_spec = llm_spec or opts.get("llm")
+        strategy_options = opts.get("strategy_options") or {}
+    strategy_options = strategy_options or {}
+    unknown = sorted(set(strategy_options) - set(strategies))
+    if unknown:
+        raise KerntuneError(f"options given for {', '.join(unknown)}, which is not among --strategies")
     if space_path is None:
         raise KerntuneError("--space is required (or --resume RUN_ID)")
     if repeats < 1:
@@ -112,7 +119,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
         raise KerntuneError(f"{space_path}: the recording has no successful measurement")
     ref = Reference.from_times(ok, len(rec.trials) - len(ok))
     options = {"space": str(space_path), "strategies": strategies, "budget": budget, "repeats": repeats, "seed": seed,
-               "llm": llm_spec if client is not None else None}
+               "llm": llm_spec if client is not None else None, "strategy_options": strategy_options}
     run_id = resume or store.create_run("compare", options=options, space=None, evaluator=evaluator.describe(),
                                         device=evaluator.device().get("name"))
     cutoff = min(ref.cutoff(budget), budget)
@@ -132,7 +139,8 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
             else:
                 res = run_search(evaluator, name, budget_obj, seed + r, store=store,
                                  run_id=child.id if child else None, parent_id=run_id, label=label,
-                                 llm=client if name in LLM_STRATEGIES else None)
+                                 llm=client if name in LLM_STRATEGIES else None,
+                                 options=strategy_options.get(name))
                 history, clock = res.history, res.clocks
                 exchanges.extend(res.llm_exchanges)
             wall += time.perf_counter() - t0
