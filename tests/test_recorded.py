@@ -210,11 +210,6 @@ def test_truncated_cache_in_the_middle_of_an_entry_keeps_complete_entries(tmp_pa
     assert keys_and_times(rec) == expected_toy(TOY_ENTRIES[:3])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="BUG recorded.py:105-126 (_loads_lenient): a cut right after a complete "
-                          "value inside the last entry parses with '}}}' appended, so the partial "
-                          "entry is kept (e.g. time 2.06 for 2.0625, compile_s 0, or runtime_error "
-                          "when 'time' is missing)")
 def test_truncated_cache_at_every_position_inside_last_entry_keeps_complete_entries(tmp_path):
     text = kt_cache_text(TOY_ENTRIES)
     last = text.rindex("\n")
@@ -226,10 +221,6 @@ def test_truncated_cache_at_every_position_inside_last_entry_keeps_complete_entr
     assert wrong == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="BUG recorded.py:105-126 (_loads_lenient): a file cut inside the last "
-                          "entry's time value ('\"time\": 2.06' of 2.0625) loads a trial with "
-                          "time_ms 2.06")
 def test_truncated_cache_inside_time_value_does_not_invent_a_time(tmp_path):
     text = kt_cache_text(TOY_ENTRIES)
     cut = text.rindex('"time": 2.0625') + len('"time": 2.06')

@@ -67,3 +67,9 @@ def schema(file: Path = typer.Argument(..., help="Space YAML/JSON or recording")
     """Print the JSON schema a model's answer must follow for this space."""
     space = load_space(file) if file.is_file() and _is_space_file(file) else load_recording(file).space
     console.print_json(json.dumps(space.json_schema()))
+
+
+from kerntune.cli import prune_cmd  # noqa: E402 - registered here so that `kerntune space …` holds them
+
+app.command("prune")(prune_cmd.prune)
+app.command("evaluate")(prune_cmd.evaluate)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import statistics
 import zlib
 from dataclasses import dataclass, field
@@ -103,27 +104,52 @@ def _read_text(path: Path) -> str:
         raise FormatError(f"{path}: corrupt gzip file ({exc})") from None
 
 
+# A JSON string (also one cut off at the end of the text) or a bracket outside strings.
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[{}\[\]]', re.DOTALL)
+_CLOSING = {"{": "}", "[": "]"}
+
+
+def _close_truncated(text: str) -> str | None:
+    """``text`` cut back to its last complete entry, with the open brackets closed.
+
+    An entry is a value inside the top-level object's ``cache`` (or ``results``),
+    i.e. at nesting depth 2.  Cutting only where such a value, or a header value,
+    has just closed (or the ``cache`` object has just opened) drops a partly
+    written last entry entirely: closing it instead would keep e.g. ``time``
+    2.06 from a cut inside 2.0625, or an entry without its compile time.
+    None when the text is not an unclosed object (then it is not truncated).
+    """
+    stack: list[str] = []
+    cut: tuple[int, str] | None = None
+    for match in _JSON_TOKENS.finditer(text):
+        token = match.group()
+        if token in _CLOSING:
+            stack.append(_CLOSING[token])
+        elif token in ("}", "]"):
+            if not stack or stack.pop() != token:
+                return None
+        else:
+            continue   # a string
+        if 0 < len(stack) <= 2:
+            cut = (match.end(), "".join(reversed(stack)))
+    if not stack or cut is None:
+        return None
+    return text[: cut[0]] + cut[1]
+
+
 def _loads_lenient(text: str, path: Path) -> Any:
     """Parse JSON, closing what Kernel Tuner left open when a run was cut off."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as first_error:
-        stripped = text.rstrip()
-        if not stripped.startswith("{"):
+        if not text.lstrip().startswith("{"):
             raise FormatError(f"{path}: not JSON ({first_error.msg} at line {first_error.lineno})") from None
-    # Cut back to the end of the last complete cache entry, then close the braces.
-    body = stripped
-    for _ in range(200):
-        candidate = body.rstrip().rstrip(",")
-        for closing in ("}}", "}", "}}}", "]}"):
-            try:
-                return json.loads(candidate + closing)
-            except json.JSONDecodeError:
-                pass
-        cut = body.rfind("}", 0, len(body) - 1)
-        if cut <= 0:
-            break
-        body = body[: cut + 1]
+    repaired = _close_truncated(text)
+    if repaired is not None:
+        try:
+            return json.loads(repaired)
+        except json.JSONDecodeError:
+            pass
     raise FormatError(f"{path}: not JSON, and not a truncated Kernel Tuner cache file either")
 
 

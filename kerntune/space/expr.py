@@ -62,16 +62,44 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sum": sum,
 }
 _MAX_POW_EXPONENT = 64
+# No sensible constraint needs integers this large; bounding results (not only
+# operands) stops nested powers like ((9**64)**64)**64 from building huge ints.
+_MAX_INT_BITS = 4096
+_MAX_REPEAT_LEN = 100_000
 
 
 def _pow(a: Any, b: Any) -> Any:
     # An unbounded exponent from a model could hang the process.
     if isinstance(b, (int, float)) and abs(b) > _MAX_POW_EXPONENT:
         raise SpaceError(f"exponent {b} too large in constraint")
+    # A bounded exponent still multiplies the base's size, and powers nest.
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
+        bits = b * math.log2(abs(a))
+        if bits > _MAX_INT_BITS:
+            raise SpaceError(f"power too large in constraint: the result would have about {bits:.0f} bits"
+                             f" (limit {_MAX_INT_BITS})")
     return a**b
 
 
+def _lshift(a: Any, b: Any) -> Any:
+    # 1 << 10**12 passes the exponent bound but would allocate a terabit integer.
+    if isinstance(a, int) and isinstance(b, int) and a and b > 0 and abs(a).bit_length() + b > _MAX_INT_BITS:
+        raise SpaceError(f"left shift by {b} too large in constraint: the result would have more than"
+                         f" {_MAX_INT_BITS} bits")
+    return a << b
+
+
+def _mul(a: Any, b: Any) -> Any:
+    # "x" * 10**12 or (1,) * 10**9 would exhaust memory; repeating a sequence is bounded.
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (str, tuple)) and isinstance(n, int) and n > 0 and len(seq) * n > _MAX_REPEAT_LEN:
+            raise SpaceError(f"repetition by {n} too large in constraint (limit {_MAX_REPEAT_LEN:,} items)")
+    return a * b
+
+
 _BINOPS[ast.Pow] = _pow
+_BINOPS[ast.LShift] = _lshift
+_BINOPS[ast.Mult] = _mul
 
 Evaluator = Callable[[Mapping[str, Any]], Any]
 

@@ -267,6 +267,13 @@ class Permutation(Param):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "items", tuple(canonical(i) for i in self.items))
+        # A repeated item would make itertools.permutations list each ordering more than
+        # once, so values() and Space.count() would count the same config several times.
+        seen: set[str] = set()
+        for item in self.items:
+            if repr(item) in seen:
+                raise SpaceError(f"parameter {self.name!r}: permutation item {jsonable(item)!r} is listed twice")
+            seen.add(repr(item))
         if len(self.items) > 8:
             raise SpaceError(f"parameter {self.name!r}: permutations of more than 8 items are not enumerable")
         super().__post_init__()
@@ -431,8 +438,17 @@ def param_from_dict(data: dict[str, Any], name: str | None = None) -> Param:
 
 
 def infer_param(name: str, values: Sequence[Value], description: str = "", default: Value = None) -> Param:
-    """Kernel Tuner lists become a Choice; all-boolean lists become Boolean."""
+    """Kernel Tuner lists become a Choice; all-boolean lists become Boolean.
+
+    All-number lists are sorted: values() must be ascending so that neighbours and
+    encode() follow the numbers, not the order the user happened to list them in.
+    Kernel Tuner's default is the first listed value, so that one stays the default.
+    """
     vals = [canonical(v) for v in values]
     if vals and all(isinstance(v, bool) for v in vals) and set(vals) == {False, True}:
         return Boolean(name=name, description=description, default=default)
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v == v for v in vals)
+    if numeric and vals != sorted(vals):
+        default = vals[0] if default is None else default
+        vals = sorted(vals)
     return Choice(name=name, options=tuple(vals), description=description, default=default)

@@ -1,0 +1,83 @@
+"""TR, PR and WC of a pruner on a recorded space (DESIGN.md, "Metrics").
+
+One run: measure a random profile of the full space K0, let the pruner edit
+the space, "tune" the pruned space K1 exhaustively on the recording.
+  TR = (T(K0) - (T(K1 u profile) + LLM seconds)) / T(K0): the profile's
+       measurements are reused, so only configs outside it cost again;
+  PR = best time in K0 / best time found (K1 and the profile);
+  WC = share of runs whose winner is K0's winner.
+T is the recorded compile + benchmark time of every config measured.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kerntune.evaluate.replay import ReplayEvaluator
+from kerntune.prune.edits import EditOutcome, apply_edits
+from kerntune.prune.pruners import Pruner
+
+
+@dataclass
+class PruneRun:
+    seed: int
+    edits: list[dict[str, Any]]
+    refused: list[str]
+    configs_before: int
+    configs_after: int
+    tr: float
+    pr: float
+    winner_kept: bool
+    llm_s: float
+    note: str = ""
+
+
+@dataclass
+class PruneSummary:
+    runs: list[PruneRun] = field(default_factory=list)
+
+    def table(self) -> dict[str, float]:
+        rs = self.runs
+        return {"runs": len(rs), "TR": statistics.mean(r.tr for r in rs), "PR": statistics.mean(r.pr for r in rs),
+                "WC": sum(r.winner_kept for r in rs) / len(rs),
+                "kept": statistics.mean(r.configs_after / r.configs_before for r in rs),
+                "llm_s": statistics.mean(r.llm_s for r in rs), "PR_min": min(r.pr for r in rs)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.table(), "runs": [asdict(r) for r in self.runs]}
+
+
+def profile(evaluator: ReplayEvaluator, size: int, seed: int) -> list:
+    space = evaluator.space
+    return evaluator.evaluate(space.sample(random.Random(seed), size))
+
+
+def prune_once(evaluator: ReplayEvaluator, pruner: Pruner, profile_size: int, seed: int) -> tuple[EditOutcome, PruneRun]:
+    rec = evaluator.recording
+    space = evaluator.space
+    prof = profile(evaluator, profile_size, seed)
+    edits, llm_s, note = pruner(space, prof, evaluator.workload(), evaluator.device())
+    outcome = apply_edits(space, edits)
+    full_cost = sum(t.cost_s for t in rec.trials.values())
+    seen = {space.key(t.config) for t in prof}
+    kept = [space.key(c) for c in outcome.space.enumerate()]
+    cost = sum(t.cost_s for t in prof) + sum(rec.trials[k].cost_s for k in kept if k not in seen and k in rec.trials)
+    found = [rec.trials[k] for k in set(kept) | seen if k in rec.trials and rec.trials[k].ok]
+    opt = rec.optimum
+    best = min(found, key=lambda t: t.time_ms) if found else None  # type: ignore[arg-type,return-value]
+    run = PruneRun(seed, [e.to_dict() for e in outcome.applied], [f"{e.text()}: {why}" for e, why in outcome.refused],
+                   outcome.before, outcome.after, (full_cost - (cost + llm_s)) / full_cost,
+                   (opt.time_ms / best.time_ms) if best else 0.0,  # type: ignore[operator]
+                   best is not None and space.key(best.config) == space.key(opt.config), llm_s, note)
+    return outcome, run
+
+
+def evaluate_pruner(evaluator: ReplayEvaluator, pruner: Pruner, runs: int, profile_size: int = 40,
+                    seed: int = 0) -> PruneSummary:
+    summary = PruneSummary()
+    for r in range(runs):
+        summary.runs.append(prune_once(evaluator, pruner, profile_size, seed + r)[1])
+    return summary
