@@ -29,10 +29,16 @@ KNOWN_GPUS: list[tuple[str, dict[str, Any]]] = [
     ("B200", {"peak_fp16_tflops": 2250, "vendor": "NVIDIA", "arch": "Blackwell (sm_100)", "sms": 148, "memory_gb": 180,
               "bandwidth_gbs": 8000, "smem_per_sm_kb": 228, "max_smem_per_block_kb": 227,
               "registers_per_sm": 65536, "max_threads_per_sm": 2048, "l2_mb": 126}),
-    ("MI250X", {"vendor": "AMD", "arch": "CDNA2 (gfx90a)", "cus": 220, "memory_gb": 128, "bandwidth_gbs": 3277,
-                "lds_per_cu_kb": 64, "registers_per_cu": 131072, "wavefront": 64}),
-    ("MI210", {"vendor": "AMD", "arch": "CDNA2 (gfx90a)", "cus": 104, "memory_gb": 64, "bandwidth_gbs": 1638,
-               "lds_per_cu_kb": 64, "registers_per_cu": 131072, "wavefront": 64}),
+    ("MI325X", {"peak_fp16_tflops": 1307, "vendor": "AMD", "arch": "CDNA3 (gfx942)", "cus": 304, "memory_gb": 256,
+                "bandwidth_gbs": 6000, "lds_per_cu_kb": 64, "registers_per_cu": 131072, "wavefront": 64,
+                "l2_mb": 4, "infinity_cache_mb": 256}),
+    ("MI300X", {"peak_fp16_tflops": 1307, "vendor": "AMD", "arch": "CDNA3 (gfx942)", "cus": 304, "memory_gb": 192,
+                "bandwidth_gbs": 5300, "lds_per_cu_kb": 64, "registers_per_cu": 131072, "wavefront": 64,
+                "l2_mb": 4, "infinity_cache_mb": 256}),
+    ("MI250X", {"peak_fp16_tflops": 383, "vendor": "AMD", "arch": "CDNA2 (gfx90a)", "cus": 220, "memory_gb": 128,
+                "bandwidth_gbs": 3277, "lds_per_cu_kb": 64, "registers_per_cu": 131072, "wavefront": 64, "l2_mb": 16}),
+    ("MI210", {"peak_fp16_tflops": 181, "vendor": "AMD", "arch": "CDNA2 (gfx90a)", "cus": 104, "memory_gb": 64,
+               "bandwidth_gbs": 1638, "lds_per_cu_kb": 64, "registers_per_cu": 131072, "wavefront": 64, "l2_mb": 8}),
 ]
 
 
@@ -54,5 +60,6 @@ def describe_device(facts: dict[str, Any]) -> str:
         "lds_per_cu_kb": "LDS per CU (KB)", "registers_per_sm": "32-bit registers per SM",
         "registers_per_cu": "32-bit registers per CU", "max_threads_per_sm": "Max threads per SM",
         "l2_mb": "L2 cache (MB)", "wavefront": "Wavefront size", "peak_fp16_tflops": "Dense fp16 tensor peak (TFLOP/s)",
+        "infinity_cache_mb": "Infinity Cache (MB)",
     }
     return "\n".join(f"- {labels.get(k, k)}: {v}" for k, v in facts.items() if k != "vendor")

@@ -1,0 +1,69 @@
+"""The prompt for editing a Tensile config, and the model's answer as edits."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from kerntune.hardware import KNOWN_GPUS, describe_device, device_facts
+from kerntune.llm.types import LLMError, Message
+from kerntune.strategies.llm.prompting import template
+from kerntune.tensile.config import TensileConfig, TensileError
+from kerntune.tensile.edits import OPS, TensileEdit
+
+AMD_TABLE = ("MI210", "MI250X", "MI300X", "MI325X")
+
+
+def gpu_table() -> str:
+    rows = ["| GPU | arch | CUs | memory GB | bandwidth GB/s | fp16 TFLOP/s | LDS/CU KB |", "|---|---|---|---|---|---|---|"]
+    for name, f in KNOWN_GPUS:
+        if name in AMD_TABLE:
+            rows.append(f"| {name} | {f['arch']} | {f['cus']} | {f['memory_gb']} | {f['bandwidth_gbs']} | "
+                        f"{f.get('peak_fp16_tflops', '?')} | {f['lds_per_cu_kb']} |")
+    return "\n".join(rows)
+
+
+def _steps(config: TensileConfig) -> str:
+    out = []
+    for s in config.steps():
+        forks = "; ".join(f"{k}: {json.dumps(v)}" for k, v in s.fork_params().items())
+        groups = " x ".join(str(len(g)) for g in s.groups())
+        out.append(f"- problem {s.problem} step {s.step}: {s.kernel_count()} kernels. Forks: {forks}"
+                   + (f". Groups sizes: {groups}; alternatives: {json.dumps(s.groups())}" if groups else ""))
+    return "\n".join(out)
+
+
+def messages(config: TensileConfig, gpu: str, results: str = "", goal: str = "") -> list[Message]:
+    problems = [json.dumps({str(k): v for k, v in config.problem_type(i).items()}, default=str)
+                for i in range(len(config.doc["BenchmarkProblems"]))]
+    user = template("tensile.md").substitute(
+        goal=goal, hardware=describe_device(device_facts(gpu)), gpu_table=gpu_table(),
+        problem="\n".join(f"- problem {i}: {p}" for i, p in enumerate(problems)), steps=_steps(config),
+        results=f"\n## Benchmark results\n\n{results.strip()}\n" if results else "")
+    return [Message("system", template("prune_system.md").substitute()), Message("user", user)]
+
+
+def schema() -> dict[str, Any]:
+    return {"type": "object", "required": ["edits"], "properties": {"edits": {"type": "array", "maxItems": 40, "items": {
+        "type": "object", "required": ["op", "param"],
+        "properties": {"op": {"type": "string", "enum": list(OPS)}, "param": {"type": "string"},
+                       "problem": {"type": "integer"}, "step": {"type": "integer"}, "value": {},
+                       "values": {"type": "array"}, "reason": {"type": "string", "maxLength": 200}}}}}}
+
+
+def ask(client: Any, config: TensileConfig, gpu: str, results: str = "") -> tuple[list[TensileEdit], list[str], float]:
+    """The model's edits, the reasons items were dropped, and the seconds the call took."""
+    t0 = time.perf_counter()
+    try:
+        resp = client.complete(messages(config, gpu, results), schema=schema(), temperature=0.3, max_tokens=3000)
+    except LLMError as exc:
+        raise TensileError(f"the model failed: {exc}") from None
+    items = resp.parsed.get("edits") if isinstance(resp.parsed, dict) else None
+    edits, dropped = [], []
+    for item in items if isinstance(items, list) else []:
+        try:
+            edits.append(TensileEdit.from_dict(item))
+        except (TensileError, TypeError, ValueError, KeyError) as exc:
+            dropped.append(str(exc))
+    return edits, dropped, time.perf_counter() - t0
