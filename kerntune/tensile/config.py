@@ -28,7 +28,7 @@ from typing import Any
 from kerntune.errors import KerntuneError
 
 #: Step keys older Tensile versions used; current Tensile refuses them, so do we.
-LEGACY_STEP_KEYS = ("BenchmarkForkParameters", "JoinParameters", "BenchmarkJoinParameters")
+LEGACY_STEP_KEYS = ("InitialSolutionParameters", "BenchmarkForkParameters", "JoinParameters", "BenchmarkJoinParameters")
 #: Sections an edit must never touch: they define the problem, not the search.
 LOCKED = ("GlobalParameters", "TestParameters", "ProblemType", "ProblemSizes", "BenchmarkFinalParameters",
           "LibraryLogic", "LibraryClient")
@@ -44,36 +44,46 @@ def _yaml(indent: tuple[int, int, int]) -> Any:
 
     y = YAML(typ="rt")
     y.preserve_quotes = True
+    y.allow_duplicate_keys = True  # Tensile reads with PyYAML: the last duplicate wins, configs rely on it
     y.width = 4096
     y.indent(mapping=indent[0], sequence=indent[1], offset=indent[2])
     return y
 
 
+def _flatten(entries: Any) -> dict[str, Any]:
+    """Tensile's ``dict(chain(*[x.items() for x in entries]))``: every key of every entry, the last wins."""
+    out: dict[str, Any] = {}
+    for entry in entries or []:
+        if isinstance(entry, dict):
+            out.update(entry.items())
+    return out
+
+
 @dataclass
 class Step:
-    """One benchmark step of one problem: where its forks live and how many kernels they make."""
+    """One benchmark (a problem type and one of its size groups): its forks and kernel count."""
 
     problem: int
     step: int
-    node: Any  # the step's mapping in the document
+    node: Any  # the size group's mapping in the document ({} for a problem with none: all defaults)
 
     @property
     def forks(self) -> list[Any]:
         return list(self.node.get("ForkParameters") or [])
 
     def fork_params(self) -> dict[str, list[Any]]:
-        out: dict[str, list[Any]] = {}
-        for entry in self.forks:
-            for name, values in entry.items():
-                if name != "Groups":
-                    out[name] = list(values)
-        return out
+        return {k: list(v) for k, v in _flatten(self.forks).items() if k != "Groups"}
 
     def groups(self) -> list[list[Any]]:
-        return [list(g) for entry in self.forks for name, gs in entry.items() if name == "Groups" for g in gs]
+        return [list(g) for g in _flatten(self.forks).get("Groups") or []]
 
     def kernel_count(self) -> int:
-        count = math.prod(len(v) for v in self.fork_params().values())
+        """Tensile's ``maxPossibleSolutions``: common and fork parameters merged (fork wins), every
+        parameter with more than one value multiplies, then every group by its size."""
+        merged = {**_flatten(self.node.get("BenchmarkCommonParameters")), **_flatten(self.forks)}
+        merged.pop("Groups", None)
+        merged.pop("ProblemSizes", None)
+        count = math.prod(len(v) for v in merged.values() if isinstance(v, list) and len(v) > 1)
         return count * math.prod(len(g) for g in self.groups())
 
 
@@ -93,7 +103,7 @@ class TensileConfig:
             if self._dump(doc, ind) == text:
                 self.doc, self.indent = doc, ind
                 break
-        if not isinstance(self.doc, dict) or "BenchmarkProblems" not in self.doc:
+        if not isinstance(self.doc, dict) or not ("BenchmarkProblems" in self.doc or self.alternate):
             raise TensileError(f"{source}: not a Tensile benchmark config (no BenchmarkProblems)")
         self._check_structure()
         self.edited = False
@@ -126,7 +136,14 @@ class TensileConfig:
             raise TensileError(f"refusing to overwrite the input {self.source}: write the edited config elsewhere")
         target.write_text(self.dumps())
 
+    @property
+    def alternate(self) -> bool:
+        """Tensile's ``--alternate-format``: ProblemType and ForkParameters at the top, one benchmark."""
+        return isinstance(self.doc, dict) and "BenchmarkProblems" not in self.doc and "ForkParameters" in self.doc
+
     def _check_structure(self) -> None:
+        if self.alternate:
+            return
         problems = self.doc["BenchmarkProblems"]
         if not isinstance(problems, list):
             raise TensileError(f"{self.source}: BenchmarkProblems must be a list")
@@ -134,22 +151,23 @@ class TensileConfig:
             if not isinstance(problem, list) or not problem or not isinstance(problem[0], dict):
                 raise TensileError(f"{self.source}: BenchmarkProblems[{i}] must be [ProblemType, steps...]")
             for j, step in enumerate(problem[1:]):
-                legacy = [k for k in LEGACY_STEP_KEYS if isinstance(step, dict) and k in step]
+                # As Tensile: a legacy key with a value stops it; present but empty is ignored.
+                legacy = [k for k in LEGACY_STEP_KEYS if isinstance(step, dict) and step.get(k) is not None]
                 if legacy:
                     raise TensileError(f"{self.source}: BenchmarkProblems[{i}] step {j} uses the legacy key "
                                        f"{legacy[0]} (current Tensile refuses it; move its parameters to "
                                        "ForkParameters)")
 
     def steps(self) -> list[Step]:
-        out = []
-        for i, problem in enumerate(self.doc["BenchmarkProblems"]):
-            for j, step in enumerate(problem[1:]):
-                if isinstance(step, dict):
-                    out.append(Step(i, j, step))
-        return out
+        return [Step(i, j, node) for i, j, node in step_nodes(self.doc)]
+
+    def problem_types(self) -> list[dict[str, Any]]:
+        if self.alternate:
+            return [dict(self.doc.get("ProblemType") or {})]
+        return [dict(problem[0]) for problem in self.doc["BenchmarkProblems"]]
 
     def problem_type(self, problem: int) -> dict[str, Any]:
-        return dict(self.doc["BenchmarkProblems"][problem][0])
+        return self.problem_types()[problem]
 
     def kernel_count(self) -> int:
         return sum(s.kernel_count() for s in self.steps())
@@ -158,6 +176,18 @@ class TensileConfig:
         other = copy.copy(self)
         other.doc = _yaml(self.indent).load(self._dump(self.doc, self.indent))
         return other
+
+
+def step_nodes(doc: Any) -> list[tuple[int, int, Any]]:
+    """(problem, size group, mapping) of every benchmark in a document."""
+    if "BenchmarkProblems" not in doc:
+        return [(0, 0, doc)]
+    out = []
+    for i, problem in enumerate(doc["BenchmarkProblems"]):
+        groups = [g for g in problem[1:] if isinstance(g, dict)]
+        for j, group in enumerate(groups or [{}]):
+            out.append((i, j, group))
+    return out
 
 
 def _plain(node: Any) -> Any:
@@ -181,14 +211,56 @@ def _flow(value: Any) -> str:
 
 
 def _entry_text(entry: Any, indent: str) -> str:
-    ((name, value),) = _plain(entry).items()
-    if name == "Groups":
-        out = [f"{indent}- Groups:"]
-        for group in value:
-            alts = [f"{indent}  {'- ' if i == 0 else '  '}- {_flow(alt)}" for i, alt in enumerate(group)]
-            out += alts
-        return "\n".join(out) + "\n"
-    return f"{indent}- {name}: {_flow(value)}\n"
+    items = list(_plain(entry).items())
+    out = []
+    for n, (name, value) in enumerate(items):
+        lead = f"{indent}- " if n == 0 else f"{indent}  "
+        if name == "Groups":
+            out.append(f"{lead}Groups:")
+            for group in value:
+                out += [f"{indent}  {'- ' if i == 0 else '  '}- {_flow(alt)}" for i, alt in enumerate(group)]
+        else:
+            out.append(f"{lead}{name}: {_flow(value)}")
+    return "\n".join(out) + "\n"
+
+
+def _edit_block_list(lines: list[str], entry0: Any, entry1: Any, region_end: int) -> str | None:
+    """The text of a one-key entry whose block-style value list lost or gained items, written by
+    deleting and appending item lines only, so comments between the items survive; None when
+    the entry is not such a list."""
+    if len(entry0) != 1:
+        return None
+    (name,) = entry0
+    seq = entry0[name]
+    new = _plain(entry1[name])
+    if not hasattr(seq, "lc") or not len(seq) or seq.fa.flow_style() or not isinstance(new, list):
+        return None
+    start = entry0.lc.key(name)[0]
+    item_lines = [seq.lc.item(j)[0] for j in range(len(seq))]
+    if start in item_lines:
+        return None
+    dash_col = len(lines[item_lines[0]]) - len(lines[item_lines[0]].lstrip())
+    spans = []
+    for j, a in enumerate(item_lines):
+        b = a + 1
+        while b < len(lines) and not _is_filler(lines[b]) and len(lines[b]) - len(lines[b].lstrip()) > dash_col:
+            b += 1
+        spans.append((a, b))
+    remaining = list(new)
+    keep = []
+    for j, item in enumerate(_plain(seq)):
+        if item in remaining:
+            remaining.remove(item)
+            keep.append(j)
+    out = lines[start:item_lines[0]]
+    pos = item_lines[0]
+    for j, (a, b) in enumerate(spans):
+        out += lines[pos:a]
+        if j in keep:
+            out += lines[a:b]
+        pos = b
+    out += [" " * dash_col + "- " + _flow(v) + "\n" for v in remaining]
+    return "".join(out) + "".join(lines[pos:region_end])
 
 
 def _is_filler(line: str) -> bool:
@@ -201,8 +273,8 @@ def splice(original: str, edited_doc: Any) -> str:
     base = _yaml(_INDENTS[0]).load(original)
     lines = original.splitlines(keepends=True)
     pieces: list[tuple[int, int, str]] = []
-    for problem0, problem1 in zip(base["BenchmarkProblems"], edited_doc["BenchmarkProblems"]):
-        for step0, step1 in zip(problem0[1:], problem1[1:]):
+    for (_, _, step0), (_, _, step1) in zip(step_nodes(base), step_nodes(edited_doc)):
+        if True:
             forks0, forks1 = step0.get("ForkParameters"), step1.get("ForkParameters")
             if not forks0 or _plain(forks0) == _plain(forks1 or []):
                 continue
@@ -215,12 +287,18 @@ def splice(original: str, edited_doc: Any) -> str:
                 end -= 1
             first = lines[starts[0]]
             indent = first[: first.index("-")]
-            spans = {next(iter(e)): "".join(lines[a:b]) for e, a, b in zip(forks0, starts, starts[1:] + [end])}
-            old = {next(iter(e)): _plain(e) for e in forks0}
+            spans = {tuple(e): "".join(lines[a:b]) for e, a, b in zip(forks0, starts, starts[1:] + [end])}
+            ends = {tuple(e): b for e, b in zip(forks0, starts[1:] + [end])}
+            old = {tuple(e): _plain(e) for e in forks0}
             text = []
             for e in forks1 or []:
-                name = next(iter(e))
-                text.append(spans[name] if old.get(name) == _plain(e) else _entry_text(e, indent))
+                name = tuple(e)
+                if old.get(name) == _plain(e):
+                    text.append(spans[name])
+                else:
+                    e0 = next(x for x in forks0 if tuple(x) == name) if name in old else None
+                    kept = _edit_block_list(lines, e0, e, ends[name]) if e0 is not None else None
+                    text.append(kept if kept is not None else _entry_text(e, indent))
             pieces.append((starts[0], end, "".join(text)))
     out, pos = [], 0
     for a, b, text in sorted(pieces):

@@ -147,11 +147,16 @@ def _apply_one(config: TensileConfig, e: TensileEdit) -> None:
     forks = s.node.get("ForkParameters")
     if forks is None:
         raise TensileError(f"problem {e.problem} step {e.step} has no ForkParameters")
-    entry = next((f for f in forks if e.param in f and e.param != "Groups"), None)
+    # As Tensile flattens the entries, the last entry naming a parameter is the one that counts.
+    entry = next((f for f in reversed(forks) if e.param in f and e.param != "Groups"), None)
     if e.op == "remove_fork":
         if entry is None:
             raise TensileError(f"{e.param} is not a fork parameter of problem {e.problem} step {e.step}")
-        forks.remove(entry)
+        for f in [f for f in forks if e.param in f]:
+            if len(f) > 1:
+                del f[e.param]
+            else:
+                forks.remove(f)
     elif e.op == "add_fork":
         if entry is not None:
             raise TensileError(f"{e.param} is already a fork parameter")
@@ -176,7 +181,7 @@ def _apply_one(config: TensileConfig, e: TensileEdit) -> None:
                 raise TensileError(f"{e.param} already has the candidate {e.value!r}")
             values.append(e.value)
     else:  # group parameters: every alternative of the groups that hold the parameter
-        groups = [g for f in forks for k, gs in f.items() if k == "Groups" for g in gs]
+        groups = s.groups()
         if not groups:
             raise TensileError(f"problem {e.problem} step {e.step} has no Groups")
         if e.op == "remove_group_param":
