@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Trial
 from kerntune.llm.providers.base import Provider
 from kerntune.llm.secrets import redact
 from kerntune.llm.types import LLMError, Message, RawReply, Usage
+from kerntune.space import Config
 from kerntune.store import Store
 from kerntune.strategies import Budget, BudgetExhausted, SearchContext, SearchStalled, get_strategy
 
@@ -72,13 +73,24 @@ def _resumed_client(client: Any, exchanges: list[dict[str, Any]]) -> Any:
     return clone
 
 
+def _identity(evaluator: Evaluator) -> dict[str, Any]:
+    """What the store keeps of an evaluator: enough to re-create it, plus the kernel and
+    problem size, so that later runs can find this one for a warm start."""
+    workload = evaluator.workload()
+    return {**evaluator.describe(), "kernel_name": workload.get("kernel_name"),
+            "problem_size": workload.get("problem_size")}
+
+
 def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 0, *,
                store: Store | None = None, run_id: str | None = None, parent_id: str | None = None,
                label: str | None = None, options: dict[str, Any] | None = None,
-               progress: Callable[[SearchContext], None] | None = None, llm: Any = None) -> SearchResult:
+               progress: Callable[[SearchContext], None] | None = None, llm: Any = None,
+               warm_start: Sequence[Config] = ()) -> SearchResult:
     """Search with ``strategy``; with a store, every trial is committed as it ends.
 
-    If ``run_id`` names a run already in the store, that run is resumed.
+    If ``run_id`` names a run already in the store, that run is resumed.  ``warm_start``
+    configs (winners of past runs on nearby shapes, see ``kerntune.warmstart``) are
+    measured first; every strategy then builds on them as on any earlier trial.
     """
     fn = get_strategy(strategy)
     options = dict(options or {})
@@ -98,7 +110,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
             run_id = store.create_run(
                 "compare-child" if parent_id else "tune", parent_id=parent_id, label=label, strategy=strategy,
                 seed=seed, options={"budget": budget.to_dict(), **options}, space=evaluator.space.to_dict(),
-                evaluator=evaluator.describe(), device=evaluator.device().get("name"), run_id=run_id)
+                evaluator=_identity(evaluator), device=evaluator.device().get("name"), run_id=run_id)
 
     def on_trial(seq: int, key: str, trial: Trial, clock: float, source: str) -> None:
         if store is not None:
@@ -119,6 +131,9 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
     ctx = SearchContext(evaluator.space, evaluator, budget, seed, on_trial=on_trial, prior=prior, llm=llm,
                         on_llm_exchange=on_exchange)
     try:
+        warm = [c for c in ctx.unmeasured(warm_start) if evaluator.space.is_valid(c)]
+        if warm:
+            ctx.evaluate(warm, source="warm-start")
         fn(ctx, **options)
         if not ctx.stop_reason:
             ctx.stop_reason = "strategy finished"

@@ -78,6 +78,9 @@ class SearchContext:
     #: Called with one dict per LLM exchange (prompt, response, accepted, rejected, …).
     on_llm_exchange: Callable[[dict[str, Any]], None] | None = None
     notes: list[str] = field(default_factory=list)
+    #: Earlier trials that do not replace a strategy's random start (warm-start configs: they all
+    #: come from one basin of a nearby shape, and a search started only from them can stay there).
+    uncredited: int = 0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -196,6 +199,12 @@ class SearchContext:
             self.best = trial
         if store and self.on_trial is not None:
             self.on_trial(len(self.history) - 1, key, trial, clock, source)
+
+    @property
+    def startup_credit(self) -> int:
+        """How many of a strategy's random-start configs the trials before it stand in for
+        (the LLM rounds of llm-seeded do; warm-start configs do not)."""
+        return max(len(self.history) - self.uncredited, 0)
 
     # -- helpers strategies share ------------------------------------------------------------
     def sample_unmeasured(self, n: int) -> list[Config]:

@@ -1,0 +1,74 @@
+"""Warm starts: the winners of past runs of the same kernel on nearby shapes.
+
+A config that won on 4096x4096x4096 is a good first guess for 8192x8192x512
+(on the recorded H100 matmuls, the 4096^3 top five hold 8192x8192x512's
+optimum) and a fair one for a skinny 256x8192x8192 (0.7-0.8 of its optimum).
+Measuring those first and letting the strategy build on them replaces a
+random start.  Shapes are compared by ``shape_distance``: the sum over
+dimensions of |log2(a) - log2(b)|, so doubling one dimension costs 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from kerntune.space import Config, Space
+from kerntune.store import Store
+
+
+def shape_distance(a: Sequence[float], b: Sequence[float]) -> float:
+    """Distance between two problem shapes on log2 sizes (inf when their ranks differ)."""
+    if len(a) != len(b) or not a:
+        return math.inf
+    return sum(abs(math.log2(max(x, 1)) - math.log2(max(y, 1))) for x, y in zip(a, b))
+
+
+@dataclass
+class PastWinner:
+    config: Config
+    time_ms: float
+    problem_size: list[Any]
+    device: str
+    run_id: str
+    distance: float
+
+
+def past_winners(store: Store, kernel_name: str, problem_size: Sequence[Any], space: Space, device: str = "",
+                 per_run: int = 3, max_runs: int = 3) -> list[PastWinner]:
+    """The best ``per_run`` configs of up to ``max_runs`` past runs of ``kernel_name`` on other
+    shapes, nearest shape first; configs that are not valid in ``space`` are left out."""
+    rows = store.conn.execute("SELECT id, evaluator_json, device FROM runs WHERE evaluator_json IS NOT NULL "
+                              "AND status = 'done'").fetchall()
+    runs = []
+    for row in rows:
+        try:
+            ident = json.loads(row["evaluator_json"] or "{}")
+        except ValueError:
+            continue
+        size = ident.get("problem_size")
+        if ident.get("kernel_name") != kernel_name or not size or list(size) == list(problem_size):
+            continue
+        dist = shape_distance([float(x) for x in size], [float(x) for x in problem_size])
+        if math.isfinite(dist):
+            same_device = not device or row["device"] == device
+            runs.append((not same_device, dist, row["id"], row["device"] or "", list(size)))
+    out: list[PastWinner] = []
+    seen: set[str] = set()
+    for _, dist, run_id, dev, size in sorted(runs)[:max_runs]:
+        best = store.conn.execute("SELECT config_json, time_ms FROM trials WHERE run_id=? AND status='ok' "
+                                  "ORDER BY time_ms LIMIT ?", (run_id, per_run * 4)).fetchall()
+        taken = 0
+        for r in best:
+            cfg = space.canonical(json.loads(r["config_json"]))
+            key = space.key(cfg) if set(cfg) == set(space.names) else ""
+            if not key or key in seen or not space.is_valid(cfg):
+                continue
+            seen.add(key)
+            out.append(PastWinner(cfg, r["time_ms"], size, dev, run_id, dist))
+            taken += 1
+            if taken >= per_run:
+                break
+    return out
