@@ -109,6 +109,22 @@ def test_llm_seeded_continues_classically_under_the_shared_budget(tmp_path) -> N
     assert len(sources_seen) > 1
 
 
+def test_scripted_llm_seeded_measures_only_the_models_configs(tmp_path) -> None:
+    """A weak model (one valid config of ten asked) costs one evaluation: no fallback top-up,
+    and the classical phase keeps its own random start."""
+    ev = synthetic_evaluator(tmp_path)
+    store = Store(tmp_path / "k.db")
+    client, _ = _client(lambda n, m: answer({"BM": 32, "W": 4}, {"BM": 7}, {"nope": 1}))
+    res = run_search(ev, "llm-seeded", Budget(max_evals=20), seed=0, llm=client, options={"initial": 10},
+                     store=store)
+    sources = [src for (src,) in store.conn.execute("SELECT source FROM trials WHERE run_id=? ORDER BY seq",
+                                                    (res.run_id,))]
+    assert sources.count("llm:round1") == 1
+    assert not [s for s in sources if "fallback" in s]
+    assert sources[sources.index("llm:round1") + 1].startswith("gp:startup")
+    assert len(res.history) == 20
+
+
 def test_scripted_resume_replays_stored_answers_instead_of_asking_again(tmp_path) -> None:
     """A killed LLM run resumes on the same path: the stored answers are replayed."""
     ev = synthetic_evaluator(tmp_path)

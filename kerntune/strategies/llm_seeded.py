@@ -21,6 +21,9 @@ def search(ctx: SearchContext, rounds: int = 1, then: str = "bayes", then_option
     from kerntune.strategies.llm.rounds import search as llm_search
 
     llm_options.setdefault("patience", rounds + 1)  # the classical phase decides when to stop
+    # Only the model's own valid configs are measured (no fallback top-up): they are what the
+    # classical phase should learn from, and a weak model then costs few evaluations.
+    llm_options.setdefault("top_up", False)
     llm_search(ctx, max_rounds=rounds, **llm_options)
     ctx.stop_reason = ""
     get_strategy(then)(ctx, **(then_options or {}))

@@ -105,7 +105,10 @@ def _record(ctx: SearchContext, round_no: int, messages: list[Message], text: st
 def search(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds: int = 5, patience: int = 2,
            min_improvement: float = 0.01, target_ms: float | None = None, temperature: float = 0.7,
            include_source: bool = True, include_hardware: bool = True, include_hints: bool = True,
-           fallback: str = "pattern", warmup: int = 3, max_tokens: int = 6000) -> None:
+           fallback: str = "pattern", warmup: int = 3, max_tokens: int = 6000, top_up: bool = True) -> None:
+    """``top_up=False`` (llm-seeded) measures only what the model proposed: a failed or thin
+    round is not filled by the fallback, so a weak model costs few evaluations and the
+    classical phase that follows keeps its own random start."""
     if fallback not in FALLBACKS:
         raise KerntuneError(f"unknown fallback {fallback!r} (known: {', '.join(FALLBACKS)})")
     if ctx.llm is None:
@@ -135,13 +138,21 @@ def search(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds: 
         if parsed is None:
             if fallback == "error":
                 raise KerntuneError(f"the model failed in round {round_no}: {error}")
+            if not top_up:
+                ctx.note(f"round {round_no}: the model failed ({error}); the LLM phase ends")
+                ctx.stop_reason = "the model failed"
+                return
             ctx.note(f"round {round_no}: the model failed ({error}); {fallback} proposes this round")
             batch = _fallback_batch(ctx, fallback, n, set())
             source = f"llm:fallback-{fallback}"
         else:
             batch = ctx.unmeasured(parsed.accepted)[:n]
             source = f"llm:round{round_no}"
-            if len(batch) < n / 2:
+            if not batch and not top_up:
+                ctx.note(f"round {round_no}: no valid new config from the model; the LLM phase ends")
+                ctx.stop_reason = "no valid config from the model"
+                return
+            if len(batch) < n / 2 and top_up:
                 ctx.note(f"round {round_no}: only {len(batch)} of {n} proposed configs were valid and new;"
                          f" topped up by {fallback if fallback != 'error' else 'random'}")
                 kind = fallback if fallback != "error" else "random"
