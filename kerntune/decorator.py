@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
-from kerntune.evaluate.triton_backend.worker import _classify, _clone, _compare
+from kerntune.evaluate.triton_backend.worker import classify, clone, compare_outputs
 from kerntune.space import Config, Space, jsonable, space_from_dict
 from kerntune.store import Store
 
@@ -96,7 +96,7 @@ class _LaunchEvaluator(Evaluator):
     def __init__(self, tuner: "Autotuned", grid: Any, args: dict[str, Any]) -> None:
         super().__init__(tuner.space)
         self.tuner, self.grid, self.args = tuner, grid, args
-        self.saved = {n: _clone(args[n]) for n in tuner.restore_value}
+        self.saved = {n: clone(args[n]) for n in tuner.restore_value}
         self.reference: Any = None
 
     def _restore(self) -> None:
@@ -113,7 +113,7 @@ class _LaunchEvaluator(Evaluator):
 
     def _outputs(self) -> Any:
         self.tuner.synchronize()
-        return tuple(_clone(self.args[n]) for n in self.tuner.check)
+        return tuple(clone(self.args[n]) for n in self.tuner.check)
 
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
         out = []
@@ -125,7 +125,7 @@ class _LaunchEvaluator(Evaluator):
                         self._launch(self.space.default)
                         self.reference = self._outputs()
                     self._launch(cfg)
-                    wrong = _compare(self._outputs(), self.reference, _torch())
+                    wrong = compare_outputs(self._outputs(), self.reference, _torch())
                     if wrong:
                         out.append(Trial(dict(cfg), Status.WRONG_RESULT, error=wrong))
                         continue
@@ -133,7 +133,7 @@ class _LaunchEvaluator(Evaluator):
                 out.append(Trial(dict(cfg), Status.OK, times[len(times) // 2], times[:: max(1, len(times) // 32)],
                                  bench_s=time.perf_counter() - t0))
             except Exception as exc:  # noqa: BLE001 - a bad config is a status, never the end of the call
-                status, text = _classify(exc)
+                status, text = classify(exc)
                 out.append(Trial(dict(cfg), Status(status), error=text[-2000:], bench_s=time.perf_counter() - t0))
         self._restore()
         return out

@@ -274,32 +274,31 @@ def splice(original: str, edited_doc: Any) -> str:
     lines = original.splitlines(keepends=True)
     pieces: list[tuple[int, int, str]] = []
     for (_, _, step0), (_, _, step1) in zip(step_nodes(base), step_nodes(edited_doc)):
-        if True:
-            forks0, forks1 = step0.get("ForkParameters"), step1.get("ForkParameters")
-            if not forks0 or _plain(forks0) == _plain(forks1 or []):
-                continue
-            key_line, key_col = step0.lc.key("ForkParameters")
-            starts = [forks0.lc.item(i)[0] for i in range(len(forks0))]
-            end = starts[-1] + 1
-            while end < len(lines) and (_is_filler(lines[end]) or len(lines[end]) - len(lines[end].lstrip()) > key_col):
-                end += 1
-            while end > starts[-1] + 1 and _is_filler(lines[end - 1]):
-                end -= 1
-            first = lines[starts[0]]
-            indent = first[: first.index("-")]
-            spans = {tuple(e): "".join(lines[a:b]) for e, a, b in zip(forks0, starts, starts[1:] + [end])}
-            ends = {tuple(e): b for e, b in zip(forks0, starts[1:] + [end])}
-            old = {tuple(e): _plain(e) for e in forks0}
-            text = []
-            for e in forks1 or []:
-                name = tuple(e)
-                if old.get(name) == _plain(e):
-                    text.append(spans[name])
-                else:
-                    e0 = next(x for x in forks0 if tuple(x) == name) if name in old else None
-                    kept = _edit_block_list(lines, e0, e, ends[name]) if e0 is not None else None
-                    text.append(kept if kept is not None else _entry_text(e, indent))
-            pieces.append((starts[0], end, "".join(text)))
+        forks0, forks1 = step0.get("ForkParameters"), step1.get("ForkParameters")
+        if not forks0 or _plain(forks0) == _plain(forks1 or []):
+            continue
+        key_col = step0.lc.key("ForkParameters")[1]
+        starts = [forks0.lc.item(i)[0] for i in range(len(forks0))]
+        end = starts[-1] + 1
+        while end < len(lines) and (_is_filler(lines[end]) or len(lines[end]) - len(lines[end].lstrip()) > key_col):
+            end += 1
+        while end > starts[-1] + 1 and _is_filler(lines[end - 1]):
+            end -= 1
+        first = lines[starts[0]]
+        indent = first[: first.index("-")]
+        spans = {tuple(e): "".join(lines[a:b]) for e, a, b in zip(forks0, starts, starts[1:] + [end])}
+        ends = {tuple(e): b for e, b in zip(forks0, starts[1:] + [end])}
+        old = {tuple(e): _plain(e) for e in forks0}
+        text = []
+        for e in forks1 or []:
+            name = tuple(e)
+            if old.get(name) == _plain(e):
+                text.append(spans[name])
+            else:
+                e0 = next(x for x in forks0 if tuple(x) == name) if name in old else None
+                kept = _edit_block_list(lines, e0, e, ends[name]) if e0 is not None else None
+                text.append(kept if kept is not None else _entry_text(e, indent))
+        pieces.append((starts[0], end, "".join(text)))
     out, pos = [], 0
     for a, b, text in sorted(pieces):
         out.append("".join(lines[pos:a]) + text)

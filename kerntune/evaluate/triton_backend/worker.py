@@ -16,7 +16,7 @@ import traceback
 from typing import Any, Callable
 
 
-def _classify(exc: BaseException) -> tuple[str, str]:
+def classify(exc: BaseException) -> tuple[str, str]:
     text = f"{type(exc).__name__}: {exc}"
     low = text.lower()
     if "outofresources" in low.replace(" ", "") or "out of resource" in low or "shared memory" in low:
@@ -28,7 +28,7 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     return "runtime_error", text
 
 
-def _compare(out: Any, ref: Any, torch: Any) -> str | None:
+def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
     """None if ``out`` matches ``ref``; else why not.  Tensors use dtype tolerances;
     anything else (a CPU launcher's lists or numbers) is compared as float arrays."""
     outs = out if isinstance(out, (tuple, list)) and not _is_plain_numbers(out) else (out,)
@@ -63,13 +63,13 @@ def _is_plain_numbers(x: Any) -> bool:
     return all(isinstance(v, (int, float)) for v in x)
 
 
-def _clone(x: Any) -> Any:
+def clone(x: Any) -> Any:
     if hasattr(x, "clone"):
         return x.clone()
     if hasattr(x, "copy") and hasattr(x, "shape"):  # numpy arrays
         return x.copy()
     if isinstance(x, (tuple, list)):
-        return type(x)(_clone(v) for v in x)
+        return type(x)(clone(v) for v in x)
     return x
 
 
@@ -132,7 +132,7 @@ def main() -> None:
     inputs = module.make_inputs(shape)
     # Kernels may write their inputs in place (accumulators, in-place softmax): every launch
     # starts from these copies, so each config sees the same inputs and the reference holds.
-    originals = [_clone(t) for t in inputs]
+    originals = [clone(t) for t in inputs]
     reference = None
 
     def sync() -> None:
@@ -144,7 +144,7 @@ def main() -> None:
             if hasattr(t, "copy_"):
                 t.copy_(o)
             elif isinstance(t, list):
-                t[:] = _clone(o)
+                t[:] = clone(o)
 
     def get_reference() -> Any:
         nonlocal reference
@@ -154,7 +154,7 @@ def main() -> None:
             else:
                 reference = module.launch(space.default, inputs)
             sync()
-            reference = _clone(reference)
+            reference = clone(reference)
             restore()
         return reference
 
@@ -173,7 +173,7 @@ def main() -> None:
                 ref = get_reference()
                 out = module.launch(config, inputs)
                 sync()
-                wrong = _compare(out, ref, torch)
+                wrong = compare_outputs(out, ref, torch)
                 restore()
                 if wrong:
                     result = {"status": "wrong_result", "error": wrong}
@@ -186,7 +186,7 @@ def main() -> None:
                               "times_ms": times[:: max(1, len(times) // 32)]}
                 result["bench_s"] = time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001 - every failure of user code becomes a status
-            status, text = _classify(exc)
+            status, text = classify(exc)
             result = {"status": status, "error": text[-2000:], "trace": traceback.format_exc()[-2000:]}
             if "illegal" in text.lower() or "cuda error" in text.lower():
                 # The CUDA context is unusable now: report, then let the parent start a fresh worker
