@@ -34,7 +34,8 @@ class ScriptedKernel:
     def __getitem__(self, grid):
         def launch(x, out, n, BLOCK, num_warps):
             self.launches.append({"grid": grid, "BLOCK": BLOCK, "num_warps": num_warps})
-            delay = {16: 6.0, 32: 3.0, 64: 1.0}[BLOCK] + (0.0 if num_warps == 4 else 1.5)
+            # Margins of 6 ms and more: real sleeps, so a loaded CI machine must not reorder them.
+            delay = {16: 24.0, 32: 12.0, 64: 3.0}[BLOCK] + (0.0 if num_warps == 4 else 6.0)
             time.sleep(delay / 1000)
             out += x * 2.0  # in place, like a kernel that accumulates into its output
             if BLOCK == 64 and num_warps == 2:
@@ -47,7 +48,7 @@ def _args(n: int = 8):
 
 
 def _tuned(store, **kw):
-    options = dict(space=SPACE, key=["n"], strategy="exhaustive", budget=10, store=store, rep_ms=12,
+    options = dict(space=SPACE, key=["n"], strategy="exhaustive", budget=10, store=store, rep_ms=60,
                    restore_value=["out"], check=["out"])
     options.update(kw)
     return kerntune.autotune(**options)(ScriptedKernel())
