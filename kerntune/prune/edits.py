@@ -10,6 +10,7 @@ keys (and recorded measurements) stay comparable with the original space.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from itertools import product
 from typing import Any, Mapping, Sequence
@@ -158,12 +159,17 @@ def _apply_one(space: Space, e: Edit, accepts: Mapping[str, Sequence[Any]]) -> S
 
 def edits_schema(space: Space) -> dict[str, Any]:
     """JSON schema of a pruner's answer: ``{"edits":[{"op","param","value","reason"}]}``."""
+    # The value must be one of the space's values (of some parameter: a grammar-constrained
+    # model otherwise writes {} or null; a value of the wrong parameter is refused with a reason).
+    values = {json.dumps(jsonable(v)): jsonable(v) for p in space.params for v in p.values()}
+    value: dict[str, Any] = ({"enum": list(values.values())} if len(values) <= 256
+                             else {"type": ["integer", "number", "string", "boolean", "array"]})
     return {"type": "object", "required": ["edits"], "properties": {"edits": {
         "type": "array", "maxItems": 4 * len(space.params) + 8,
-        "items": {"type": "object", "required": ["op", "param"], "properties": {
-            "op": {"type": "string", "enum": list(OPS)},
+        "items": {"type": "object", "required": ["op", "param", "value"], "properties": {
+            "op": {"type": "string", "enum": ["remove_value", "remove_param"]},
             "param": {"type": "string", "enum": list(space.names)},
-            "value": {}, "reason": {"type": "string", "maxLength": 200}}}}}}
+            "value": value, "reason": {"type": "string", "maxLength": 200}}}}}}
 
 
 def edits_from_answer(answer: Any) -> tuple[list[Edit], list[str]]:
