@@ -78,8 +78,9 @@ class SearchContext:
     #: Called with one dict per LLM exchange (prompt, response, accepted, rejected, …).
     on_llm_exchange: Callable[[dict[str, Any]], None] | None = None
     notes: list[str] = field(default_factory=list)
-    #: Earlier trials that do not replace a strategy's random start (warm-start configs: they all
-    #: come from one basin of a nearby shape, and a search started only from them can stay there).
+    #: How many earlier trials should not stand in for a strategy's random start (0: all do).
+    #: Tried for warm starts, whose configs come from one basin of a nearby shape; it did not
+    #: help there (benchmarks/results/warm_start.md), so nothing sets it by default.
     uncredited: int = 0
 
     def __post_init__(self) -> None:
@@ -203,7 +204,7 @@ class SearchContext:
     @property
     def startup_credit(self) -> int:
         """How many of a strategy's random-start configs the trials before it stand in for
-        (the LLM rounds of llm-seeded do; warm-start configs do not)."""
+        (the LLM rounds of llm-seeded, warm-start configs), less ``uncredited``."""
         return max(len(self.history) - self.uncredited, 0)
 
     # -- helpers strategies share ------------------------------------------------------------
