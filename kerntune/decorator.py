@@ -153,7 +153,11 @@ class Autotuned:
                  budget: int = 60, seconds: float | None = None, store: str | Store | None = None,
                  restore_value: Sequence[str] = (), reset_to_zero: Sequence[str] = (), check: Sequence[str] = (),
                  options: Mapping[str, Any] | None = None, llm: Any = None, seed: int = 0, rep_ms: int = 20,
-                 timer: Timer | None = None) -> None:
+                 timer: Timer | None = None, on_miss: str = "tune") -> None:
+        if on_miss not in ("tune", "nearest"):
+            raise KerntuneError(f"autotune: on_miss must be 'tune' or 'nearest', got {on_miss!r}")
+        self.on_miss = on_miss
+        self.queued: list[str] = []  # keys served by a nearest-shape fallback, waiting for tune_queued()
         self.fn = fn
         self.space = space if isinstance(space, Space) else space_from_dict(dict(space))
         inner = getattr(fn, "fn", fn)
@@ -201,7 +205,8 @@ class Autotuned:
         return json.dumps({k: _key_part(args[k]) for k in self.key}, sort_keys=True)
 
     def config_for(self, grid: Any, args: dict[str, Any]) -> Config:
-        """The winner for these arguments: this process's memory, the store, or a search now."""
+        """The winner for these arguments: this process's memory, the store, or (``on_miss``)
+        a search now, or the nearest tuned key's winner while this key waits in ``queued``."""
         pkey = self.problem_key(args)
         if pkey in self.best:
             return self.best[pkey][0]
@@ -212,6 +217,44 @@ class Autotuned:
             if self.space.is_valid(cfg):
                 self.best[pkey] = (cfg, hit[1])
                 return cfg
+        if self.on_miss == "nearest":
+            near = self.nearest(pkey, device, versions)
+            if near is not None:
+                if pkey not in self.queued:
+                    self.queued.append(pkey)
+                return near
+        return self.tune(grid, args, pkey, device, versions)
+
+    def nearest(self, pkey: str, device: str, versions: str) -> Config | None:
+        """The cached winner of the nearest tuned key (sum of |log2| differences of the numeric
+        key values, see ``kerntune.warmstart.shape_distance``) on this device and stack."""
+        from kerntune.warmstart import shape_distance
+
+        want = json.loads(pkey)
+        best: tuple[float, Config] | None = None
+        for e in self.store.iter_best(self.kernel_hash):
+            if e["device"] != device or e["versions"] != versions:
+                continue
+            have = json.loads(e["problem_key"])
+            if set(have) != set(want) or not all(isinstance(want[k], (int, float)) and isinstance(have[k], (int, float))
+                                                 for k in want):
+                continue
+            d = shape_distance([have[k] for k in sorted(want)], [want[k] for k in sorted(want)])
+            cfg = self.space.canonical(e["config"])
+            if self.space.is_valid(cfg) and (best is None or d < best[0]):
+                best = (d, cfg)
+        return best[1] if best else None
+
+    def tune_queued(self, calls: Mapping[str, tuple[Any, dict[str, Any]]]) -> None:
+        """Tune the keys a nearest-shape fallback served; ``calls`` maps a key to (grid, arguments)."""
+        device, versions = device_and_versions()
+        for pkey in list(self.queued):
+            if pkey in calls:
+                grid, args = calls[pkey]
+                self.tune(grid, args, pkey, device, versions)
+                self.queued.remove(pkey)
+
+    def tune(self, grid: Any, args: dict[str, Any], pkey: str, device: str, versions: str) -> Config:
         from kerntune.runner import run_search
         from kerntune.strategies import Budget
 
@@ -239,7 +282,7 @@ class Autotuned:
 
 def autotune(space: Space | Mapping[str, Any], key: Sequence[str], **options: Any) -> Callable[[Any], Autotuned]:
     """Decorator; ``options`` are ``Autotuned``'s (strategy, budget, seconds, store, restore_value,
-    reset_to_zero, check, options, llm, seed, rep_ms, timer)."""
+    reset_to_zero, check, options, llm, seed, rep_ms, timer, on_miss)."""
     def wrap(fn: Any) -> Autotuned:
         return Autotuned(fn, space, key, **options)
     return wrap

@@ -5,6 +5,7 @@ with ``arg_names``), a real SQLite store and real wall-clock timing."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 import time
@@ -110,3 +111,22 @@ def test_cache_export_emits_a_triton_config_list(tmp_path) -> None:
     empty = subprocess.run([sys.executable, "-m", "kerntune", "cache", "export", "--triton", "--store",
                             str(tmp_path / "none.db")], capture_output=True, text=True, timeout=120)
     assert empty.returncode == 2 and "no winners" in empty.stderr
+
+
+def test_an_unseen_shape_gets_the_nearest_tuned_config_and_is_queued(tmp_path) -> None:
+    db = str(tmp_path / "k.db")
+    tuner = _tuned(db)
+    tuner[(1,)](*_args(8), 8)      # tuned: n=8
+    tuner[(1,)](*_args(1024), 1024)  # tuned: n=1024
+    store = Store(db)
+    # Plant a different winner for n=1024 so the two tuned keys are told apart.
+    store.conn.execute("UPDATE best_configs SET config_json=? WHERE problem_key=?",
+                       (json.dumps({"BLOCK": 16, "num_warps": 4}), '{"n": 1024}'))
+    lazy = _tuned(db, on_miss="nearest")
+    lazy[(1,)](*_args(16), 16)     # log2 distance 1 from n=8, 6 from n=1024
+    lazy[(1,)](*_args(512), 512)   # distance 1 from n=1024
+    assert lazy.tuned_keys == [] and lazy.queued == ['{"n": 16}', '{"n": 512}']
+    assert [x["BLOCK"] for x in lazy.fn.launches] == [64, 16]
+    x, out = _args(16)
+    lazy.tune_queued({'{"n": 16}': ((1,), {"x": x, "out": out, "n": 16})})
+    assert lazy.tuned_keys == ['{"n": 16}'] and lazy.queued == ['{"n": 512}']
