@@ -3,7 +3,8 @@ configs by default (``surrogate="gp"``, ``gp.py``) or Optuna's TPE
 (``surrogate="tpe"``, ``tpe.py``; also the strategy ``tpe``).
 
 Why the GP is the default: on the recorded convolution space (200
-evaluations, 20 repeats) TPE scored about 0.45 at best, the GP about 0.65-0.7,
+evaluations, 20 repeats) TPE scored about 0.45 at best, the GP 0.63 (seeds 0-19;
+other seed sets 0.6-0.7),
 and the GP was at least as good on dedispersion and the Triton matmul
 recordings (numbers in gp.py and benchmarks/results/).  TPE proposes in the
 cartesian box and knows no constraints, so its proposals have to be snapped
