@@ -4,9 +4,9 @@ configs by default (``surrogate="gp"``, ``gp.py``) or Optuna's TPE
 
 Why the GP is the default: on the recorded convolution space (200
 evaluations, 20 repeats) TPE scored about 0.45 at best, the GP 0.63 (seeds 0-19;
-other seed sets 0.6-0.7),
-and the GP was at least as good on dedispersion and the Triton matmul
-recordings (numbers in gp.py and benchmarks/results/).  TPE proposes in the
+other seed sets 0.6-0.7); the GP was also better on dedispersion and on two of
+the three Triton matmul recordings, TPE slightly better on 4096^3 (0.80 vs 0.76;
+benchmarks/results/compare_classical.md).  TPE proposes in the
 cartesian box and knows no constraints, so its proposals have to be snapped
 to valid unmeasured configs; the GP scores every valid config directly.
 """
