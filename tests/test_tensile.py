@@ -172,3 +172,22 @@ def test_run_without_tensile_names_tensile_path(tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-m", "kerntune", "tensile", "run", str(src), str(tmp_path / "o")],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and "TENSILE_PATH" in proc.stderr
+
+
+def test_scripted_model_edits_a_real_config_through_the_prompt() -> None:
+    from kerntune.llm import LLMClient
+    from kerntune.tensile.prompting import ask
+    from tests.scripted import ScriptedProvider
+
+    cfg = TensileConfig.load(DATA / "mi32_bf16_nn.yaml")
+    step = cfg.steps()[0]
+    param, values = next((k, v) for k, v in step.fork_params().items() if len(v) > 1)
+    provider = ScriptedProvider(lambda n, m: json.dumps({"edits": [
+        {"op": "remove_candidate", "param": param, "value": values[0], "reason": "slow"},
+        {"op": "teleport", "param": param}]}))
+    edits, dropped, seconds = ask(LLMClient(provider, retries=0), cfg, "MI300X")
+    prompt = provider.prompts[0][-1].content
+    assert "MI325X" in prompt and "CDNA3" in prompt and f"{cfg.kernel_count()} kernels" in prompt
+    assert [e.op for e in edits] == ["remove_candidate"] and "teleport" in dropped[0]
+    new, refused = apply(cfg, edits)
+    assert not refused and new.kernel_count() * len(values) == cfg.kernel_count() * (len(values) - 1)

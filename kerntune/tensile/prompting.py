@@ -10,7 +10,7 @@ from kerntune.hardware import KNOWN_GPUS, describe_device, device_facts
 from kerntune.llm.types import LLMError, Message
 from kerntune.strategies.llm.prompting import template
 from kerntune.tensile.config import TensileConfig, TensileError
-from kerntune.tensile.edits import OPS, TensileEdit
+from kerntune.tensile.edits import OPS, VALID, TensileEdit
 
 AMD_TABLE = ("MI210", "MI250X", "MI300X", "MI325X")
 
@@ -44,10 +44,14 @@ def messages(config: TensileConfig, gpu: str, results: str = "", goal: str = "")
     return [Message("system", template("prune_system.md").substitute()), Message("user", user)]
 
 
-def schema() -> dict[str, Any]:
-    return {"type": "object", "required": ["edits"], "properties": {"edits": {"type": "array", "maxItems": 40, "items": {
+def schema(config: TensileConfig) -> dict[str, Any]:
+    """At least one edit (a grammar-constrained model otherwise answers an empty list), naming a
+    fork parameter of the config or one the table of valid values knows."""
+    names = sorted({k for s in config.steps() for k in s.fork_params()} | set(VALID))
+    return {"type": "object", "required": ["edits"], "properties": {"edits": {
+        "type": "array", "minItems": 1, "maxItems": 40, "items": {
         "type": "object", "required": ["op", "param"],
-        "properties": {"op": {"type": "string", "enum": list(OPS)}, "param": {"type": "string"},
+        "properties": {"op": {"type": "string", "enum": list(OPS)}, "param": {"type": "string", "enum": names},
                        "problem": {"type": "integer"}, "step": {"type": "integer"}, "value": {},
                        "values": {"type": "array"}, "reason": {"type": "string", "maxLength": 200}}}}}}
 
@@ -56,7 +60,8 @@ def ask(client: Any, config: TensileConfig, gpu: str, results: str = "") -> tupl
     """The model's edits, the reasons items were dropped, and the seconds the call took."""
     t0 = time.perf_counter()
     try:
-        resp = client.complete(messages(config, gpu, results), schema=schema(), temperature=0.3, max_tokens=3000)
+        resp = client.complete(messages(config, gpu, results), schema=schema(config), temperature=0.3,
+                               max_tokens=3000)
     except LLMError as exc:
         raise TensileError(f"the model failed: {exc}") from None
     items = resp.parsed.get("edits") if isinstance(resp.parsed, dict) else None
