@@ -78,10 +78,6 @@ class SearchContext:
     #: Called with one dict per LLM exchange (prompt, response, accepted, rejected, …).
     on_llm_exchange: Callable[[dict[str, Any]], None] | None = None
     notes: list[str] = field(default_factory=list)
-    #: How many earlier trials should not stand in for a strategy's random start (0: all do).
-    #: Tried for warm starts, whose configs come from one basin of a nearby shape; it did not
-    #: help there (benchmarks/results/warm_start.md), so nothing sets it by default.
-    uncredited: int = 0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -200,12 +196,6 @@ class SearchContext:
             self.best = trial
         if store and self.on_trial is not None:
             self.on_trial(len(self.history) - 1, key, trial, clock, source)
-
-    @property
-    def startup_credit(self) -> int:
-        """How many of a strategy's random-start configs the trials before it stand in for
-        (the LLM rounds of llm-seeded, warm-start configs), less ``uncredited``."""
-        return max(len(self.history) - self.uncredited, 0)
 
     # -- helpers strategies share ------------------------------------------------------------
     def sample_unmeasured(self, n: int) -> list[Config]:

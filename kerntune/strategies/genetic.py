@@ -39,7 +39,7 @@ def search(ctx: SearchContext, population: int = 20, mutation_rate: float | None
     # The best trials measured before this strategy started (llm-seeded's LLM rounds) seed the
     # population; the default and random configs fill it up.
     pop = sorted(ctx.history, key=ctx.value)[:population]
-    want = population - min(len(pop), ctx.startup_credit)
+    want = population - len(pop)
     first = ctx.unmeasured([ctx.space.default])[:want]
     first += ctx.sample_unmeasured(max(want - len(first), 0))
     if first:

@@ -211,8 +211,8 @@ def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share
     # first; the random start only tops them up to ``startup``.
     earlier = list(ctx.history)
     record([t.config for t in earlier], earlier)
-    first = ctx.unmeasured([space.default])[: max(startup - ctx.startup_credit, 0)]
-    first += ctx.sample_unmeasured(max(startup - ctx.startup_credit - len(first), 0))
+    first = ctx.unmeasured([space.default])[: max(startup - len(earlier), 0)]
+    first += ctx.sample_unmeasured(max(startup - len(earlier) - len(first), 0))
     if first:
         record(first, ctx.evaluate(first, source="gp:startup"))
     since_fit = refit_every

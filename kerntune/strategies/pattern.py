@@ -56,7 +56,7 @@ def search(ctx: SearchContext, initial: int = 10, batch: int = 4, perturb_fields
            random_restart_share: float = 0.2) -> None:
     # Trials measured before this strategy started (llm-seeded's LLM rounds) count toward the
     # initial sample; the climb starts from the best of all of them.
-    want = max(initial - ctx.startup_credit, 0)
+    want = max(initial - len(ctx.history), 0)
     first = ctx.unmeasured([ctx.space.default])[:want]
     first += ctx.sample_unmeasured(max(want - len(first), 0))
     if first:

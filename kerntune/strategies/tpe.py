@@ -107,8 +107,8 @@ def search(ctx: SearchContext, startup: int = 5, batch_size: int = 1, multivaria
     # Start from the default plus random configs: TPE's own startup is random anyway.
     # Trials measured before this strategy started (llm-seeded's LLM rounds) are told first.
     earlier = [(t.config, t) for t in ctx.history]
-    first = ctx.unmeasured([ctx.space.default])[: max(startup - ctx.startup_credit, 0)]
-    first += ctx.sample_unmeasured(max(startup - ctx.startup_credit - len(first), 0))
+    first = ctx.unmeasured([ctx.space.default])[: max(startup - len(earlier), 0)]
+    first += ctx.sample_unmeasured(max(startup - len(earlier) - len(first), 0))
     pending = earlier + list(zip(first, ctx.evaluate(first, source="bayes:startup") if first else []))
     for cfg, t in pending:
         tell_measured(ctx.space.canonical(cfg), objective(t))
