@@ -1,10 +1,9 @@
 """Tensile / TensileLite benchmark configs: read, count, edit, write.
 
-ruamel.yaml's round-trip mode keeps comments, key order and quoting, so an
-edited config differs from its input only where it was edited.  The
-indentation style is detected per file (the first style under which the
-unedited file re-dumps byte-identically), and a config written without edits
-is its input bytes.
+The file is read once with ruamel.yaml's round-trip loader (which keeps line
+positions); a config written without edits is its input bytes, and an edited
+one is the input with only the edited ForkParameters entries re-written
+(``splice``), so comments, order and quoting survive everywhere else.
 
 Structure (Tensile's ``BenchmarkProblems``): a list of problems, each a list
 whose first element is the ``ProblemType`` and whose other elements are
@@ -19,7 +18,6 @@ multiply by their sizes and are additive inside (see tests/data/tensile/RULES.md
 from __future__ import annotations
 
 import copy
-import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,21 +30,17 @@ LEGACY_STEP_KEYS = ("InitialSolutionParameters", "BenchmarkForkParameters", "Joi
 #: Sections an edit must never touch: they define the problem, not the search.
 LOCKED = ("GlobalParameters", "TestParameters", "ProblemType", "ProblemSizes", "BenchmarkFinalParameters",
           "LibraryLogic", "LibraryClient")
-_INDENTS = ((2, 4, 2), (2, 2, 0), (4, 4, 2), (2, 4, 0), (4, 6, 4), (2, 2, 2))
 
 
 class TensileError(KerntuneError):
     """A config kerntune cannot read, or an edit it refuses."""
 
 
-def _yaml(indent: tuple[int, int, int]) -> Any:
+def _yaml() -> Any:
     from ruamel.yaml import YAML
 
     y = YAML(typ="rt")
-    y.preserve_quotes = True
     y.allow_duplicate_keys = True  # Tensile reads with PyYAML: the last duplicate wins, configs rely on it
-    y.width = 4096
-    y.indent(mapping=indent[0], sequence=indent[1], offset=indent[2])
     return y
 
 
@@ -91,18 +85,10 @@ class TensileConfig:
     def __init__(self, text: str, source: str = "<text>") -> None:
         self.source = source
         self.original = text
-        self.indent = _INDENTS[0]
-        self.doc: Any = None
-        for ind in _INDENTS:
-            try:
-                doc = _yaml(ind).load(text)
-            except Exception as exc:  # noqa: BLE001 - ruamel raises many error types
-                raise TensileError(f"{source}: not YAML ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
-            if self.doc is None:
-                self.doc = doc
-            if self._dump(doc, ind) == text:
-                self.doc, self.indent = doc, ind
-                break
+        try:
+            self.doc: Any = _yaml().load(text)
+        except Exception as exc:  # noqa: BLE001 - ruamel raises many error types
+            raise TensileError(f"{source}: not YAML ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
         if not isinstance(self.doc, dict) or not ("BenchmarkProblems" in self.doc or self.alternate):
             raise TensileError(f"{source}: not a Tensile benchmark config (no BenchmarkProblems)")
         self._check_structure()
@@ -114,16 +100,6 @@ class TensileConfig:
         if not p.is_file():
             raise TensileError(f"file not found: {p}")
         return cls(p.read_text(), str(p))
-
-    @staticmethod
-    def _dump(doc: Any, indent: tuple[int, int, int]) -> str:
-        buf = io.StringIO()
-        _yaml(indent).dump(doc, buf)
-        return buf.getvalue()
-
-    def round_trips(self) -> bool:
-        """True when ruamel re-dumps the unedited file byte-identically (edits then stay local)."""
-        return self._dump(self.doc, self.indent) == self.original
 
     def dumps(self) -> str:
         """The config as text: the input bytes, with edited ForkParameters entries re-written in
@@ -174,7 +150,7 @@ class TensileConfig:
 
     def copy(self) -> "TensileConfig":
         other = copy.copy(self)
-        other.doc = _yaml(self.indent).load(self._dump(self.doc, self.indent))
+        other.doc = copy.deepcopy(self.doc)
         return other
 
 
@@ -270,7 +246,7 @@ def _is_filler(line: str) -> bool:
 def splice(original: str, edited_doc: Any) -> str:
     """Re-write only the ForkParameters entries that differ between ``original`` and
     ``edited_doc`` (matched by parameter name); entries that are unchanged keep their lines."""
-    base = _yaml(_INDENTS[0]).load(original)
+    base = _yaml().load(original)
     lines = original.splitlines(keepends=True)
     pieces: list[tuple[int, int, str]] = []
     for (_, _, step0), (_, _, step1) in zip(step_nodes(base), step_nodes(edited_doc)):
