@@ -31,6 +31,7 @@ from kerntune.errors import KerntuneError
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.evaluate.triton_backend.worker import classify, clone, compare_outputs
+from kerntune.evaluate.triton_backend.worker import timer as make_timer
 from kerntune.space import Config, Space, jsonable, space_from_dict
 from kerntune.store import Store
 
@@ -46,22 +47,8 @@ def _torch() -> Any:
 
 
 def _default_timer(rep_ms: int) -> Timer:
-    torch = _torch()
-    if torch is not None and torch.cuda.is_available():
-        import triton.testing
-
-        return lambda fn: [float(t) for t in triton.testing.do_bench(fn, warmup=max(rep_ms // 4, 5), rep=rep_ms,
-                                                                     return_mode="all")]
-
-    def wall(fn: Callable[[], Any]) -> list[float]:
-        times: list[float] = []
-        end = time.perf_counter() + rep_ms / 1000
-        while not times or (time.perf_counter() < end and len(times) < 200):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1000)
-        return times
-    return wall
+    bench = make_timer(_torch(), max_samples=200)
+    return lambda fn: bench(fn, rep_ms)
 
 
 def device_and_versions() -> tuple[str, str]:

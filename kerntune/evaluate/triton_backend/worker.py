@@ -73,9 +73,10 @@ def clone(x: Any) -> Any:
     return x
 
 
-def _timer(torch: Any) -> Callable[[Callable[[], Any], int], list[float]]:
+def timer(torch: Any, max_samples: int = 1000) -> Callable[[Callable[[], Any], int], list[float]]:
     """Triton's do_bench (CUDA events, L2 flushed between runs) on a GPU; a wall-clock
-    loop otherwise, so launchers without a GPU (tests, CPU kernels) still measure."""
+    loop of at most ``max_samples`` runs otherwise, so launchers without a GPU (tests,
+    CPU kernels) still measure.  The worker and the in-process decorator share it."""
     if torch is not None and torch.cuda.is_available():
         import triton.testing
 
@@ -87,7 +88,7 @@ def _timer(torch: Any) -> Callable[[Callable[[], Any], int], list[float]]:
     def cpu(fn: Callable[[], Any], rep_ms: int) -> list[float]:
         times: list[float] = []
         end = time.perf_counter() + rep_ms / 1000
-        while not times or (time.perf_counter() < end and len(times) < 1000):
+        while not times or (time.perf_counter() < end and len(times) < max_samples):
             t0 = time.perf_counter()
             fn()
             times.append((time.perf_counter() - t0) * 1000)
@@ -128,7 +129,7 @@ def main() -> None:
 
     module = load_kernel_module(path)
     space = module_space(module)
-    bench = _timer(torch)
+    bench = timer(torch)
     inputs = module.make_inputs(shape)
     # Kernels may write their inputs in place (accumulators, in-place softmax): every launch
     # starts from these copies, so each config sees the same inputs and the reference holds.
