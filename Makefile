@@ -24,8 +24,17 @@ demo: $(STAMP)
 		--budget 100 --repeats 5 --seed 0 --store .kerntune/demo.db \
 		--json .kerntune/demo-compare.json --plot .kerntune/demo-compare.png
 
+# The report test opens a report in headless Chromium; a clean CI machine gets it from Debian's
+# archive (sudo when not root), and KERNTUNE_REQUIRE_BROWSER=1 makes a missing browser a failure.
 test: $(STAMP)
-	KERNTUNE_REQUIRE_LOCAL=1 $(BIN)/python -m pytest
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  echo "make test: installing chromium and chromium-driver (report browser test)"; \
+	  SUDO=; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium chromium-driver >/dev/null || { echo "make test: could not install chromium" >&2; exit 1; }; \
+	fi
+	KERNTUNE_REQUIRE_LOCAL=1 KERNTUNE_REQUIRE_BROWSER=1 $(BIN)/python -m pytest
 
 clean:
 	rm -rf $(VENV) .kerntune .pytest_cache .hypothesis

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kerntune.cli.common import console, err_console, open_store
+from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
 from kerntune.compare.harness import CompareResult
 from kerntune.errors import KerntuneError
@@ -52,6 +53,8 @@ def compare(
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
     option: list[str] = typer.Option([], "--option", "-o",
                                      help="A strategy's option STRATEGY.NAME=JSON, e.g. -o llm.initial=10"),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the HTML report here (default: next to the store, reports/RUN_ID.html)"),
+    no_report: bool = typer.Option(False, "--no-report", help="Write no report"),
 ) -> None:
     """Compare strategies by methodology score, best/optimum and evaluations to 2%/5%."""
     names = [s.strip() for s in strategies.split(",") if s.strip()]
@@ -99,4 +102,6 @@ def compare(
         plot.parent.mkdir(parents=True, exist_ok=True)
         plot_compare(result, plot)
         console.print(f"plot: {plot}")
+    if not no_report:
+        write_after_run(st, result.run_id, report)
     st.close()

@@ -1,0 +1,49 @@
+"""``kerntune report RUN``: a run's (or a whole comparison's) report as HTML and/or Markdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from kerntune.cli.common import console, err_console, open_store
+from kerntune.report import default_report_path, write_report
+from kerntune.report.data import resolve_run_id
+from kerntune.store import Store
+
+
+def report(
+    run: str = typer.Argument(..., help="Run id (a comparison's id reports all its repeats), a unique prefix, or 'last'"),
+    html: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML report here"),
+    md: Optional[Path] = typer.Option(None, "--md", help="Write a Markdown report here (its PNGs beside it)"),
+    store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db or $KERNTUNE_STORE)"),
+) -> None:
+    """Best-so-far curves, parameter effects, top configs, failures and the LLM's rounds of a run."""
+    st = open_store(store)
+    try:
+        run_id = resolve_run_id(st, run)
+        if html is None and md is None:
+            html = default_report_path(st, run_id)
+        files = write_report(st, run_id, html=html, markdown=md)
+    finally:
+        st.close()
+    for path in (files.html, files.markdown):
+        if path is not None:
+            console.print(f"report: {path}")
+    if files.images:
+        err_console.print(f"[dim]{len(files.images)} plots beside {files.markdown}[/dim]")
+    err_console.print(f"[dim]written in {files.seconds:.2f} s[/dim]")
+
+
+def write_after_run(st: Store, run_id: str, path: Optional[Path]) -> None:
+    """What ``tune`` and ``compare`` call when they end: the report next to the store (or at
+    ``--report``), and one line saying where.  A report that cannot be written costs a
+    warning, never the run the user just paid for."""
+    try:
+        files = write_report(st, run_id, html=path or default_report_path(st, run_id))
+    except Exception as exc:  # noqa: BLE001 - the run is stored; the report can be redone with `kerntune report`
+        err_console.print(f"[yellow]note:[/yellow] no report written ({type(exc).__name__}: {exc}); "
+                          f"try `kerntune report {run_id}`")
+        return
+    console.print(f"report: {files.html}")

@@ -1,0 +1,90 @@
+"""The Markdown report: the same sections as the HTML one, for pull requests, wikis and
+terminals; its plots are PNG files written beside the ``.md`` (``STEM-KEY.png``) and
+linked relatively, so the folder can be moved as a whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kerntune.report import tables
+from kerntune.report.build import Report
+from kerntune.report.html import DETAILED_LLM_RUNS
+from kerntune.report.plots import Plot
+from kerntune.report.tables import Table
+
+
+def cell(text: str) -> str:
+    """A pipe-table cell: pipes escaped, no line breaks."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def md_table(t: Table, code_columns: tuple[int, ...] = ()) -> str:
+    if not t.rows:
+        return ""
+    lines = ["| " + " | ".join(cell(h) for h in t.headers) + " |",
+             "|" + "|".join("---:" if num else "---" for num in t.numeric) + "|"]
+    for row in t.rows:
+        lines.append("| " + " | ".join(f"`{cell(c)}`" if i in code_columns and "`" not in c else cell(c)
+                                       for i, c in enumerate(row)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _image(p: Plot | None, md_path: Path, written: list[Path]) -> str:
+    if p is None:
+        return ""
+    png = md_path.with_name(f"{md_path.stem}-{p.key}.png")
+    png.write_bytes(p.png)
+    written.append(png)
+    return f"![{p.title}]({png.name})\n\n*{p.title}.* {p.caption}\n\n"
+
+
+def write_markdown(rep: Report, md_path: Path) -> list[Path]:
+    """Write the report and its PNGs; return the PNG paths."""
+    md_path.parent.mkdir(parents=True, exist_ok=True)
+    d = rep.data
+    ref = d.reference is not None
+    images: list[Path] = []
+    out = [f"# {d.title}\n"]
+    out += [f"> {n}\n" for n in d.notes]
+    out.append("## Summary\n")
+    out += [f"- **{k}**: {v}" for k, v in tables.facts(d)]
+    out.append("\n" + md_table(tables.strategies(rep.strategies, ref)))
+    out.append("## Best so far\n")
+    progress = _image(rep.plot("best-vs-evaluations"), md_path, images) + \
+        _image(rep.plot("best-vs-seconds"), md_path, images)
+    out.append(progress or "No successful trial: nothing to plot.\n")
+    out.append("## Parameter effects\n")
+    out.append(_image(rep.plot("parameters"), md_path, images) or "Too few distinct configs to show an effect.\n")
+    out.append("## Top configurations\n")
+    out.append(md_table(tables.top(rep.top, ref), code_columns=(3 if ref else 2,)) or "No successful trial.\n")
+    out.append("## Failures by status\n")
+    if rep.failures.total:
+        out.append(_image(rep.plot("failures"), md_path, images))
+        out.append(md_table(tables.failure_counts(rep.failures)))
+        out.append("### Most frequent messages\n")
+        out.append(md_table(tables.failure_messages(rep.failures), code_columns=(1,)))
+    else:
+        out.append("No trial failed.\n")
+    if rep.llm:
+        out.append("## LLM rounds\n")
+        out.append(_image(rep.plot("llm-rounds"), md_path, images))
+        shown: dict[str, int] = {}
+        for run in rep.llm:
+            if shown.get(run.strategy, 0) >= DETAILED_LLM_RUNS:
+                continue
+            shown[run.strategy] = shown.get(run.strategy, 0) + 1
+            out.append(f"### {run.run} ({run.strategy})\n")
+            for r in run.rounds:
+                out.append(f"#### Round {r.round} · {r.model or 'model'}\n")
+                out.append(tables.round_facts(r) + "\n")
+                if r.error:
+                    out.append(f"**The call failed:** {cell(r.error)}\n")
+                out += [f"- {cell(line)}" for line in r.summary]
+                out.append("")
+                out.append(md_table(tables.accepted(r), code_columns=(0,)))
+                out.append(md_table(tables.rejected(r), code_columns=(0,)))
+                fence = "~~~~" if "```" in r.prompt else "```"
+                out.append(f"<details><summary>full prompt ({r.prompt_chars:,} characters)</summary>\n\n"
+                           f"{fence}text\n{r.prompt}\n{fence}\n\n</details>\n")
+    md_path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return images

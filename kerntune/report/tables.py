@@ -1,0 +1,112 @@
+"""The report's tables as rows of strings, shared by the HTML and Markdown writers so
+that both show the same figures with the same formatting."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from kerntune.report.analysis import Failures, Round, StrategyRow, TopConfig
+from kerntune.report.data import ReportData
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    numeric: list[bool]               # right-align these columns
+
+
+def ms(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4g} ms"
+
+
+def ratio(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def config(cfg: dict[str, Any]) -> str:
+    return json.dumps(cfg, separators=(", ", ": "))
+
+
+def when(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def facts(data: ReportData) -> list[tuple[str, str]]:
+    """The header's key facts: what ran, where, and the yardsticks."""
+    out = [("run", f"{data.run_id} ({data.kind}, {data.status})"), ("created", when(data.created)),
+           ("space", data.space_name)]
+    if data.device:
+        out.append(("device", data.device))
+    out.append(("budget", f"{data.budget} evaluations"))
+    out.append(("runs", f"{len(data.runs)} ({sum(len(r.trials) for r in data.runs)} trials)"))
+    ref = data.reference
+    if ref is not None:
+        exp = ref.random_expectation
+        out += [("optimum", f"{ms(ref.optimum_ms)} {config(ref.optimum_config)}"),
+                ("median / optimum", f"{ref.median_ms / ref.optimum_ms:.2f} over {ref.configs} recorded configs"),
+                (f"random search, expected best after {len(exp)}", ms(exp[-1]) if exp else "–")]
+    return out
+
+
+def strategies(rows: list[StrategyRow], with_reference: bool) -> Table:
+    llm = any(r.llm_calls for r in rows)
+    headers = ["strategy", "repeats", "evaluations", "best (mean)"]
+    if with_reference:
+        headers += ["best/opt", "found optimum", "score"]
+    headers += ["failed trials", "tuning s"]
+    if llm:
+        headers += ["LLM calls", "tokens in+out", "LLM s", "cost"]
+    out = []
+    for r in rows:
+        row = [r.strategy, str(r.repeats), f"{r.evaluations:.0f}", ms(r.best_ms)]
+        if with_reference:
+            row += [ratio(r.best_over_opt), "–" if r.found_optimum is None else f"{r.found_optimum:.0%}",
+                    "–" if r.score is None else f"{r.score:.3f}"]
+        row += [str(r.failures), f"{r.tuning_s:.1f}"]
+        if llm:
+            row += [str(r.llm_calls), f"{r.tokens_in}+{r.tokens_out}", f"{r.llm_s:.1f}", f"{r.cost:.4f}"]
+        out.append(row)
+    return Table(headers, out, [h != "strategy" for h in headers])
+
+
+def top(configs: list[TopConfig], with_reference: bool) -> Table:
+    headers = ["#", "time", *(["/opt"] if with_reference else []), "config", "found by", "at evaluation", "proposed by"]
+    rows = [[str(c.rank), ms(c.time_ms), *([ratio(c.over_opt)] if with_reference else []), config(c.config),
+             c.found_by, str(c.at_evaluation), c.source or "–"] for c in configs]
+    return Table(headers, rows, [h in ("#", "time", "/opt", "at evaluation") for h in headers])
+
+
+def failure_counts(fails: Failures) -> Table:
+    headers = ["status", *fails.strategies]
+    rows = [[s, *(str(fails.counts.get((s, k), 0)) for k in fails.strategies)] for s in fails.statuses]
+    rows.append(["share of trials", *(f"{sum(fails.counts.get((s, k), 0) for s in fails.statuses) / n:.0%}"
+                                      if (n := fails.total_trials.get(k, 0)) else "–" for k in fails.strategies)])
+    return Table(headers, rows, [False] + [True] * len(fails.strategies))
+
+
+def failure_messages(fails: Failures) -> Table:
+    return Table(["status", "message", "trials"], [[s, m, str(c)] for s, m, c in fails.errors], [False, False, True])
+
+
+def round_facts(r: Round) -> str:
+    parts = [f"{r.tokens_in}+{r.tokens_out} tokens", f"{r.latency_s:.2f} s", f"cost {r.cost:.4f}",
+             f"measured {r.measured}"]
+    if r.best_in_round is not None:
+        parts.append(f"best in round {ms(r.best_in_round)}")
+    if r.best_after is not None:
+        parts.append(f"best so far {ms(r.best_after)}")
+    return " · ".join(parts)
+
+
+def accepted(r: Round) -> Table:
+    return Table(["accepted config", "the model's reason"], [[config(c), why or "–"] for c, why in r.accepted],
+                 [False, False])
+
+
+def rejected(r: Round) -> Table:
+    return Table(["rejected proposal", "why it was refused"], [[item, why] for item, why in r.rejected],
+                 [False, False])
