@@ -7,6 +7,7 @@ Jobs (each `kerntune tune` runs in a fresh Triton cache, so compile time is real
   bayes60-4096      GP search for 60 s of wall at 4096^3; pattern60-4096 the same for pattern search
   bayes60-<shape>   the same at another matmul shape (256x8192x8192, 8192x8192x512)
   planted           benchmarks/kernels/planted_scale.py, exhaustive: the three planted failures
+  faults            benchmarks/kernels/planted_faults.py, exhaustive: issue 10's six planted faults
   softmax, layernorm  exhaustive over their spaces at 8192x8192: GB/s
   tma-bayes60-4096  GP search, 60 s, over the TMA/persistent matmul (examples/triton/matmul_tma.py)
   attention         exhaustive over the flash-attention forward example at 4x32x4096x64; sdpa: PyTorch's
@@ -36,6 +37,8 @@ JOBS = {
     "bayes60-8192x8192x512": (MATMUL, "8192x8192x512", ["--strategy", "bayes", "--seconds", "60", "--budget", "100000"]),
     "planted": ("benchmarks/kernels/planted_scale.py", "67108864",
                 ["--strategy", "exhaustive", "--budget", "100", "--compile-timeout", "20"]),
+    "faults": ("benchmarks/kernels/planted_faults.py", "67108864",
+               ["--strategy", "exhaustive", "--budget", "100", "--compile-timeout", "20"]),
     "tma-bayes60-4096": ("examples/triton/matmul_tma.py", "4096x4096x4096",
                          ["--strategy", "bayes", "--seconds", "60", "--budget", "100000"]),
     "attention": ("examples/triton/attention.py", "4x32x4096x64", ["--strategy", "exhaustive", "--budget", "100"]),

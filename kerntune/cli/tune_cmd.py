@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from kerntune.cli.common import console, err_console, open_store
+from kerntune.cli.report_cmd import write_after_run
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.hardware import device_facts
@@ -21,8 +22,14 @@ from kerntune.strategies import LLM_STRATEGIES, Budget
 def tune(
     kernel: Optional[Path] = typer.Argument(None, help="A Triton kernel file (see examples/triton/matmul.py)"),
     shape: Optional[str] = typer.Option(None, "--shape", help="Problem shape for a kernel file, e.g. 4096x4096x4096"),
+    shapes: Optional[Path] = typer.Option(None, "--shapes", help="A file of shapes, one per line: tune them all "
+                                          "under one --budget, nearest-first, into one dispatch table"),
     replay: Optional[Path] = typer.Option(None, "--replay", help="Recorded space to tune against instead (Kernel Tuner cache, T4, kerntune table)"),
     compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="Seconds before a config's compile is killed"),
+    gpus: str = typer.Option("all", "--gpus", help="GPUs that benchmark: N or all visible (one worker each); with"
+                             " --ray-address, the number of actors (default: every GPU of the cluster)"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Evaluate on Ray actors: auto (this"
+                                              " machine's cluster), ray://HOST:PORT, or local (a private one)"),
     retime: int = typer.Option(3, "--retime", help="Re-time this many leaders before declaring the winner"),
     strategy: str = typer.Option("genetic", "--strategy", help="Strategy name"),
     budget: Optional[int] = typer.Option(100, "--budget", help="Maximum evaluations"),
@@ -37,9 +44,18 @@ def tune(
     llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript",
                                                   help="Append every model exchange to this JSONL file (replayable)"),
     option: list[str] = typer.Option([], "--option", "-o", help="Strategy option NAME=JSON, e.g. -o initial=25"),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the HTML report here (default: next to the store, reports/RUN_ID.html)"),
+    no_report: bool = typer.Option(False, "--no-report", help="Write no report"),
 ) -> None:
     """Search a kernel's space with one strategy, storing every trial; print the winner."""
-    evaluator = _evaluator(kernel, shape, replay, compile_timeout)
+    if shapes is not None:
+        from kerntune.cli.shapes_cmd import tune_shapes_cli
+
+        if kernel is None or shape is not None or replay is not None:
+            raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
+        tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option)
+        return
+    evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address)
     st = open_store(store)
     b = Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms)
     if resume:
@@ -72,7 +88,7 @@ def tune(
     for note in res.notes:
         err_console.print(f"[yellow]note:[/yellow] {note}")
     best = res.best
-    if best is not None and retime > 0 and hasattr(evaluator, "retime"):
+    if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
         leaders = sorted((t for t in res.history if t.ok), key=lambda t: t.time_ms)[:retime]
         again = [t for t in evaluator.retime([t.config for t in leaders]) if t.ok]
         if again:
@@ -88,26 +104,53 @@ def tune(
             console.print(line)
         if kernel is not None:
             dev = evaluator.device()
-            st.put_best(evaluator.describe()["source_hash"], "x".join(map(str, evaluator.shape)), dev.get("name", ""),
+            ident = evaluator.describe()
+            st.put_best(ident["source_hash"], "x".join(map(str, ident["shape"])), dev.get("name", ""),
                         f"torch={dev.get('torch')},triton={dev.get('triton')}", best.config, best.time_ms, res.run_id)
     console.print(f"run id: {res.run_id} (store {st.path})")
     evaluator.close()
+    if not no_report and res.run_id is not None:
+        write_after_run(st, res.run_id, report)
     st.close()
 
 
-def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Path], compile_timeout: float):
+def _parse_gpus(text: str) -> int | None:
+    """``all`` -> None (every visible GPU), else a positive count."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise KerntuneError(f"--gpus {text!r}: expected a number or 'all'") from None
+    if n < 1:
+        raise KerntuneError(f"--gpus must be at least 1, got {n}")
+    return n
+
+
+def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Path], compile_timeout: float,
+               gpus: int | None = None, ray_address: str | None = None):
     if (kernel is None) == (replay is None):
         raise KerntuneError("give a kernel file (with --shape) or --replay RECORDING, not both")
     if replay is not None:
         if not replay.exists():
             raise KerntuneError(f"file not found: {replay}")
+        if ray_address:
+            from kerntune.evaluate.ray_backend import RayEvaluator, ReplayFactory
+
+            return RayEvaluator(ReplayFactory.of(replay), ray_address, num_actors=gpus)
         return ReplayEvaluator.from_file(replay)
     if shape is None:
         raise KerntuneError("a kernel file needs --shape, e.g. --shape 4096x4096x4096")
-    from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
     from kerntune.evaluate.triton_backend.kernel_file import parse_shape
 
-    return TritonEvaluator(kernel, parse_shape(shape), compile_timeout=compile_timeout)
+    if ray_address:
+        from kerntune.evaluate.ray_backend import RayEvaluator, TritonFactory
+
+        return RayEvaluator(TritonFactory.of(kernel, parse_shape(shape), compile_timeout), ray_address,
+                            num_actors=gpus)
+    from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
+
+    return TritonEvaluator(kernel, parse_shape(shape), compile_timeout=compile_timeout, gpus=gpus)
 
 
 def _rates(best, evaluator) -> list[str]:  # noqa: ANN001 - Trial, Evaluator

@@ -2,11 +2,13 @@
 
 The clock is simulated — each trial costs the compile and benchmark time the
 recording holds — so time budgets and 'best after t seconds' mean the same as
-on the machine that made the recording.
+on the machine that made the recording.  ``delay_s`` adds a real sleep per config: it
+stands in for a GPU in tests of distributed evaluation (a kill must land mid-batch).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -21,18 +23,21 @@ class ReplayEvaluator(Evaluator):
     name = "replay"
     simulated_clock = True
 
-    def __init__(self, recording: Recording, source: str | None = None) -> None:
+    def __init__(self, recording: Recording, source: str | None = None, delay_s: float = 0.0) -> None:
         super().__init__(recording.space)
         self.recording = recording
         self.source = source
+        self.delay_s = delay_s
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "ReplayEvaluator":
-        return cls(load_recording(path), source=str(path))
+    def from_file(cls, path: str | Path, delay_s: float = 0.0) -> "ReplayEvaluator":
+        return cls(load_recording(path), source=str(path), delay_s=delay_s)
 
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
         out = []
         for cfg in configs:
+            if self.delay_s > 0:
+                time.sleep(self.delay_s)  # wall time only: the simulated clock still charges the recorded cost
             cfg = self.space.canonical(cfg)
             try:
                 recorded = self.recording.trials.get(self.space.key(cfg))
@@ -63,4 +68,7 @@ class ReplayEvaluator(Evaluator):
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {"evaluator": self.name, "source": self.source}
+        out: dict[str, Any] = {"evaluator": self.name, "source": self.source}
+        if self.delay_s > 0:
+            out["delay_s"] = self.delay_s
+        return out

@@ -78,6 +78,12 @@ class SearchContext:
     #: Called with one dict per LLM exchange (prompt, response, accepted, rejected, …).
     on_llm_exchange: Callable[[dict[str, Any]], None] | None = None
     notes: list[str] = field(default_factory=list)
+    #: What past runs of this kernel on nearby shapes measured (``kerntune.warmstart.transfer_data``),
+    #: one dict per run, nearest first: config key -> log(time / that run's best), inf where the
+    #: config failed there.  Models that can learn from them (the GP of ``bayes``) do; others ignore it.
+    transfer: list[dict[str, float]] = field(default_factory=list)
+    #: Winners of past runs on nearby shapes (``kerntune.warmstart.PastWinner``), shown to the model.
+    past_winners: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)

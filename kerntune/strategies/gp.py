@@ -27,6 +27,15 @@ matmul recordings (H100); methodology score at 200 evaluations, means over
   +0.03-0.08, convolution unchanged).  A short random start (``startup`` 5:
   default + 4 random) leaves more of the budget to the model.
 
+With ``ctx.transfer`` (past runs of the kernel on nearby shapes, see
+``kerntune.warmstart``) it is a multi-task GP: the past runs' measurements
+are observations too, each run a task, and the kernel gains one Hamming term
+on the task, so the correlation between shapes is fitted by the same
+marginal likelihood as the length-scales.  The first picks are the past
+ranking's best (no random start is spent); when the new shape disagrees,
+the fitted correlation drops and the model leans on its own measurements.
+Configs that only ever failed in the past runs are tried last.
+
 The Cholesky factor's inverse and ``V = K(pool, obs) L^-T`` grow by one column
 per observation, so a step costs O(pool * n); only a change of length-scales
 rebuilds them.  On convolution, 20 repeats take about 15-20 s.
@@ -50,6 +59,7 @@ _MAX_OBS = 500              # observations the model holds (memory: pool x this)
 _FIT_UNTIL = 300            # length-scales are refitted up to this many observations, then kept
 _GRID = (0.15, 0.3, 0.6, 1.2)
 _NOISE = 1e-3
+_TRANSFER_STARTUP = 0       # random start (default config included) when past runs are told
 _POOLS: "weakref.WeakKeyDictionary[Space, tuple[list[Config], list[str], np.ndarray]]" = weakref.WeakKeyDictionary()
 
 
@@ -160,7 +170,21 @@ class _GP:
         return self.v[:, : self.n] @ z, np.sqrt(s2 * np.maximum(1.0 - self.vsq, 1e-12))
 
 
-def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share: float = 0.3,
+def _past_observations(space: Space, transfer: Sequence[dict[str, float]], per_run: int = 150
+                       ) -> list[tuple[int, Config, float]]:
+    """(task, config, centred log-time ratio) for the best ``per_run`` finite entries of each
+    past run; task 1 is the first run (the new shape is task 0)."""
+    out: list[tuple[int, Config, float]] = []
+    for task, run in enumerate(transfer, 1):
+        finite = sorted((v, k) for k, v in run.items() if math.isfinite(v))[:per_run]
+        if len(finite) < 2:
+            continue
+        mean = sum(v for v, _ in finite) / len(finite)
+        out += [(task, space.from_key(k), v - mean) for v, k in finite]
+    return out
+
+
+def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, local_share: float = 0.3,
            refit_every: int = 5, batch_size: int | None = None) -> None:
     """``batch_size`` configs per step (default: 1 on a recording, the evaluator's parallelism
     up to 8 on a real one, where a batch compiles in parallel)."""
@@ -168,7 +192,18 @@ def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share
     if batch_size is None:
         batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
     cap = min(ctx.remaining_evals or _MAX_OBS, _MAX_OBS)
-    model = _GP(space.encoded_width, cap)
+    past = _past_observations(space, ctx.transfer)
+    # One extra encoded column with past runs: which run an observation is from (0 = this one).
+    # (A second column marking this run, so that past runs may agree with each other more than
+    # with this shape, was tried: better on 4096^3, never within 2% on 8192x8192x512.)
+    tasks = 1 if past else 0
+    here = np.zeros(tasks)
+    cap += len(past)
+    model = _GP(space.encoded_width + tasks, cap)
+
+    def enc(cfgs: Sequence[Config]) -> np.ndarray:
+        feats = _encode(space, cfgs)
+        return np.hstack([feats, np.tile(here, (len(cfgs), 1))])
     configs: list[Config] = []
     index: dict[str, int] = {}
     measured: list[bool] = []
@@ -181,7 +216,8 @@ def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share
             configs.append(cfgs[i])
             measured.append(keys[i] in ctx.measured)
         if new:
-            model.add_pool(feats[new] if feats is not None else _encode(space, [cfgs[i] for i in new]))
+            f = feats[new] if feats is not None else _encode(space, [cfgs[i] for i in new])
+            model.add_pool(np.hstack([f, np.tile(here, (len(new), 1))]))
 
     if space.cartesian_size <= _ENUMERATE_LIMIT:
         cfgs, keys, feats = _enumerated(space)
@@ -191,7 +227,17 @@ def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share
         grow(cfgs, keys, feats)
     else:
         grow(ctx.sample_unmeasured(_POOL_MAX))
-    live = np.ptp(model.pool, axis=0) > 0 if len(configs) else np.zeros(space.encoded_width, bool)
+    live = np.ptp(model.pool, axis=0) > 0 if len(configs) else np.zeros(model.pool.shape[1], bool)
+    past_y = np.array([y for _, _, y in past])
+    failed_before: set[str] = set()
+    if past:
+        live[-1] = True
+        for task, cfg, y in past:
+            model.add_obs(np.append(_encode(space, [cfg])[0], task))
+        failed_before = {k for run in ctx.transfer for k, v in run.items() if not math.isfinite(v)}
+        failed_before -= {space.key(c) for _, c, _ in past}
+        ctx.notes.append(f"gp: {len(past)} measurements of {len(ctx.transfer)} past run(s) on nearby shapes "
+                         "as a second task")
     ys: list[float] = []
     seen: set[str] = set()
 
@@ -205,8 +251,10 @@ def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share
                 measured[index[key]] = True
             if t.ok and model.n < cap:
                 ys.append(math.log(max(t.time_ms, 1e-12)))  # type: ignore[arg-type]
-                model.add_obs(_encode(space, [cfg])[0])
+                model.add_obs(enc([cfg])[0])
 
+    if startup is None:
+        startup = _TRANSFER_STARTUP if past else 5
     # Trials measured before this strategy started (the LLM rounds of llm-seeded, say) are told
     # first; the random start only tops them up to ``startup``.
     earlier = list(ctx.history)
@@ -222,7 +270,7 @@ def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share
             best = ctx.value(ctx.best)
             grow(ctx.unmeasured(space.neighbours(ctx.best.config, "hamming")))
         mask = np.array(measured, dtype=bool)
-        if not ys:  # nothing has run yet: keep sampling
+        if not ys and not past:  # nothing has run yet: keep sampling
             batch = ctx.sample_unmeasured(1)
             if not batch:
                 ctx.stop_reason = "space exhausted"
@@ -230,12 +278,18 @@ def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share
             record(batch, ctx.evaluate(batch, source="gp:random"))
             continue
         y = np.array(ys)
-        yn = (y - y.mean()) / (y.std() or 1.0)
+        if past:
+            # Each task is centred on its own mean (shapes differ in level), then one scale.
+            allc = np.concatenate([past_y, y - y.mean() if len(y) else y])
+            yn = allc / (allc.std() or 1.0)
+        else:
+            yn = (y - y.mean()) / (y.std() or 1.0)
         if since_fit >= refit_every and model.n <= _FIT_UNTIL:
             model.refit(yn, live)
             since_fit = 0
         picks: list[int] = []
         fantasies = 0
+        late = np.array([k in failed_before for k in index], dtype=bool) if failed_before else None
         for q in range(batch_size):
             mu, sd = model.predict(yn)
             score = mu - kappa * sd
@@ -247,6 +301,8 @@ def search(ctx: SearchContext, startup: int = 5, kappa: float = 2.5, local_share
                     local[near] = False
                     score[local] = np.inf
             score[mask] = np.inf
+            if late is not None:
+                score[late & ~mask] = 1e9  # finite: still taken once nothing else is left
             pick = int(np.argmin(score))
             if not np.isfinite(score[pick]):
                 break

@@ -1,5 +1,5 @@
 """The Triton evaluator: compile in parallel worker processes, benchmark in
-one isolated worker, check every output against a reference.
+one isolated worker per GPU, check every output against a reference.
 
 Compile workers call each config's launcher with Triton's launches turned
 into ``warmup=True`` (compile and fill the disk cache, run nothing, so they
@@ -9,7 +9,17 @@ is benchmarked as soon as it has compiled.  The benchmark worker finds the
 compiled kernels in Triton's cache, checks the output (NaN never passes),
 and times the median of ``triton.testing.do_bench`` (which flushes L2 between
 runs).  A crash in any worker costs that config (``runtime_error``) and a
-fresh worker is started.
+fresh worker is started.  Every worker runs the kernel's code under a heap
+limit (``memory_limit_mb``: ``$KERNTUNE_WORKER_MEMORY_MB``, else half the
+machine's memory; 0 turns it off) as well as its time limit.
+
+Several GPUs: one benchmark worker per device (``CUDA_VISIBLE_DEVICES`` set to
+that one device, so kernel files keep using ``device="cuda"``), all fed from
+the one stream of compiled configs: whichever GPU is free takes the next
+config, and each config is benchmarked on exactly one GPU.  Leaders are
+re-timed on the first device only, so the times that pick the winner are
+comparable.  On a machine without GPUs the device ids are only labels, which
+is how the dispatch is tested on CPU.
 """
 
 from __future__ import annotations
@@ -23,46 +33,95 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from kerntune.errors import KerntuneError
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.evaluate.triton_backend.kernel_file import describe, load_kernel_module, module_space, source_hash
 from kerntune.space import Config, jsonable
 
 
+def default_memory_limit_mb() -> int:
+    """Each worker's heap limit in MiB: ``$KERNTUNE_WORKER_MEMORY_MB`` (0: none), else half the memory.
+
+    Generous on purpose: it stops one runaway config from swapping the machine to a halt
+    or waking the OOM killer (which may pick the tuner itself); it does not meter kernels.
+    It is RLIMIT_DATA, which CUDA's address-space reservations do not count (RLIMIT_AS would).
+    """
+    env = os.environ.get("KERNTUNE_WORKER_MEMORY_MB", "").strip()
+    if env:
+        try:
+            return max(int(env), 0)
+        except ValueError:
+            raise KerntuneError(f"KERNTUNE_WORKER_MEMORY_MB={env!r}: expected MiB (0: no limit)") from None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2 >> 20
+    except (ValueError, OSError):
+        return 0
+
+
 class _Worker:
     """One worker process and its pipe; restarted after a crash or timeout."""
 
-    def __init__(self, path: str, shape: tuple[int, ...], env: dict[str, str], compile_only: bool = False) -> None:
+    def __init__(self, path: str, shape: tuple[int, ...], env: dict[str, str], compile_only: bool = False,
+                 memory_mb: int = 0) -> None:
         self.args = [sys.executable, "-m", "kerntune.evaluate.triton_backend.worker", path,
-                     "x".join(map(str, shape))] + (["--compile-only"] if compile_only else [])
+                     "x".join(map(str, shape))] + (["--compile-only"] if compile_only else []) \
+            + ([f"--memory-mb={memory_mb}"] if memory_mb > 0 else [])
         self.env = env
         self.proc: subprocess.Popen[str] | None = None
+        self._buf = b""  # bytes of results read from the pipe but not yet returned
 
-    def _start(self) -> subprocess.Popen[str]:
-        if self.proc is None or self.proc.poll() is not None:
+    def _start(self, restart: bool = True) -> subprocess.Popen[str]:
+        """The running worker, or a fresh one; ``restart=False`` never replaces a worker that
+        died unnoticed (tasks queued in its pipe must be answered by it, or fail with it)."""
+        if self.proc is None or (restart and self.proc.poll() is not None):
+            if self.proc is not None:
+                self.proc.wait()
+            self._buf = b""
             self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, text=True, env=self.env, start_new_session=True)
         return self.proc
 
     def run(self, task: dict[str, Any], timeout: float) -> dict[str, Any]:
-        proc = self._start()
-        assert proc.stdin is not None and proc.stdout is not None
+        if not self.send(task):
+            return self._crashed()
+        return self.receive(timeout)
+
+    def send(self, task: dict[str, Any], restart: bool = True) -> bool:
+        """Queue a task in the worker's pipe; False if the worker is dead (its result then
+        reads as a crash).  Several tasks may be queued: results come back in order."""
         try:
+            proc = self._start(restart)
+            assert proc.stdin is not None
             proc.stdin.write(json.dumps(task) + "\n")
             proc.stdin.flush()
-        except BrokenPipeError:
-            return self._crashed()
-        ready, _, _ = select.select([proc.stdout], [], [], timeout)
-        if not ready:
-            self.kill()
-            return {"status": "timeout", "error": f"no result within {timeout:g} s; worker killed"}
-        line = proc.stdout.readline()
-        if not line:
-            return self._crashed()
+        except OSError:  # a broken pipe, or no process could be started
+            return False
+        return True
+
+    def receive(self, timeout: float) -> dict[str, Any]:
+        """The result of the oldest task sent.  The pipe's descriptor is read directly: with
+        two tasks queued, two results may arrive in one read, and a line left in a Python
+        read buffer would be invisible to ``select`` (a false timeout)."""
+        if self.proc is None or self.proc.stdout is None:
+            return {"status": "runtime_error", "error": "worker process died (not running)"}
+        fd = self.proc.stdout.fileno()
+        end = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                self.kill()
+                return {"status": "timeout", "error": f"no result within {timeout:g} s; worker killed"}
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return self._crashed()
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
         result: dict[str, Any] = json.loads(line)
         if result.pop("fatal", False):
             # The worker is exiting (its CUDA context is gone): wait for it, so that the next
@@ -73,6 +132,7 @@ class _Worker:
     def _crashed(self) -> dict[str, Any]:
         code = self.proc.wait() if self.proc else None
         self.proc = None
+        self._buf = b""
         sig = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return {"status": "runtime_error", "error": f"worker process died ({sig})"}
 
@@ -84,13 +144,54 @@ class _Worker:
                 pass
             self.proc.wait()
         self.proc = None
+        self._buf = b""
+
+
+def visible_devices() -> list[str]:
+    """The GPUs this process may use, as values for a worker's ``CUDA_VISIBLE_DEVICES``.
+
+    An existing ``CUDA_VISIBLE_DEVICES`` (a user's choice, or Ray's for an actor that
+    holds one GPU) is obeyed entry by entry (indices or UUIDs); otherwise ``nvidia-smi -L``
+    counts the GPUs, without importing torch in the parent.  Empty: no NVIDIA GPU found,
+    and the caller keeps one benchmark worker with the environment as it is.
+    """
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        out = []
+        for entry in (e.strip() for e in env.split(",")):
+            if not entry or entry.startswith("-"):  # CUDA ignores everything after an invalid entry
+                break
+            out.append(entry)
+        return out
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, _ in enumerate(line for line in listing.splitlines() if line.startswith("GPU "))]
+
+
+def default_compile_workers(n_devices: int) -> int:
+    """Every core that no benchmark worker needs, at most 16 per GPU (each compile worker
+    holds a CUDA context on one of the GPUs): 15 on a 16-core box with one GPU, 30 on 32
+    cores with two, so that compilation keeps up as the benchmark stage scales."""
+    try:
+        cores = len(os.sched_getaffinity(0))  # a container's or Ray actor's CPU set, not the host's
+    except AttributeError:
+        cores = os.cpu_count() or 2
+    return max(1, min(16 * n_devices, cores - n_devices))
 
 
 class TritonEvaluator(Evaluator):
     name = "triton"
 
     def __init__(self, kernel_file: str | Path, shape: tuple[int, ...], compile_workers: int | None = None,
-                 compile_timeout: float = 60.0, bench_timeout: float = 60.0, rep_ms: int = 20) -> None:
+                 compile_timeout: float = 60.0, bench_timeout: float = 60.0, rep_ms: int = 20,
+                 gpus: int | None = None, devices: Sequence[str | None] | None = None,
+                 memory_limit_mb: int | None = None) -> None:
+        """``gpus``: how many of the visible GPUs get a benchmark worker (None: all).
+        ``devices``: the exact ``CUDA_VISIBLE_DEVICES`` value of each benchmark worker
+        (None: leave the environment as it is); tests pass labels such as ``["0", "1"]``.
+        ``memory_limit_mb``: each worker's heap limit (None: ``default_memory_limit_mb()``, 0: none)."""
         self.path = str(Path(kernel_file).resolve())
         self.module = load_kernel_module(self.path)
         super().__init__(module_space(self.module))
@@ -98,12 +199,20 @@ class TritonEvaluator(Evaluator):
         self.compile_timeout = compile_timeout
         self.bench_timeout = bench_timeout
         self.rep_ms = rep_ms
+        self.devices: list[str | None] = list(devices) if devices is not None else _pick_devices(gpus)
+        if not self.devices:
+            raise KerntuneError("no device to benchmark on")
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        n = compile_workers or max(1, min(16, (os.cpu_count() or 2) - 1))
-        self.compilers = [_Worker(self.path, self.shape, env, compile_only=True) for _ in range(n)]
-        self.bencher = _Worker(self.path, self.shape, env)
-        self.parallelism = n
+        envs = [env if d is None else {**env, "CUDA_VISIBLE_DEVICES": d} for d in self.devices]
+        n = compile_workers or default_compile_workers(len(self.devices))
+        mem = self.memory_limit_mb = default_memory_limit_mb() if memory_limit_mb is None else max(memory_limit_mb, 0)
+        # Compile workers are spread over the GPUs too: their CUDA contexts and inputs are shared out.
+        self.compilers = [_Worker(self.path, self.shape, envs[i % len(envs)], compile_only=True, memory_mb=mem)
+                          for i in range(n)]
+        self.benchers = [_Worker(self.path, self.shape, e, memory_mb=mem) for e in envs]
+        # Configs in flight at once: one per compile worker plus one on each GPU.
+        self.parallelism = n + len(self.benchers)
         self._device: dict[str, Any] | None = None
 
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
@@ -111,10 +220,16 @@ class TritonEvaluator(Evaluator):
 
     def stream(self, configs: Sequence[Config]) -> Iterator[tuple[int, Trial]]:
         """Compile in the worker pool and benchmark each config as soon as it has compiled,
-        so the GPU times one config while the CPUs compile the next ones."""
+        on whichever GPU is free, so the GPUs time configs while the CPUs compile the next ones."""
+        return self._stream(configs, list(range(len(self.benchers))))
+
+    def _stream(self, configs: Sequence[Config], gpus: list[int]) -> Iterator[tuple[int, Trial]]:
+        """``gpus``: indices into ``self.benchers`` that may benchmark this batch."""
         pending = list(enumerate(configs))
-        done: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue()
+        compiled: queue.Queue[tuple[int, float] | None] = queue.Queue()
+        done: queue.Queue[tuple[int, Trial]] = queue.Queue()
         lock = threading.Lock()
+        stop = threading.Event()
 
         def compile_all(worker: _Worker) -> None:
             while True:
@@ -132,33 +247,78 @@ class TritonEvaluator(Evaluator):
                 if res["status"] == "timeout":
                     res["status"] = "compile_timeout"
                 res.setdefault("compile_s", time.perf_counter() - t0)
-                done.put((i, res))
+                if res["status"] == "ok":
+                    compiled.put((i, res["compile_s"]))
+                else:
+                    done.put((i, Trial(dict(configs[i]), Status(res["status"]), compile_s=res["compile_s"],
+                                       error=res.get("error"))))
 
-        pool = ThreadPoolExecutor(len(self.compilers))
+        def bench_all(g: int) -> None:
+            """Benchmark on GPU ``g`` what the queue hands out (each config to exactly one GPU),
+            keeping the next config queued in the worker's pipe behind the one it measures, so
+            the GPU never waits for this process's round trip between two configs."""
+            w = self.benchers[g]
+            ahead: deque[tuple[int, float]] = deque()  # sent to the worker, not yet answered
+            more = True
+            while more or ahead:
+                while more and len(ahead) < 2:
+                    try:
+                        item = compiled.get(block=not ahead)
+                    except queue.Empty:
+                        break
+                    if item is None or stop.is_set():
+                        more = False
+                        break
+                    w.send(self._bench_task(configs[item[0]]), restart=not ahead)
+                    ahead.append(item)
+                if not ahead:
+                    return
+                i, compile_s = ahead.popleft()
+                t0 = time.perf_counter()
+                try:
+                    b = w.receive(self.bench_timeout)
+                except Exception as exc:  # noqa: BLE001 - a bad reply costs this config, never the batch
+                    w.kill()
+                    b = {"status": "runtime_error", "error": f"benchmark worker failed: {exc}"}
+                if w.proc is None:  # crashed, hung or fatal: the queued configs never started
+                    for k, (j, _) in enumerate(ahead):
+                        w.send(self._bench_task(configs[j]), restart=k == 0)
+                try:
+                    trial = self._trial(g, configs[i], compile_s, b, time.perf_counter() - t0)
+                except Exception as exc:  # noqa: BLE001 - the consumer waits for one trial per config
+                    trial = Trial(dict(configs[i]), Status.RUNTIME_ERROR, compile_s=compile_s,
+                                  error=f"benchmark failed: {exc}")
+                done.put((i, trial))
+
+        compile_pool = ThreadPoolExecutor(len(self.compilers))
+        bench_pool = ThreadPoolExecutor(len(gpus))
         try:
             for w in self.compilers:
-                pool.submit(compile_all, w)
+                compile_pool.submit(compile_all, w)
+            for g in gpus:
+                bench_pool.submit(bench_all, g)
             for _ in range(len(configs)):
-                i, c = done.get()
-                cfg = configs[i]
-                if c["status"] != "ok":
-                    yield i, Trial(dict(cfg), Status(c["status"]), compile_s=c["compile_s"], error=c.get("error"))
-                    continue
-                yield i, self._bench(cfg, c["compile_s"])
+                yield done.get()
         finally:
+            stop.set()
             with lock:
                 pending.clear()  # a consumer that stops early (budget) leaves nothing queued
-            pool.shutdown(wait=True)
+            compile_pool.shutdown(wait=True)
+            for _ in gpus:
+                compiled.put(None)
+            bench_pool.shutdown(wait=True)
 
-    def _bench(self, cfg: Config, compile_s: float) -> Trial:
-        task = {"mode": "bench", "config": {k: jsonable(v) for k, v in cfg.items()}, "rep_ms": self.rep_ms}
-        t0 = time.perf_counter()
-        b = self.bencher.run(task, self.bench_timeout)
-        bench_s = b.get("bench_s", time.perf_counter() - t0)
+    def _bench_task(self, cfg: Config) -> dict[str, Any]:
+        return {"mode": "bench", "config": {k: jsonable(v) for k, v in cfg.items()}, "rep_ms": self.rep_ms}
+
+    def _trial(self, g: int, cfg: Config, compile_s: float, b: dict[str, Any], waited_s: float) -> Trial:
+        bench_s = b.get("bench_s", waited_s)
         status = Status(b["status"])  # a hung benchmark comes back as "timeout", its worker killed
+        extra: dict[str, Any] = self._rates(b.get("time_ms")) if status is Status.OK else {}
+        if self.devices[g] is not None:
+            extra["gpu"] = self.devices[g]
         return Trial(dict(cfg), status, b.get("time_ms") if status is Status.OK else None,
-                     b.get("times_ms", []), compile_s, bench_s, b.get("error"),
-                     self._rates(b.get("time_ms")) if status is Status.OK else {})
+                     b.get("times_ms", []), compile_s, bench_s, b.get("error"), extra)
 
     def _rates(self, time_ms: float | None) -> dict[str, float]:
         w = describe(self.module, self.shape)
@@ -173,10 +333,12 @@ class TritonEvaluator(Evaluator):
         """Measure the leaders again before declaring a winner: ``rounds`` interleaved rounds,
         each config's time the median of its rounds.  Interleaving (rather than one long run
         per config) keeps clock and thermal drift of the GPU from favouring whichever config
-        ran first: a 500 ms run of a 640 TFLOP/s matmul already measures ~10% slower."""
+        ran first: a 500 ms run of a 640 TFLOP/s matmul already measures ~10% slower.
+        All rounds run on the first GPU: two GPUs of one model still differ by a few percent."""
         saved, self.rep_ms = self.rep_ms, rep_ms
         try:
-            runs = [self.evaluate(configs) for _ in range(max(rounds, 1))]
+            runs = [[t for _, t in sorted(self._stream(configs, [0]), key=lambda it: it[0])]
+                    for _ in range(max(rounds, 1))]
         finally:
             self.rep_ms = saved
         out = []
@@ -199,11 +361,14 @@ class TritonEvaluator(Evaluator):
                     " 'registers_per_sm': getattr(p, 'regs_per_multiprocessor', None),"
                     " 'l2_mb': getattr(p, 'L2_cache_size', 0) // 2**20, 'torch': torch.__version__,"
                     " 'triton': __import__('triton').__version__}))")
+            env = dict(os.environ) if self.devices[0] is None else {**os.environ, "CUDA_VISIBLE_DEVICES": self.devices[0]}
             try:
-                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                                     env=env)
                 self._device = json.loads(out.stdout.strip().splitlines()[-1])
             except (subprocess.SubprocessError, ValueError, IndexError):
                 self._device = {"name": "unknown GPU"}
+            self._device["gpus"] = len(self.devices)
         return self._device
 
     def workload(self) -> dict[str, Any]:
@@ -220,5 +385,18 @@ class TritonEvaluator(Evaluator):
                 "source_hash": source_hash(self.path)}
 
     def close(self) -> None:
-        for w in self.compilers + [self.bencher]:
+        for w in self.compilers + self.benchers:
             w.kill()
+
+
+def _pick_devices(gpus: int | None) -> list[str | None]:
+    """The first ``gpus`` visible GPUs (all when None); one unlabelled worker without GPUs."""
+    found = visible_devices()
+    if gpus is not None:
+        if gpus < 1:
+            raise KerntuneError(f"--gpus must be at least 1, got {gpus}")
+        if gpus > max(len(found), 1):
+            raise KerntuneError(f"--gpus {gpus}: only {len(found)} GPU(s) visible"
+                                + (" (CUDA_VISIBLE_DEVICES)" if "CUDA_VISIBLE_DEVICES" in os.environ else ""))
+        found = found[:gpus]
+    return list(found) or [None]

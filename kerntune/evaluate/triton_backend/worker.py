@@ -4,20 +4,35 @@ The parent talks to it over stdin/stdout, one JSON line per task, so a config
 that segfaults, hangs or corrupts the CUDA context costs this process, not
 the tuning run: the parent sees EOF or a timeout, classifies the config, and
 starts a fresh worker.
+
+``--memory-mb=N`` caps the worker's heap (RLIMIT_DATA: malloc, brk and private
+writable mmaps, but not the address space CUDA reserves, which RLIMIT_AS would
+count and break), so a config that allocates without bound fails with
+MemoryError (``runtime_error``) instead of taking the machine's memory.  The
+results pipe is kept apart from the kernel's own output: fd 1 and
+``sys.stdout`` are pointed at stderr, so a launcher that prints (or a kernel's
+printf) cannot corrupt the protocol.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, TextIO
+
+#: The heap limit this worker runs under (MiB, 0: none), for the message of a MemoryError.
+_memory_limit_mb = 0
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
     text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, MemoryError):
+        limit = f"the worker's limit of {_memory_limit_mb} MiB" if _memory_limit_mb else "no limit set"
+        return "runtime_error", f"out of host memory ({limit}; KERNTUNE_WORKER_MEMORY_MB changes it): {text}"
     low = text.lower()
     if "outofresources" in low.replace(" ", "") or "out of resource" in low or "shared memory" in low:
         return "runtime_error", text
@@ -115,9 +130,36 @@ def _compile_only() -> None:
     JITFunction.__getitem__ = getitem  # type: ignore[method-assign]
 
 
+def limit_memory(mb: int) -> None:
+    """Cap this process's heap at ``mb`` MiB (soft and hard, so the kernel's code cannot lift it)."""
+    global _memory_limit_mb
+    import resource
+
+    limit = mb << 20
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    _memory_limit_mb = limit >> 20
+
+
+def results_pipe() -> TextIO:
+    """The pipe to the parent, for results alone; everything else written to stdout (Python
+    prints and C-level writes to fd 1) goes to stderr from now on."""
+    pipe = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return pipe
+
+
 def main() -> None:
     path, shape = sys.argv[1], tuple(int(x) for x in sys.argv[2].split("x"))
-    compile_only = len(sys.argv) > 3 and sys.argv[3] == "--compile-only"
+    flags = sys.argv[3:]
+    compile_only = "--compile-only" in flags
+    memory_mb = next((int(f.partition("=")[2]) for f in flags if f.startswith("--memory-mb=")), 0)
+    if memory_mb > 0:
+        limit_memory(memory_mb)
+    pipe = results_pipe()
     if compile_only:
         _compile_only()
     try:
@@ -193,11 +235,11 @@ def main() -> None:
                 # The CUDA context is unusable now: report, then let the parent start a fresh worker
                 # ("fatal" tells it not to send this process the next config).
                 result["fatal"] = True
-                sys.stdout.write(json.dumps(result) + "\n")
-                sys.stdout.flush()
+                pipe.write(json.dumps(result) + "\n")
+                pipe.flush()
                 sys.exit(3)
-        sys.stdout.write(json.dumps(result) + "\n")
-        sys.stdout.flush()
+        pipe.write(json.dumps(result) + "\n")
+        pipe.flush()
 
 
 if __name__ == "__main__":

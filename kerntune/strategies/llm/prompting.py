@@ -52,15 +52,28 @@ def _common(space: Space, workload: dict[str, Any], device: dict[str, Any], opts
     }
 
 
+def _past(past: Sequence[Any]) -> str:
+    """Winners of past runs on nearby shapes (``kerntune.warmstart.PastWinner``)."""
+    if not past:
+        return ""
+    lines = ["", "## Past runs of this kernel on other shapes", ""]
+    for w in past:
+        size = "x".join(map(str, w.problem_size)) if isinstance(w.problem_size, (list, tuple)) else w.problem_size
+        cfg = json.dumps({k: jsonable(v) for k, v in w.config.items()}, separators=(",", ":"))
+        lines.append(f"- on {size}{f' ({w.device})' if w.device else ''} the best was {cfg}: {w.time_ms:.4g} ms")
+    lines.append("\nThey are measured on this shape too; use them as starting points, not as answers.")
+    return "\n".join(lines) + "\n"
+
+
 def first_round(space: Space, workload: dict[str, Any], device: dict[str, Any], n: int,
-                opts: PromptOptions | None = None) -> list[Message]:
+                opts: PromptOptions | None = None, past: Sequence[Any] = ()) -> list[Message]:
     opts = opts or PromptOptions()
     source = workload.get("source") if opts.include_source else None
     hints = workload.get("hints") if opts.include_hints else None
     user = template("first_round.md").substitute(
         **_common(space, workload, device, opts), n=n,
         source=f"\n```\n{source.strip()}\n```\n" if source else "",
-        hints=f"\n## Hints\n\n{hints.strip()}\n" if hints else "",
+        hints=f"\n## Hints\n\n{hints.strip()}\n" if hints else "", past=_past(past),
     )
     return [Message("system", template("system.md").substitute()), Message("user", user)]
 

@@ -120,7 +120,7 @@ def search(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds: 
     for round_no in range(1, max_rounds + 1):
         n = initial if round_no == 1 else refine
         if round_no == 1:
-            messages = first_round(ctx.space, workload, device, n, opts)
+            messages = first_round(ctx.space, workload, device, n, opts, past=ctx.past_winners)
             # Measure the default and a few random configs while the model thinks.
             warm = ctx.unmeasured([ctx.space.default]) + ctx.sample_unmeasured(max(warmup - 1, 0))
             exclude = {ctx.space.key(c) for c in warm} | set(ctx.measured)

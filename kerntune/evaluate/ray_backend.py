@@ -1,0 +1,439 @@
+"""Distributed evaluation on Ray: one actor per GPU across a cluster, each holding an
+ordinary evaluator, behind the same ``evaluate``/``stream`` interface.
+
+Why actors that hold whole evaluators: a Triton config is compiled into the Triton
+cache of the node that benchmarks it, so each GPU actor compiles on its own node's
+CPUs (its share of them, ``cpus_per_actor``) and benchmarks on its one GPU (Ray sets
+``CUDA_VISIBLE_DEVICES`` for it); shipping compiled kernels between hosts would cost
+more than compiling again.  On CI the actors hold replay evaluators.
+
+The driver keeps every config of a batch in exactly one place: the queue, one actor's
+in-flight set, or the results.  Results stream back as they finish (so the store commits
+them at once); an actor that dies (``RayActorError``: killed, OOM, node lost) is replaced
+and its in-flight configs go back to the front of the queue, so none is lost; a result is
+only accepted from the actor that holds the config, so none gets two results.  A config
+whose actor died under it ``max_requeues`` times gets a ``runtime_error`` trial instead of
+looping forever.  Ray is imported lazily: kerntune works without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import tempfile
+import threading
+import time
+import traceback
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from kerntune.errors import KerntuneError
+from kerntune.evaluate.base import Evaluator
+from kerntune.evaluate.trial import Status, Trial
+from kerntune.space import Config
+
+RAY_MISSING = "distributed evaluation needs Ray: pip install kerntune[distributed]"
+
+#: Builds an actor's evaluator on its node; the argument is the CPUs Ray reserved for it.
+EvaluatorFactory = Callable[[int], Evaluator]
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise KerntuneError(RAY_MISSING) from None
+    return ray
+
+
+@dataclass
+class ShippedFile:
+    """A file the driver reads and an actor re-creates on its node when the driver's path
+    is not there (another host) or holds other bytes, so clusters need no shared disk."""
+
+    path: str
+    data: bytes
+
+    @classmethod
+    def read(cls, path: str | Path) -> "ShippedFile":
+        p = Path(path).resolve()
+        if not p.is_file():
+            raise KerntuneError(f"file not found: {path}")
+        return cls(str(p), p.read_bytes())
+
+    def local(self) -> str:
+        p = Path(self.path)
+        try:
+            if p.read_bytes() == self.data:
+                return str(p)
+        except OSError:
+            pass
+        digest = hashlib.sha256(self.data).hexdigest()[:16]
+        target = Path(tempfile.gettempdir()) / "kerntune-shipped" / digest / p.name  # same name: same format
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}")
+            tmp.write_bytes(self.data)
+            os.replace(tmp, target)
+        return str(target)
+
+
+@dataclass
+class ReplayFactory:
+    """Replay evaluators for actors; ``delay_s`` makes each config take real time (tests)."""
+
+    recording: ShippedFile
+    delay_s: float = 0.0
+    gpus: float = 0.0
+
+    @classmethod
+    def of(cls, path: str | Path, delay_s: float = 0.0) -> "ReplayFactory":
+        return cls(ShippedFile.read(path), delay_s)
+
+    def __call__(self, cpus: int) -> Evaluator:
+        from kerntune.evaluate.replay import ReplayEvaluator
+
+        return ReplayEvaluator.from_file(self.recording.local(), delay_s=self.delay_s)
+
+    def local_describe(self) -> dict[str, Any]:
+        return {"source": self.recording.path}
+
+
+@dataclass
+class TritonFactory:
+    """A Triton evaluator on the actor's one GPU, compiling on the actor's CPUs."""
+
+    kernel: ShippedFile
+    shape: tuple[int, ...]
+    compile_timeout: float = 60.0
+    gpus: float = 1.0
+
+    @classmethod
+    def of(cls, path: str | Path, shape: tuple[int, ...], compile_timeout: float = 60.0) -> "TritonFactory":
+        return cls(ShippedFile.read(path), tuple(shape), compile_timeout)
+
+    def __call__(self, cpus: int) -> Evaluator:
+        from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
+
+        # One CPU of the actor's share runs the benchmark worker, the others compile.
+        return TritonEvaluator(self.kernel.local(), self.shape, compile_workers=max(1, cpus - 1),
+                               compile_timeout=self.compile_timeout, gpus=1)
+
+    def local_describe(self) -> dict[str, Any]:
+        return {"kernel_file": self.kernel.path}
+
+
+class EvalActor:
+    """Runs on a Ray worker: an evaluator fed through an inbox by one background thread.
+
+    ``step`` adds configs and returns whatever finished within ``wait_s`` (one call at a
+    time per actor, so Ray Client works too, which cannot stream actor generators).  The
+    thread keeps measuring between calls, so the inner pipeline never waits on the driver.
+    """
+
+    def __init__(self, factory: EvaluatorFactory, cpus: int) -> None:
+        self.ev = factory(cpus)
+        self.cond = threading.Condition()
+        self.busy = threading.Lock()  # the inner evaluator serves one batch (or retime) at a time
+        self.inbox: list[tuple[int, int, Config]] = []
+        self.outbox: list[tuple[int, int, Trial]] = []
+        self.error: str | None = None
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def info(self) -> dict[str, Any]:
+        return {"space": self.ev.space, "describe": self.ev.describe(), "device": self.ev.device(),
+                "workload": self.ev.workload(), "parallelism": self.ev.parallelism, "name": self.ev.name,
+                "simulated_clock": self.ev.simulated_clock, "can_retime": hasattr(self.ev, "retime"),
+                "pid": os.getpid()}
+
+    def step(self, items: list[tuple[int, int, Config]], wait_s: float) -> list[tuple[int, int, Trial]]:
+        with self.cond:
+            self.inbox.extend(items)
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: bool(self.outbox) or self.error is not None, timeout=wait_s)
+            if self.error is not None:
+                raise RuntimeError(f"the evaluator on this actor failed:\n{self.error}")
+            out, self.outbox = self.outbox, []
+        return out
+
+    def _loop(self) -> None:
+        while True:
+            with self.cond:
+                self.cond.wait_for(lambda: bool(self.inbox))
+                batch, self.inbox = self.inbox, []
+            try:
+                with self.busy:
+                    for j, trial in self.ev.stream([cfg for _, _, cfg in batch]):
+                        with self.cond:
+                            self.outbox.append((batch[j][0], batch[j][1], trial))
+                            self.cond.notify_all()
+            except Exception:  # noqa: BLE001 - an evaluator bug, reported to the driver by the next step
+                with self.cond:
+                    self.error = traceback.format_exc()[-3000:]
+                    self.cond.notify_all()
+                return
+
+    def retime(self, configs: list[Config], rep_ms: int, rounds: int) -> list[Trial]:
+        with self.busy:
+            return self.ev.retime(configs, rep_ms=rep_ms, rounds=rounds)  # type: ignore[attr-defined]
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def close(self) -> None:
+        self.ev.close()
+
+
+@dataclass
+class _Slot:
+    index: int
+    actor: Any
+    in_flight: set[int] = field(default_factory=set)
+    calling: bool = False
+    restarts: int = 0
+    alive: bool = True
+
+
+@dataclass
+class RayStats:
+    """What the dispatch did, for tests and reports."""
+
+    dispatched: int = 0           # configs sent to actors, re-sends included
+    requeued: int = 0             # configs sent back to the queue because their actor died
+    restarts: int = 0             # actors replaced
+    given_up: int = 0             # configs that lost their actor max_requeues times
+    results: Counter = field(default_factory=Counter)  # results per actor slot
+
+
+class RayEvaluator(Evaluator):
+    """``evaluate(batch) -> list[Trial]`` over ``num_actors`` Ray actors, each holding the
+    evaluator ``factory`` builds on its node.
+
+    ``address``: ``auto`` (the cluster this machine belongs to), ``ray://HOST:PORT`` (Ray
+    Client), or ``local`` (start a private one-machine cluster).  A Ray session that is
+    already initialised is used as it is (and left running on ``close``).
+    """
+
+    name = "ray"
+
+    def __init__(self, factory: EvaluatorFactory, address: str | None = "auto", num_actors: int | None = None,
+                 gpus_per_actor: float | None = None, cpus_per_actor: float | None = None,
+                 window: int | None = None, max_requeues: int = 3, max_restarts: int = 3,
+                 wait_s: float = 1.0, stall_s: float = 900.0) -> None:
+        ray = self.ray = import_ray()
+        self.address = address or "local"
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            _connect(ray, self.address)
+        self.factory = factory
+        self.gpus_per_actor = float(getattr(factory, "gpus", 0.0) if gpus_per_actor is None else gpus_per_actor)
+        self.max_requeues, self.max_restarts = max_requeues, max_restarts
+        self.wait_s, self.stall_s = wait_s, stall_s
+        self.stats = RayStats()
+        self.last_loss = ""
+        self._batches = itertools.count()
+        self._actor_cls = ray.remote(EvalActor)
+        self.slots: list[_Slot] = []
+        try:
+            self.cpus_per_actor, n = _size(ray, self.gpus_per_actor, cpus_per_actor, num_actors)
+            self.slots = [_Slot(k, self._new_actor()) for k in range(n)]
+            infos = ray.get([s.actor.info.remote() for s in self.slots], timeout=stall_s)
+        except KerntuneError:
+            self.close()
+            raise
+        except Exception as exc:
+            self.close()
+            raise KerntuneError(f"Ray actors did not start: {(str(exc).strip() or type(exc).__name__).splitlines()[0]}"
+                                ) from None
+        info = infos[0]
+        super().__init__(info["space"])
+        self.info, self.pids = info, [i["pid"] for i in infos]
+        self.simulated_clock = info["simulated_clock"]
+        self.parallelism = sum(i["parallelism"] for i in infos)
+        self.window = window or max(2, 2 * info["parallelism"])
+        self.can_retime = info["can_retime"]
+
+    def _new_actor(self) -> Any:
+        opts: dict[str, Any] = {"num_cpus": self.cpus_per_actor, "max_restarts": 0}
+        if self.gpus_per_actor:
+            opts["num_gpus"] = self.gpus_per_actor
+        return self._actor_cls.options(**opts).remote(self.factory, max(1, int(self.cpus_per_actor)))
+
+    # -- evaluating --------------------------------------------------------------------------
+    def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
+        return [t for _, t in sorted(self.stream(configs), key=lambda it: it[0])]
+
+    def stream(self, configs: Sequence[Config]) -> Iterator[tuple[int, Trial]]:
+        ray = self.ray
+        batch = next(self._batches)  # results of an abandoned earlier batch are told apart by this
+        queue: deque[int] = deque(range(len(configs)))
+        attempts: Counter = Counter()
+        done: set[int] = set()
+        calls: dict[Any, _Slot] = {}
+
+        def feed(slot: _Slot) -> None:
+            take = []
+            while queue and len(slot.in_flight) + len(take) < self.window:
+                take.append(queue.popleft())
+            if not take and not slot.in_flight:
+                return
+            slot.in_flight.update(take)
+            self.stats.dispatched += len(take)
+            slot.calling = True
+            calls[slot.actor.step.remote([(batch, i, configs[i]) for i in take], self.wait_s)] = slot
+
+        for slot in self.slots:
+            slot.in_flight.clear()
+            if slot.alive:
+                feed(slot)
+        last = time.monotonic()
+        try:
+            while len(done) < len(configs):
+                if not calls:
+                    raise KerntuneError(f"every Ray actor was lost ({self.last_loss}); {len(configs) - len(done)}"
+                                        " configs of the batch are unmeasured (continue with --resume)")
+                ready, _ = ray.wait(list(calls), num_returns=1, timeout=self.wait_s + 5)
+                if not ready:
+                    if time.monotonic() - last > self.stall_s:
+                        raise KerntuneError(f"no Ray actor answered for {self.stall_s:g} s")
+                    continue
+                last = time.monotonic()
+                slot = calls.pop(ready[0])
+                slot.calling = False
+                try:
+                    got = ray.get(ready[0])
+                except ray.exceptions.RayActorError as exc:
+                    self.last_loss = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    lost = sorted(slot.in_flight)
+                    slot.in_flight.clear()
+                    for i in reversed(lost):
+                        attempts[i] += 1
+                        if attempts[i] <= self.max_requeues:
+                            queue.appendleft(i)  # to the front: these were due first
+                            self.stats.requeued += 1
+                    for i in lost:
+                        if attempts[i] > self.max_requeues:
+                            self.stats.given_up += 1
+                            done.add(i)
+                            yield i, Trial(dict(configs[i]), Status.RUNTIME_ERROR,
+                                           error=f"its Ray actor died {attempts[i]} times while measuring it")
+                    self._replace(slot)
+                    for s in self.slots:
+                        if s.alive and not s.calling:
+                            feed(s)
+                    continue
+                for b, i, trial in got:
+                    if b != batch or i not in slot.in_flight:
+                        continue  # a late answer of an abandoned batch; never a second result
+                    slot.in_flight.discard(i)
+                    done.add(i)
+                    self.stats.results[slot.index] += 1
+                    yield i, trial
+                feed(slot)
+        finally:
+            # A consumer that stops early: the actors' queued configs are simply never asked for.
+            for slot in self.slots:
+                slot.in_flight.clear()
+                slot.calling = False
+
+    def _replace(self, slot: _Slot) -> None:
+        """Start a fresh actor in a dead one's place (Ray frees the dead one's GPU)."""
+        try:
+            self.ray.kill(slot.actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        if slot.restarts >= self.max_restarts:
+            slot.alive = False
+            return
+        slot.restarts += 1
+        self.stats.restarts += 1
+        slot.actor = self._new_actor()
+
+    def retime(self, configs: Sequence[Config], rep_ms: int = 100, rounds: int = 3) -> list[Trial]:
+        """Re-time the leaders on one actor (one GPU), so that their times compare."""
+        if not self.can_retime:
+            return self.evaluate(configs)
+        slot = next(s for s in self.slots if s.alive)
+        try:
+            return self.ray.get(slot.actor.retime.remote(list(configs), rep_ms, rounds))
+        except self.ray.exceptions.RayActorError:
+            self._replace(slot)
+            return self.ray.get(slot.actor.retime.remote(list(configs), rep_ms, rounds))
+
+    # -- facts -------------------------------------------------------------------------------
+    def actor_pids(self) -> list[int]:
+        """The process ids of the live actors (tests kill them)."""
+        return self.ray.get([s.actor.pid.remote() for s in self.slots if s.alive])
+
+    def in_flight(self) -> list[int]:
+        """Configs each actor holds unfinished right now."""
+        return [len(s.in_flight) for s in self.slots]
+
+    def device(self) -> dict[str, Any]:
+        out = dict(self.info["device"])
+        if self.gpus_per_actor:
+            out["gpus"] = int(len(self.slots) * self.gpus_per_actor)
+        return out
+
+    def workload(self) -> dict[str, Any]:
+        return dict(self.info["workload"])
+
+    def describe(self) -> dict[str, Any]:
+        local = getattr(self.factory, "local_describe", dict)()
+        return {**self.info["describe"], **local, "ray": {"address": self.address, "actors": len(self.slots)}}
+
+    def close(self) -> None:
+        ray = self.ray
+        slots, self.slots = getattr(self, "slots", []), []
+        if slots:
+            try:
+                ray.get([s.actor.close.remote() for s in slots if s.alive], timeout=60)
+            except Exception:  # noqa: BLE001 - a dead actor has nothing to close
+                pass
+            for s in slots:
+                try:
+                    ray.kill(s.actor, no_restart=True)
+                except Exception:  # noqa: BLE001
+                    pass
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+            self._owns_ray = False
+
+
+def _connect(ray: Any, address: str) -> None:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no reports home unless the user asks
+    try:
+        if address == "local":
+            ray.init(include_dashboard=False, log_to_driver=False)
+        else:
+            # Ship this kerntune to the cluster, so its nodes run the same code as the driver.
+            ray.init(address=address, log_to_driver=False,
+                     runtime_env={"py_modules": [str(Path(__file__).resolve().parents[1])]})
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise KerntuneError(f"cannot connect to Ray at {address!r}: {exc}") from None
+
+
+def _size(ray: Any, gpus: float, cpus: float | None, num_actors: int | None) -> tuple[float, int]:
+    """CPUs per actor and the number of actors: by default one actor per GPU with its
+    node's CPUs shared out among its GPUs (replays: one CPU each, at most 16 actors)."""
+    total = ray.cluster_resources()
+    if cpus is None:
+        if gpus:
+            shares = [n["Resources"].get("CPU", 1) // (n["Resources"]["GPU"] / gpus)
+                      for n in ray.nodes() if n.get("Alive") and n["Resources"].get("GPU")]
+            cpus = max(1.0, min(shares, default=1.0))
+        else:
+            cpus = 1.0
+    if num_actors is None:
+        num_actors = int(total.get("GPU", 0) // gpus) if gpus else min(16, int(total.get("CPU", 1) // cpus))
+    if num_actors < 1:
+        raise KerntuneError("the Ray cluster has no GPU for an actor" if gpus else "no Ray actor to start")
+    if gpus and num_actors * gpus > total.get("GPU", 0):
+        raise KerntuneError(f"{num_actors} GPU actors asked for, the Ray cluster has {total.get('GPU', 0):g} GPUs")
+    if num_actors * cpus > total.get("CPU", 0):
+        raise KerntuneError(f"{num_actors} actors of {cpus:g} CPUs asked for, the Ray cluster has"
+                            f" {total.get('CPU', 0):g} CPUs")
+    return float(cpus), int(num_actors)

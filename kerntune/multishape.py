@@ -1,0 +1,173 @@
+"""Tuning many shapes of one kernel under one budget, and the dispatch table that results.
+
+Why an order and a shared budget: a kernel's config ranking carries across
+nearby shapes (see ``kerntune.warmstart``), so each shape is tuned after the
+tuned shape nearest to it, starting from what was learnt there; a shape
+that converges early leaves its unused evaluations to the shapes after it.
+The dispatch table (shape -> winner) lives in the store's ``best_configs``
+like any single-shape result, so ``kerntune cache export`` and the
+decorator's ``dispatch=`` read it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from kerntune.errors import KerntuneError
+from kerntune.evaluate.base import Evaluator
+from kerntune.runner import run_search
+from kerntune.store import Store
+from kerntune.strategies import Budget
+from kerntune.warmstart import past_winners, shape_distance, transfer_data
+
+Shape = tuple[int, ...]
+#: Strategies whose model learns from all past measurements (``ctx.transfer``); the others get
+#: the past winners measured first.
+TRANSFER_STRATEGIES = ("bayes", "gp")
+DISPATCH_FORMAT = "kerntune-dispatch/1"
+
+
+@dataclass
+class ShapeResult:
+    shape: list[int]
+    run_id: str | None
+    best_config: dict[str, Any] | None
+    best_ms: float | None
+    evaluations: int
+    budget: int
+    warm_from: list[str] = field(default_factory=list)  # shapes whose results this one started from
+    warm_configs: int = 0                                 # past winners measured first
+    evals_to_best: int | None = None                      # evaluations until within 2% of this run's best
+
+
+def read_shapes(path: str | Path) -> list[Shape]:
+    """One shape per line (``4096x4096x4096`` or ``4096,4096,4096``); ``#`` starts a comment."""
+    p = Path(path)
+    if not p.exists():
+        raise KerntuneError(f"shapes file not found: {p}")
+    shapes: list[Shape] = []
+    for n, line in enumerate(p.read_text().splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        parts = [x for x in re.split(r"[x,\s]+", text) if x]
+        if not parts or not all(x.isdigit() and int(x) > 0 for x in parts):
+            raise KerntuneError(f"{p}:{n}: expected a shape such as 4096x4096x4096, got {line.strip()!r}")
+        shape = tuple(int(x) for x in parts)
+        if shapes and len(shape) != len(shapes[0]):
+            raise KerntuneError(f"{p}:{n}: {len(shape)} dimensions, the first shape has {len(shapes[0])}")
+        if shape not in shapes:
+            shapes.append(shape)
+    if not shapes:
+        raise KerntuneError(f"{p}: no shapes")
+    return shapes
+
+
+def tuning_order(shapes: Sequence[Shape]) -> list[Shape]:
+    """The most central shape first, then always the untuned shape nearest to a tuned one."""
+    left = list(shapes)
+    first = min(left, key=lambda s: sum(shape_distance(s, o) for o in left))
+    order = [first]
+    left.remove(first)
+    while left:
+        nxt = min(left, key=lambda s: min(shape_distance(s, t) for t in order))
+        order.append(nxt)
+        left.remove(nxt)
+    return order
+
+
+def _evals_to_best(history: Sequence[Any], within: float = 0.02) -> int | None:
+    ok = [t.time_ms for t in history if t.ok]
+    if not ok:
+        return None
+    target, best = min(ok) * (1 + within), math.inf
+    for i, t in enumerate(history, 1):
+        if t.ok and t.time_ms < best:
+            best = t.time_ms
+        if best <= target:
+            return i
+    return None
+
+
+def tune_shapes(make_evaluator: Callable[[Shape], Evaluator], shapes: Sequence[Shape], strategy: str,
+                total_evals: int, store: Store, *, seed: int = 0, options: dict[str, Any] | None = None,
+                llm: Any = None, warm: bool = True, versions: str = "",
+                on_shape: Callable[[ShapeResult], None] | None = None) -> list[ShapeResult]:
+    """Tune every shape (nearest-first order) under ``total_evals`` evaluations in all, each
+    starting from the shapes tuned before it (``warm``), and write each winner to the store's
+    dispatch table (``best_configs``, keyed by kernel source hash, ``MxNxK``, device, and the
+    torch/triton versions the evaluator reports, else ``versions``)."""
+    if total_evals < len(shapes):
+        raise KerntuneError(f"a budget of {total_evals} evaluations cannot cover {len(shapes)} shapes")
+    results: list[ShapeResult] = []
+    order = tuning_order(shapes)
+    left = total_evals
+    for i, shape in enumerate(order):
+        per = left // (len(order) - i)
+        ev = make_evaluator(shape)
+        try:
+            work = ev.workload()
+            name, size = work.get("kernel_name"), work.get("problem_size") or list(shape)
+            dev = ev.device()
+            device = dev.get("name", "") or ""
+            stack = f"torch={dev.get('torch')},triton={dev.get('triton')}" if dev.get("triton") else versions
+            winners = past_winners(store, name, size, ev.space, device) if warm else []
+            use_transfer = warm and strategy in TRANSFER_STRATEGIES
+            transfer = transfer_data(store, name, size, ev.space, device) if use_transfer else []
+            res = run_search(ev, strategy, Budget(max_evals=per), seed, store=store, options=options, llm=llm,
+                             label=f"shapes {'x'.join(map(str, shape))}",
+                             warm_start=[] if use_transfer else [w.config for w in winners],
+                             transfer=transfer, past_winners=winners)
+            best = res.best
+            if best is not None:
+                ident = ev.describe()
+                store.put_best(ident.get("source_hash") or name or "kernel", "x".join(map(str, shape)), device,
+                               stack, best.config, best.time_ms, res.run_id)
+        finally:
+            ev.close()
+        left -= len(res.history)
+        out = ShapeResult(list(shape), res.run_id, best.config if best else None, best.time_ms if best else None,
+                          len(res.history), per, sorted({"x".join(map(str, w.problem_size)) for w in winners}),
+                          0 if use_transfer else len(winners), _evals_to_best(res.history))
+        results.append(out)
+        if on_shape is not None:
+            on_shape(out)
+    return results
+
+
+def dispatch_table(entries: Sequence[dict[str, Any]], kernel: str = "") -> dict[str, Any]:
+    """The JSON dispatch table of ``Store.iter_best`` entries whose problem key is a shape
+    (``MxNxK``); the decorator's ``dispatch=`` and ``cache export --json`` use this form."""
+    rows = []
+    for e in sorted(entries, key=lambda e: e["problem_key"]):
+        parts = e["problem_key"].split("x")
+        if not all(p.isdigit() for p in parts):
+            continue
+        rows.append({"shape": [int(p) for p in parts], "config": e["config"], "time_ms": e["time_ms"],
+                     "device": e["device"], "versions": e["versions"], "kernel_hash": e["kernel_hash"]})
+    if not rows:
+        raise KerntuneError("no shape-keyed winners to export (tune with `kerntune tune FILE --shapes`)")
+    return {"format": DISPATCH_FORMAT, "kernel": kernel, "entries": rows}
+
+
+def load_dispatch(source: str | Path | dict[str, Any]) -> list[tuple[Shape, dict[str, Any], float]]:
+    """(shape, config, time) rows of a dispatch table file or dict, with a clear error if it is not one."""
+    data = source
+    if not isinstance(source, dict):
+        try:
+            data = json.loads(Path(source).read_text())
+        except (OSError, ValueError) as exc:
+            raise KerntuneError(f"dispatch table {source}: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != DISPATCH_FORMAT:
+        raise KerntuneError(f"dispatch table {source if not isinstance(source, dict) else ''}: "
+                            f"not a {DISPATCH_FORMAT} file (write one with `kerntune cache export --json`)")
+    return [(tuple(int(x) for x in r["shape"]), dict(r["config"]), float(r["time_ms"])) for r in data["entries"]]
+
+
+def as_dicts(results: Sequence[ShapeResult]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in results]

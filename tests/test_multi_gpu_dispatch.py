@@ -1,0 +1,185 @@
+"""The Triton evaluator's multi-GPU dispatch on CPU: two benchmark workers with fake
+device ids ("0", "1" as their CUDA_VISIBLE_DEVICES), real worker processes, one stream
+of compiled configs.  The kernel file below logs, from inside each benchmark process,
+its pid, its CUDA_VISIBLE_DEVICES and the config it launches, so the tests check what
+the processes really did rather than the evaluator's own bookkeeping."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from kerntune.errors import KerntuneError
+from kerntune.evaluate.trial import Status
+from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
+from kerntune.runner import run_search
+from kerntune.store import Store
+from kerntune.strategies import Budget
+
+# Configs that compile fine and then, in the benchmark worker: kill it (SIGKILL), raise what
+# PyTorch raises after an illegal address (the worker reports and exits), or hang.
+CRASH_N, FATAL_N, HANG_N = 1, 9, 12
+
+KERNEL = '''
+import os, signal, sys, time
+from kerntune.space import Choice, Space
+
+name = "cpu_devices"
+space = Space([Choice("n", options=tuple(range(16)))], default={"n": 0})
+BENCH = "--compile-only" not in sys.argv
+
+def make_inputs(shape):
+    return ([1.0] * shape[0],)
+
+def reference(inputs):
+    return [sum(inputs[0])]
+
+def launch(config, inputs):
+    if BENCH:
+        with open(LOG, "a") as f:
+            f.write(f"{os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES')} {config['n']}\\n")
+        if config["n"] == CRASH_N:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if config["n"] == FATAL_N:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        if config["n"] == HANG_N:
+            time.sleep(3600)
+        time.sleep(0.1)  # a benchmark slower than a compile, so both GPUs have work queued
+    return [sum(inputs[0])]
+'''
+
+
+def _kernel(tmp_path: Path) -> tuple[Path, Path]:
+    log = tmp_path / "launches.log"
+    path = tmp_path / "devices_kernel.py"
+    path.write_text(f"LOG = {str(log)!r}\nCRASH_N, FATAL_N, HANG_N = {CRASH_N}, {FATAL_N}, {HANG_N}\n" + KERNEL)
+    return path, log
+
+
+def _launches(log: Path) -> list[tuple[int, str, int]]:
+    if not log.exists():
+        return []
+    return [(int(p), d, int(n)) for p, d, n in (line.split() for line in log.read_text().splitlines())]
+
+
+@pytest.fixture
+def two_gpus(tmp_path: Path):
+    path, log = _kernel(tmp_path)
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=3.0, rep_ms=5,
+                         devices=["0", "1"])
+    yield ev, log
+    ev.close()
+
+
+def test_configs_spread_over_both_gpus_each_benchmarked_once(two_gpus) -> None:
+    ev, log = two_gpus
+    assert ev.parallelism == 1 + 2  # one compile worker plus one benchmark worker per GPU
+    configs = [{"n": n} for n in range(16) if n != HANG_N]  # (the hang costs the bench timeout)
+    seen = [i for i, _ in ev.stream(configs)]
+    assert sorted(seen) == list(range(15))  # every config exactly once
+    trials = ev.evaluate([])  # an empty batch is fine too
+    assert trials == []
+
+    by_config: dict[int, set[tuple[int, str]]] = defaultdict(set)
+    for pid, dev, n in _launches(log):
+        by_config[n].add((pid, dev))
+    assert sorted(by_config) == [c["n"] for c in configs]
+    # None twice: every config's launches came from one process on one device.
+    assert all(len(v) == 1 for v in by_config.values()), by_config
+    per_device = defaultdict(int)
+    for (_, dev), in by_config.values():
+        per_device[dev] += 1
+    assert set(per_device) == {"0", "1"} and min(per_device.values()) >= 3, per_device
+
+
+def test_a_crash_on_one_gpu_costs_that_config_only_and_the_worker_is_replaced(two_gpus) -> None:
+    """Each benchmark worker has the next config queued in its pipe: when it dies, hangs or
+    exits after a fatal error, that queued config must go to a fresh worker, not be blamed."""
+    ev, log = two_gpus
+    configs = [{"n": n} for n in range(16)]
+    trials = ev.evaluate(configs)
+    assert trials[CRASH_N].status is Status.RUNTIME_ERROR and "signal 9" in trials[CRASH_N].error
+    assert trials[FATAL_N].status is Status.RUNTIME_ERROR and "illegal" in trials[FATAL_N].error
+    assert trials[HANG_N].status is Status.TIMEOUT
+    special = {CRASH_N, FATAL_N, HANG_N}
+    assert [t.status for i, t in enumerate(trials) if i not in special] == [Status.OK] * 13
+    launches = _launches(log)
+    crashed_dev = next(d for _, d, n in launches if n == CRASH_N)
+    # Each trial names the GPU that measured it, and that is where the process ran.
+    where = {n: d for _, d, n in launches}
+    assert all(t.extra["gpu"] == where[t.config["n"]] for t in trials)
+    # The dead worker was replaced: its device went on benchmarking in a new process.
+    after = [p for p, d, n in launches[launches.index(next(x for x in launches if x[2] == CRASH_N)) + 1:]
+             if d == crashed_dev]
+    assert after and all(p != next(x for x in launches if x[2] == CRASH_N)[0] for p in after), launches
+    # The two first workers, and the fresh ones after the crash and the fatal error (early in the batch).
+    assert len({p for p, _, _ in launches}) >= 4
+
+
+def test_leaders_are_retimed_on_one_gpu(two_gpus) -> None:
+    ev, log = two_gpus
+    ev.evaluate([{"n": n} for n in (2, 3, 4, 5)])
+    before = len(_launches(log))
+    again = ev.retime([{"n": n} for n in (2, 3, 4, 5)], rep_ms=5, rounds=2)
+    assert [t.status for t in again] == [Status.OK] * 4
+    retimed = _launches(log)[before:]
+    assert {n for _, _, n in retimed} == {2, 3, 4, 5}
+    assert {d for _, d, _ in retimed} == {"0"}  # the first GPU only, so the times compare
+
+
+def test_store_and_resume_with_two_gpus(two_gpus, tmp_path: Path) -> None:
+    ev, log = two_gpus
+    with Store(tmp_path / "kt.db") as store:
+        first = run_search(ev, "exhaustive", Budget(max_evals=6), store=store)
+        assert len(store.trials(first.run_id)) == 6
+        res = run_search(ev, "exhaustive", Budget(max_evals=100), store=store, run_id=first.run_id)
+        rows = store.trials(res.run_id)
+    assert res.resumed_trials == 6
+    assert len(rows) == 16 and len({key for key, _, _ in rows}) == 16
+    counts = defaultdict(set)
+    for pid, _, n in _launches(log):
+        counts[n].add(pid)
+    # The resumed run measured only what the store lacked: no config went to a worker twice.
+    assert all(len(p) == 1 for p in counts.values()), counts
+    assert {t.extra.get("gpu") for _, t, _ in rows if t.ok} == {"0", "1"}
+
+
+def test_gpu_count_follows_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path, _ = _kernel(tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,GPU-5e1f")
+    assert TritonEvaluator(path, (10,), compile_workers=1).devices == ["3", "GPU-5e1f"]
+    assert TritonEvaluator(path, (10,), compile_workers=1, gpus=1).devices == ["3"]
+    with pytest.raises(KerntuneError, match="only 2 GPU"):
+        TritonEvaluator(path, (10,), compile_workers=1, gpus=3)
+    with pytest.raises(KerntuneError, match="at least 1"):
+        TritonEvaluator(path, (10,), compile_workers=1, gpus=0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    ev = TritonEvaluator(path, (10,), compile_workers=1)
+    assert ev.devices == [None] and len(ev.benchers) == 1  # no GPU: one worker, environment untouched
+
+
+def test_tune_command_with_gpus(tmp_path: Path) -> None:
+    """`kerntune tune KERNEL --gpus N`, end to end in a subprocess, on two fake GPUs."""
+    import json
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    path, log = _kernel(tmp_path)
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0,1")
+    base = [sys.executable, "-m", "kerntune", "tune", str(path), "--shape", "100", "--store", str(tmp_path / "t.db"),
+            "--no-report", "--compile-timeout", "20"]
+    bad = subprocess.run(base + ["--gpus", "3"], capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "only 2 GPU(s) visible" in bad.stderr and "Traceback" not in bad.stderr
+    proc = subprocess.run(base + ["--strategy", "exhaustive", "--budget", "8", "--gpus", "all", "--retime", "2"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "re-timed 2 leaders" in proc.stderr and "best:" in proc.stdout
+    with sqlite3.connect(tmp_path / "t.db") as con:
+        extras = [json.loads(r[0]) for r in con.execute("SELECT extra_json FROM trials")]
+        cached = con.execute("SELECT problem_key FROM best_configs").fetchall()
+    assert len(extras) == 8 and {e.get("gpu") for e in extras if e} == {"0", "1"}
+    assert cached == [("100",)]
