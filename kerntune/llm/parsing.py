@@ -6,6 +6,10 @@ sometimes answer in Python syntax.  The text is searched for JSON values with
 list multiplication) are recognised and rejected with a message the repair
 round can send back.  Every config is then normalised against the Space and
 validated; rejects keep their reason so the store can show them.
+
+Everything here is fed hostile text by the fuzz tests (tests/test_fuzz_replies.py):
+whatever a model answers, ``extract_json`` raises only ParseError and
+``configs_from_answer`` raises nothing.
 """
 
 from __future__ import annotations
@@ -17,8 +21,22 @@ from typing import Any
 
 from kerntune.errors import SpaceError
 from kerntune.space import Config, Space
+from kerntune.space.params import IntRange, ListParam, Param, Permutation, canonical
 
 MAX_RESPONSE_CHARS = 1_000_000
+#: An answer is {"configs": [{"config": {"name": [values]}}]}: five levels.  Deeper JSON is
+#: refused, so nothing downstream (json.dumps into the store, repr in messages) can recurse
+#: past Python's limit on it.
+MAX_DEPTH = 32
+#: The model's reasons and the rejection messages are kept short: they go into the store and
+#: into the repair prompt, and a rejected value may be a megabyte long.
+MAX_REASON_CHARS = 300
+MAX_REJECTION_CHARS = 1000
+#: Every '{' and '[' of a reply is a candidate start, and a failed attempt scans up to where
+#: it broke: a megabyte of unclosed brackets would cost minutes.  Past this many characters
+#: scanned by failed attempts (about half a second; real replies need a thousandth of it)
+#: the reply is refused.
+MAX_SCAN_CHARS = 20_000_000
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _PYTHON_HINTS = (
     (re.compile(r"\{\s*'[^']*'\s*:"), "single-quoted keys (Python dict syntax); use double quotes"),
@@ -29,6 +47,44 @@ _PYTHON_HINTS = (
 
 class ParseError(ValueError):
     """The text holds no usable JSON; the message says why, for the repair round."""
+
+
+def _decode(decoder: json.JSONDecoder, chunk: str, start: int, scanned: list[int] | None = None) -> Any:
+    """One JSON value at ``start``, or None; ParseError when it cannot be one safely.
+
+    ``ValueError`` is caught as a whole, not only JSONDecodeError: Python refuses integers
+    of more than 4,300 digits with a plain ValueError (CVE-2020-10735), and a model can
+    write one.  ``scanned`` accumulates the characters failed attempts went through.
+    """
+    try:
+        value, _ = decoder.raw_decode(chunk, start)
+    except RecursionError:
+        raise ParseError("JSON nested too deeply") from None
+    except ValueError as exc:
+        if scanned is not None:
+            scanned[0] += max(getattr(exc, "pos", 0) - start, 1)
+            if scanned[0] > MAX_SCAN_CHARS:
+                raise ParseError("no JSON object or array found in the response (too many broken brackets)") from None
+        return None
+    if isinstance(value, (dict, list)) and _depth(value) > MAX_DEPTH:
+        raise ParseError(f"JSON nested too deeply (over {MAX_DEPTH} levels)")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a decoded JSON value, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if d <= MAX_DEPTH:  # no need to look further down once it is too deep
+                stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def _short(text: str, limit: int = MAX_REJECTION_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass
@@ -66,20 +122,16 @@ def extract_json(text: str) -> Any:
             if first < 0:
                 continue
             try:
-                value, _ = decoder.raw_decode(chunk, first)
-            except (json.JSONDecodeError, RecursionError):
+                value = _decode(decoder, chunk, first)
+            except ParseError:
                 continue
             if isinstance(value, (dict, list)):
                 return value
         raise ParseError(f"not JSON: {hint}")
+    scanned = [0]
     for chunk in candidates:
         for start in (i for i, ch in enumerate(chunk) if ch in "{["):
-            try:
-                value, _ = decoder.raw_decode(chunk, start)
-            except json.JSONDecodeError:
-                continue
-            except RecursionError:
-                raise ParseError("JSON nested too deeply") from None
+            value = _decode(decoder, chunk, start, scanned)
             if isinstance(value, (dict, list)):
                 return value
     raise ParseError("no JSON object or array found in the response")
@@ -101,18 +153,25 @@ def configs_from_answer(value: Any, space: Space, exclude: set[str] | None = Non
         reasoning = ""
         cfg = item
         if isinstance(item, dict) and "config" in item:
-            cfg, reasoning = item["config"], str(item.get("reasoning", ""))[:500]
+            cfg, reasoning = item["config"], _reasoning(item.get("reasoning"))
         if not isinstance(cfg, dict):
             out.rejected.append(Rejected(item, "a config must be an object of parameter values"))
             continue
         try:
             full = space.normalize(cfg)
+            errors = space.validate(full)
+            if not errors:
+                full = {p.name: _own_value(p, full[p.name]) for p in space.params}
         except SpaceError as exc:
-            out.rejected.append(Rejected(item, str(exc)))
+            out.rejected.append(Rejected(item, _short(str(exc))))
             continue
-        errors = space.validate(full)
+        except (ArithmeticError, TypeError, ValueError, RecursionError) as exc:
+            # A value the parameter kinds cannot even compare (an integer too large for a
+            # float, say) is a bad proposal like any other, not a crash of the run.
+            out.rejected.append(Rejected(item, _short(f"unusable value ({type(exc).__name__}: {exc})")))
+            continue
         if errors:
-            out.rejected.append(Rejected(item, "; ".join(map(str, errors))))
+            out.rejected.append(Rejected(item, _short("; ".join(map(str, errors)))))
             continue
         key = space.key(full)
         if key in seen:
@@ -122,6 +181,40 @@ def configs_from_answer(value: Any, space: Space, exclude: set[str] | None = Non
         out.accepted.append(full)
         out.reasons.append(reasoning)
     return out
+
+
+def _own_value(param: Param, value: Any) -> Any:
+    """The space's own value equal to an allowed ``value``: 64 for a model's 64.0.
+
+    Parameter kinds compare 64.0 equal to 64, so the float validates; kept as a float it
+    would get another store key than the 64 already measured (measured twice) and reach the
+    kernel as a float block size.
+    """
+    if isinstance(param, ListParam):
+        return tuple(_own_value(param.element, v) for v in canonical(value))
+    if isinstance(param, Permutation):  # items are matched by repr: already the space's own
+        return canonical(value)
+    if isinstance(param, IntRange):
+        return int(value)
+    index = param.index(value)
+    return param.values()[index] if index is not None else value
+
+
+def _reasoning(value: Any) -> str:
+    """The model's one-line reason, as plain text: kept, shown, never interpreted.
+
+    Only strings and numbers count (``str()`` of a huge nested value would be costly and
+    meaningless); lone surrogates, which JSON escapes can produce but UTF-8 cannot hold,
+    are replaced so the reason can be stored.
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except ValueError:  # an int of over 4,300 digits has no repr
+        return ""
+    text = text[: MAX_REASON_CHARS * 2].encode("utf-8", "replace").decode("utf-8")
+    return _short(text, MAX_REASON_CHARS)
 
 
 def parse_configs(text: str, space: Space, exclude: set[str] | None = None) -> ParsedConfigs:

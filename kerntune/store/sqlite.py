@@ -4,11 +4,17 @@ Each trial is committed the moment it finishes (WAL journal), so a run that
 is killed loses at most the trial in flight, and ``--resume`` can continue it
 without measuring anything twice.  ``UNIQUE(run_id, config_key)`` makes a
 double measurement impossible rather than merely unlikely.
+
+A store that cannot be written (disk full, read-only file or directory) raises
+StoreError with one line naming the file and the cause; SQLite has rolled the
+failed statement back, so every trial committed before it is intact and the
+run can be resumed once the cause is fixed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 import uuid
@@ -18,6 +24,7 @@ from typing import Any, Iterator, Mapping
 
 from kerntune.errors import StoreError
 from kerntune.evaluate.trial import Status, Trial
+from kerntune.llm.secrets import redact
 from kerntune.space.params import jsonable
 
 SCHEMA = """
@@ -101,6 +108,49 @@ class RunRecord:
     finished: float | None
 
 
+def _text(value: Any) -> Any:
+    """A string SQLite can store: lone surrogates (which a JSON escape like "\\ud800" in a
+    model's answer produces) cannot be encoded as UTF-8 and would abort the insert."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError):  # no statvfs on Windows
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _file_size_limit_reached(path: Path) -> int | None:
+    """The RLIMIT_FSIZE (``ulimit -f``) the store or its WAL has reached, if any."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return None
+    sizes = []
+    for suffix in ("", "-wal"):
+        try:
+            sizes.append(Path(f"{path}{suffix}").stat().st_size)
+        except OSError:
+            pass
+    return soft if sizes and max(sizes) + 65536 >= soft else None
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write ``path`` (or create it in its directory)."""
+    target = path if path.exists() else path.parent
+    return os.access(target, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
 class Store:
     """A thin, explicit layer over one SQLite file."""
 
@@ -115,7 +165,28 @@ class Store:
             self.conn.execute("PRAGMA foreign_keys=ON")
             self.conn.executescript(SCHEMA)
         except (sqlite3.Error, OSError) as exc:
-            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+            raise StoreError(f"cannot open store {self.path}: {self._cause(exc)}") from None
+
+    def _cause(self, exc: BaseException) -> str:
+        """Why a store operation failed, in the user's words first and SQLite's after.
+
+        SQLite reports a full disk as SQLITE_FULL but a read-only directory as anything
+        from SQLITE_READONLY_DIRECTORY to SQLITE_CANTOPEN, and a file size limit (``ulimit
+        -f``) as a write I/O error; the file system is asked directly where SQLite is vague.
+        """
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        text = str(exc) if not isinstance(exc, OSError) else (exc.strerror or str(exc))
+        if name.startswith("SQLITE_FULL") or "disk is full" in text:
+            return f"disk full ({text})"
+        if name.startswith("SQLITE_READONLY") or not _writable(self.path):
+            return f"the store is read-only: check the permissions of {self.path} and its directory ({text})"
+        free = _free_bytes(self.path.parent)
+        if free is not None and free < 1 << 20:
+            return f"disk full ({free} bytes left; {text})"
+        limit = _file_size_limit_reached(self.path) if name.startswith("SQLITE_IOERR") else None
+        if limit is not None:
+            return f"disk full for this process: the file size limit (ulimit -f, {limit} bytes) is reached ({text})"
+        return text
 
     def close(self) -> None:
         self.conn.close()
@@ -128,13 +199,14 @@ class Store:
 
     def _write(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
         try:
-            return self.conn.execute(sql, args)
+            return self.conn.execute(sql, tuple(_text(a) for a in args))
         except sqlite3.IntegrityError:
             raise
         except sqlite3.Error as exc:
             # Disk full, read-only file: the transaction is rolled back by SQLite,
             # so the store stays consistent; the user gets one clear line.
-            raise StoreError(f"cannot write to store {self.path}: {exc}") from None
+            raise StoreError(f"cannot write to store {self.path}: {self._cause(exc)}; the trials committed"
+                             " before are kept (continue with --resume once it is fixed)") from None
 
     # -- runs --------------------------------------------------------------------------------
     def create_run(self, kind: str, *, parent_id: str | None = None, label: str | None = None,
@@ -245,11 +317,14 @@ class Store:
                          response: str, accepted: Any = None, rejected: Any = None, tokens_in: int = 0,
                          tokens_out: int = 0, latency_s: float = 0.0, cost: float = 0.0,
                          error: str | None = None) -> int:
+        """Every text field is redacted here, whoever the caller: a model (or a server's error
+        message) that echoes an API key must not put it in the store."""
         cur = self._write(
             "INSERT INTO llm_exchanges (run_id, round, provider, model, prompt, response, accepted_json,"
             " rejected_json, tokens_in, tokens_out, latency_s, cost, error, created)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run_id, round_no, provider, model, prompt, response, json.dumps(accepted), json.dumps(rejected),
-             tokens_in, tokens_out, latency_s, cost, error, time.time()),
+            (run_id, round_no, provider, model, redact(prompt), redact(response), redact(json.dumps(accepted)),
+             redact(json.dumps(rejected)), tokens_in, tokens_out, latency_s, cost,
+             redact(error) if error else error, time.time()),
         )
         return int(cur.lastrowid or 0)

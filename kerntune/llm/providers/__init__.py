@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from kerntune.errors import KerntuneError
 from kerntune.llm.providers.base import Provider
+from kerntune.llm.secrets import api_key
 
 SPECS = "openai:MODEL, anthropic:MODEL, ollama:MODEL, local:[PATH], cmd:COMMAND, files:DIR, replay:FILE, auto"
 
@@ -27,16 +28,17 @@ def _ollama_answers(host: str = "127.0.0.1", port: int = 11434) -> bool:
 
 
 def resolve_auto() -> Choice:
-    """KERNTUNE_LLM, then OPENAI_API_KEY, then ANTHROPIC_API_KEY, then a local
-    Ollama server, then the embedded model."""
+    """KERNTUNE_LLM, then OPENAI_API_KEY, then ANTHROPIC_API_KEY (each from the environment or
+    the keyring), then a local Ollama server, then the embedded model."""
     env = os.environ.get("KERNTUNE_LLM", "").strip()
     if env and env != "auto":
         return Choice(env, "KERNTUNE_LLM is set")
-    if os.environ.get("OPENAI_API_KEY"):
-        return Choice(f"openai:{os.environ.get('KERNTUNE_OPENAI_MODEL', 'gpt-4.1-mini')}", "OPENAI_API_KEY is set")
-    if os.environ.get("ANTHROPIC_API_KEY"):
+    if api_key("OPENAI_API_KEY"):
+        return Choice(f"openai:{os.environ.get('KERNTUNE_OPENAI_MODEL', 'gpt-4.1-mini')}",
+                      "OPENAI_API_KEY is set (environment or keyring)")
+    if api_key("ANTHROPIC_API_KEY"):
         return Choice(f"anthropic:{os.environ.get('KERNTUNE_ANTHROPIC_MODEL', 'claude-sonnet-4-5')}",
-                      "ANTHROPIC_API_KEY is set")
+                      "ANTHROPIC_API_KEY is set (environment or keyring)")
     if _ollama_answers():
         return Choice(f"ollama:{os.environ.get('KERNTUNE_OLLAMA_MODEL', 'qwen2.5-coder:7b')}",
                       "an Ollama server answers on localhost:11434")

@@ -14,7 +14,19 @@ import os
 from typing import Any
 
 from kerntune.llm.providers.base import Provider
+from kerntune.llm.secrets import MissingAPIKey, api_key as lookup_key, redact, register_secret
 from kerntune.llm.types import LLMError, Message, RawReply, TransientError, Usage
+
+
+def _count(value: Any) -> int:
+    """A token count from a server's usage block; anything but an int counts as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _malformed(name: str, exc: Exception) -> LLMError:
+    # A proxy's error page or a half-compatible server, answered with status 200: a failed
+    # call (the round search falls back), never an exception that ends the run.
+    return LLMError(f"{name}: malformed response from the server ({type(exc).__name__}: {str(exc)[:100]})")
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -35,9 +47,11 @@ class OpenAIProvider(Provider):
 
         self._openai = openai
         self.base_url = base_url or os.environ.get("KERNTUNE_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-        key = api_key or os.environ.get("OPENAI_API_KEY") or ("local" if self.base_url else None)
+        key = api_key or lookup_key("OPENAI_API_KEY") or ("local" if self.base_url else None)
         if not key:
-            raise LLMError("openai: no API key (set OPENAI_API_KEY) and no --llm-base-url")
+            raise MissingAPIKey("openai: no API key (set OPENAI_API_KEY, or `keyring set kerntune OPENAI_API_KEY`)"
+                                " and no --llm-base-url")
+        register_secret(key)  # a key given in code is redacted like one from the environment
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
@@ -57,13 +71,21 @@ class OpenAIProvider(Provider):
             if exc.status_code >= 500 or exc.status_code == 408:
                 raise TransientError(f"openai: server error {exc.status_code}",
                                      _retry_after(exc.response.headers)) from None
-            raise LLMError(f"openai: request rejected with {exc.status_code}: {exc.message}") from None
+            # Servers quote the key they were sent ("Incorrect API key provided: ..."): redacted.
+            raise LLMError(f"openai: request rejected with {exc.status_code}: {redact(exc.message)}") from None
         except (oa.APITimeoutError, oa.APIConnectionError) as exc:
             raise TransientError(f"openai: {type(exc).__name__}") from None
-        choice = resp.choices[0] if resp.choices else None
-        text = (choice.message.content or "") if choice else ""
-        usage = Usage(getattr(resp.usage, "prompt_tokens", 0) or 0, getattr(resp.usage, "completion_tokens", 0) or 0)
-        return RawReply(text, usage, resp.model or self.model)
+        try:
+            choice = resp.choices[0] if resp.choices else None
+            text = (choice.message.content or "") if choice else ""
+            if not isinstance(text, str):
+                raise TypeError(f"content is {type(text).__name__}")
+            usage = Usage(_count(getattr(resp.usage, "prompt_tokens", 0)),
+                          _count(getattr(resp.usage, "completion_tokens", 0)))
+            model = resp.model if isinstance(resp.model, str) and resp.model else self.model
+        except (AttributeError, TypeError, IndexError, KeyError) as exc:
+            raise _malformed("openai", exc) from None
+        return RawReply(text, usage, model)
 
 
 class AnthropicProvider(Provider):
@@ -74,9 +96,11 @@ class AnthropicProvider(Provider):
         import anthropic
 
         self._anthropic = anthropic
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        key = api_key or lookup_key("ANTHROPIC_API_KEY")
         if not key:
-            raise LLMError("anthropic: no API key (set ANTHROPIC_API_KEY)")
+            raise MissingAPIKey("anthropic: no API key (set ANTHROPIC_API_KEY, or `keyring set kerntune"
+                                " ANTHROPIC_API_KEY`)")
+        register_secret(key)
         base = base_url or os.environ.get("KERNTUNE_LLM_BASE_URL") or os.environ.get("ANTHROPIC_BASE_URL")
         self.client = anthropic.Anthropic(api_key=key, base_url=base, max_retries=0)
 
@@ -105,12 +129,16 @@ class AnthropicProvider(Provider):
             if exc.status_code >= 500 or exc.status_code in (408, 529):
                 raise TransientError(f"anthropic: server error {exc.status_code}",
                                      _retry_after(exc.response.headers)) from None
-            raise LLMError(f"anthropic: request rejected with {exc.status_code}: {exc.message}") from None
+            raise LLMError(f"anthropic: request rejected with {exc.status_code}: {redact(exc.message)}") from None
         except (an.APITimeoutError, an.APIConnectionError) as exc:
             raise TransientError(f"anthropic: {type(exc).__name__}") from None
-        text = "".join(getattr(block, "text", "") for block in resp.content)
-        usage = Usage(resp.usage.input_tokens or 0, resp.usage.output_tokens or 0)
-        return RawReply(text, usage, resp.model or self.model)
+        try:
+            text = "".join(t for t in (getattr(block, "text", None) for block in resp.content) if isinstance(t, str))
+            usage = Usage(_count(getattr(resp.usage, "input_tokens", 0)), _count(getattr(resp.usage, "output_tokens", 0)))
+            model = resp.model if isinstance(resp.model, str) and resp.model else self.model
+        except (AttributeError, TypeError, IndexError, KeyError) as exc:
+            raise _malformed("anthropic", exc) from None
+        return RawReply(text, usage, model)
 
 
 class OllamaProvider(Provider):

@@ -117,7 +117,11 @@ class FilesProvider(Provider):
     ``NNNN.response.{json,md,txt}``.  For air-gapped sites, audits and experts.
 
     Only names this provider makes itself are touched, all inside DIR; a
-    response that is a symbolic link leading out of DIR is refused.
+    response that is a symbolic link leading out of DIR, or not a regular file,
+    is refused.  Prompts and schemas are written to a fresh file that is then
+    renamed over the name, so a symbolic or hard link planted under that name
+    (the directory is shared with people and agents) is replaced, never
+    followed: kerntune writes nothing outside DIR.
     """
 
     name = "files"
@@ -134,9 +138,9 @@ class FilesProvider(Provider):
              max_tokens: int, timeout: float) -> RawReply:
         self.counter += 1
         n = f"{self.counter:04d}"
-        (self.dir / f"{n}.prompt.md").write_text(render_prompt(messages, schema))
+        self._write(f"{n}.prompt.md", render_prompt(messages, schema))
         if schema is not None:
-            (self.dir / f"{n}.schema.json").write_text(json.dumps(schema, indent=1))
+            self._write(f"{n}.schema.json", json.dumps(schema, indent=1))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for ext in ("json", "md", "txt"):
@@ -145,10 +149,20 @@ class FilesProvider(Provider):
                     real = path.resolve()
                     if real.parent != self.dir:
                         raise LLMError(f"files: {path.name} points outside {self.dir}")
+                    if not real.is_file():  # a FIFO or device would block or never end
+                        raise LLMError(f"files: {path.name} is not a regular file")
                     time.sleep(self.poll_s)  # let the writer finish
                     return RawReply(real.read_text(errors="replace"), Usage(), self.model)
             time.sleep(self.poll_s)
         raise TransientError(f"files: no {n}.response.* in {self.dir} within {timeout:g} s")
+
+    def _write(self, name: str, text: str) -> None:
+        tmp = self.dir / f".{name}.{os.getpid()}.tmp"
+        tmp.unlink(missing_ok=True)  # removes a link planted under the temporary name, not its target
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, self.dir / name)
 
 
 class ReplayProvider(Provider):
