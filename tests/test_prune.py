@@ -37,9 +37,14 @@ def test_valid_edits_apply_in_order_and_keep_parameters() -> None:
     (Edit("remove_value", "z", 1), "unknown parameter 'z'"),
     (Edit("remove_value", "a", 3), "has no value 3"),
     (Edit("remove_param", "b", 7), "has no value 7"),
-    (Edit("add_value", "a", 16), "not a value the kernel accepts"),
-    (Edit("add_param", "d"), "cannot be added"),
-    (Edit("split_group", params=["a", "b"]), "independent groups"),
+    (Edit("add_value", "a", "16"), "'16' is not an integer"),
+    (Edit("add_value", "a", 16.0), "is not an integer"),
+    (Edit("add_value", "c", 3), "3 is not a string"),
+    (Edit("add_value", "a", 2), "already has the value 2"),
+    (Edit("add_param", "d", values=[1, 2]), "cannot be added"),
+    (Edit("split_group", params=["a", "z"]), "unknown parameter 'z'"),
+    (Edit("split_group", params=["a"]), "at least two parameters"),
+    (Edit("join_groups", params=["a"]), "no group holds"),
 ])
 def test_invalid_edits_are_refused_with_a_reason_naming_them(edit: Edit, needle: str) -> None:
     out = apply_edits(small(), [edit])
@@ -58,8 +63,9 @@ def test_an_edit_that_would_empty_the_space_is_refused() -> None:
 
 def test_add_value_takes_only_what_the_kernel_accepts_in_its_order() -> None:
     space = Space([Choice("a", options=(1, 4))])
-    out = apply_edits(space, [Edit("add_value", "a", 2)], accepts={"a": [1, 2, 4, 8]})
+    out = apply_edits(space, [Edit("add_value", "a", 2), Edit("add_value", "a", 16)], accepts={"a": [1, 2, 4, 8]})
     assert list(out.space.by_name["a"].values()) == [1, 2, 4]
+    assert "16 is not a value the kernel accepts (one of [1, 2, 4, 8])" in out.refused[0][1]
 
 
 def test_rule_pruner_numbers_match_their_definition(conv_evaluator) -> None:

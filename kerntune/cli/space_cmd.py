@@ -72,4 +72,5 @@ def schema(file: Path = typer.Argument(..., help="Space YAML/JSON or recording")
 from kerntune.cli import prune_cmd  # noqa: E402 - registered here so that `kerntune space …` holds them
 
 app.command("prune")(prune_cmd.prune)
+app.command("expand")(prune_cmd.expand)
 app.command("evaluate")(prune_cmd.evaluate)

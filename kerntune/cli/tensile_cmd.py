@@ -1,21 +1,29 @@
-"""``kerntune tensile …``: count, edit (by a model or an edits file) and run Tensile benchmark configs."""
+"""``kerntune tensile …``: count, edit (by a model or an edits file), run, evaluate and
+autotune Tensile benchmark configs."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kerntune.cli.common import console
-from kerntune.tensile import TensileConfig, TensileEdit, TensileError, apply
+from kerntune.tensile import TensileConfig, TensileError
+from kerntune.tensile.evaluate import Evaluation
 
-app = typer.Typer(no_args_is_help=True, help="Tensile/TensileLite benchmark configs: count, edit, run.")
+app = typer.Typer(no_args_is_help=True, help="Tensile/TensileLite benchmark configs: count, edit, run, evaluate.")
+
+
+def _client(llm: Optional[str], llm_base_url: Optional[str]) -> Any:
+    if not llm:
+        return None
+    from kerntune.llm import LLMClient
+
+    return LLMClient.from_spec(llm, llm_base_url)
 
 
 @app.command("count")
@@ -33,61 +41,140 @@ def count(config: Path = typer.Argument(..., help="Tensile benchmark config YAML
 
 @app.command("generate")
 def generate(config: Path = typer.Argument(..., help="Tensile benchmark config YAML (never modified)"),
-             out: Path = typer.Argument(..., help="Output folder: config.yaml and explanation.md"),
+             out: Path = typer.Argument(..., help="Output folder: config.yaml, explanation.md, kerntune_generate.json"),
              llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model that edits the config"),
              edits: Optional[Path] = typer.Option(None, "--edits", help='JSON {"edits":[...]} to apply instead of a model'),
              gpu: str = typer.Option("MI300X", "--gpu", help="Target GPU for the prompt"),
-             results: Optional[Path] = typer.Option(None, "--results", help="Benchmark results (CSV/text) for the prompt"),
+             results: Optional[Path] = typer.Option(None, "--results",
+                                                    help="Benchmark results for the prompt: a Tensile output folder or a text file"),
+             logic_yaml: Optional[Path] = typer.Option(None, "--logic-yaml",
+                                                       help="A library logic YAML whose winning solutions the prompt shows"),
              llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL")) -> None:
     """Write an edited config and a Markdown explanation (kernels before/after, every edit and refusal)."""
-    cfg = TensileConfig.load(config)
+    from kerntune.tensile.autotune import generate as gen_config
+    from kerntune.tensile.results import read_results, summary_text
+
     if bool(llm) == bool(edits):
         raise TensileError("choose one source of edits: --llm SPEC or --edits FILE")
-    dropped: list[str] = []
-    seconds = 0.0
-    if edits is not None:
-        try:
-            items = json.loads(edits.read_text())["edits"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise TensileError(f"{edits}: expected JSON {{\"edits\": [...]}} ({exc})") from None
-        proposed = [TensileEdit.from_dict(i) for i in items]
-    else:
-        from kerntune.llm import LLMClient
-        from kerntune.tensile.prompting import ask
-
-        client = LLMClient.from_spec(llm, llm_base_url)  # type: ignore[arg-type]
-        proposed, dropped, seconds = ask(client, cfg, gpu, results.read_text() if results else "")
-    new, refused = apply(cfg, proposed)
-    out.mkdir(parents=True, exist_ok=True)
-    new.save(out / "config.yaml")
-    applied = [e for e in proposed if all(e is not r for r, _ in refused)]
-    lines = [f"# {config.name}: {cfg.kernel_count():,} -> {new.kernel_count():,} kernels", ""]
-    lines += ["## Applied", ""] + [f"- {e.op} {e.param} {e.value if e.value is not None else e.values or ''} "
-                                   f"(problem {e.problem}, step {e.step}){': ' + e.reason if e.reason else ''}"
-                                   for e in applied] + [""]
-    lines += ["## Refused", ""] + [f"- {e.op} {e.param}: {why}" for e, why in refused] + [f"- dropped: {d}" for d in dropped]
-    if seconds:
-        lines += ["", f"Model time: {seconds:.1f} s"]
-    (out / "explanation.md").write_text("\n".join(lines) + "\n")
-    console.print(f"{cfg.kernel_count():,} -> {new.kernel_count():,} kernels; {len(applied)} edits applied, "
-                  f"{len(refused)} refused -> {out}")
+    text = ""
+    if results is not None:
+        text = summary_text(read_results(results)) if results.is_dir() else results.read_text()
+    gen = gen_config(config, out, _client(llm, llm_base_url), edits, gpu, text, logic_yaml)
+    console.print(f"{gen.before:,} -> {gen.after:,} kernels; {len(gen.applied)} edits applied, "
+                  f"{len(gen.refused)} refused -> {out}")
 
 
 @app.command("run")
 def run(config: Path = typer.Argument(..., help="Tensile benchmark config YAML"),
         out: Path = typer.Argument(..., help="Tensile's working folder"),
-        prebuilt_client: Optional[Path] = typer.Option(None, "--prebuilt-client")) -> None:
-    """Benchmark a config with Tensile (Tensile.sh under $TENSILE_PATH, or the Tensile Python module)."""
-    TensileConfig.load(config)  # refuse legacy or broken configs before starting Tensile
-    root = os.environ.get("TENSILE_PATH")
-    script = Path(root) / "Tensile" / "bin" / "Tensile" if root else None
-    if script is not None and script.exists():
-        cmd = [str(script), str(config), str(out)]
-    elif shutil.which("Tensile"):
-        cmd = ["Tensile", str(config), str(out)]
+        prebuilt_client: Optional[Path] = typer.Option(None, "--prebuilt-client"),
+        quiet: bool = typer.Option(False, "--quiet", help="Tensile's output to OUT/tensile.log")) -> None:
+    """Benchmark a config with Tensile ($TENSILE_PATH/Tensile.sh or Tensile/bin/Tensile, or Tensile.sh on PATH);
+    writes OUT/kerntune_run.json (wall time, used for TR)."""
+    from kerntune.tensile.results import read_results, summary_text
+    from kerntune.tensile.runner import run_tensile
+
+    rec = run_tensile(config, out, prebuilt_client, quiet)
+    console.print(f"Tensile: {rec.kernels:,} kernels in {rec.wall_s:.1f} s -> {out}")
+    try:
+        console.print(escape(summary_text(read_results(out))))
+    except TensileError as exc:
+        console.print(f"[yellow]note:[/yellow] {escape(str(exc))}")
+
+
+def _print_evaluation(ev: Evaluation, json_out: Optional[Path]) -> None:
+    table = Table(title=f"{len(ev.runs)} edited run(s) against the original, every problem size")
+    for col in ("run", "TR", "PR", "PR min", "winners kept", "T original s", "T edited s", "model s"):
+        table.add_column(col, justify="right")
+    f = lambda v, spec: "?" if v is None else format(v, spec)  # noqa: E731
+    for r in ev.runs:
+        table.add_row(escape(r.label), f(r.tr, ".3f"), f(r.pr, ".3f"), f(r.pr_min, ".3f"), f(r.winners_kept, ".0%"),
+                      f(r.t_original_s, ".1f"), f(r.t_pruned_s, ".1f"), f(r.llm_s, ".1f"))
+    console.print(table)
+    s = ev.summary()
+    console.print(f"TR {f(s['TR'], '.3f')}  PR {s['PR']:.3f} (min {s['PR_min']:.3f})  WC {s['WC']:.2f} "
+                  f"(runs keeping every winner: {s['WC_all']:.2f}) over {s['sizes']} problem sizes")
+    if s["TR"] is None:
+        console.print("[yellow]note:[/yellow] TR needs Tensile's wall times: run through `kerntune tensile run` "
+                      "(kerntune_run.json) or give --time-original and --time-pruned")
+    if json_out is not None:
+        json_out.write_text(json.dumps(ev.to_dict(), indent=1, default=str) + "\n")
+        console.print(f"numbers: {json_out}")
+
+
+@app.command("evaluate")
+def evaluate(config: Optional[Path] = typer.Argument(None, help="Config to evaluate end to end (needs Tensile)"),
+             out: Optional[Path] = typer.Argument(None, help="Folder for baseline/ and run_N/ (with CONFIG; "
+                                                  "default CONFIG_evaluate/ beside it)"),
+             runs: int = typer.Option(1, "--runs", help="With CONFIG: edited configs generated and benchmarked"),
+             llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM"),
+             edits: Optional[Path] = typer.Option(None, "--edits", help='JSON {"edits":[...]} instead of a model'),
+             gpu: str = typer.Option("MI300X", "--gpu"),
+             logic_yaml: Optional[Path] = typer.Option(None, "--logic-yaml"),
+             original: Optional[Path] = typer.Option(None, "--original", help="Tensile output folder of the full config"),
+             pruned: list[Path] = typer.Option([], "--pruned", help="Tensile output folder of an edited config (repeatable)"),
+             llm_seconds: list[float] = typer.Option([], "--llm-seconds", help="Model seconds (one, or one per --pruned)"),
+             time_original: Optional[float] = typer.Option(None, "--time-original", help="Tensile seconds of the original"),
+             time_pruned: list[float] = typer.Option([], "--time-pruned", help="Tensile seconds (one per --pruned)"),
+             prebuilt_client: Optional[Path] = typer.Option(None, "--prebuilt-client"),
+             json_out: Optional[Path] = typer.Option(None, "--json", help="Write every size's numbers here"),
+             llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL")) -> None:
+    """TR, PR and WC over every problem size, from CSVWinner results: of finished output folders
+    (--original DIR --pruned DIR...), or end to end (CONFIG OUT --runs N --llm SPEC)."""
+    from kerntune.tensile.autotune import evaluate_folders, evaluate_runs
+
+    if config is not None:
+        if original is not None or pruned:
+            raise TensileError("give either CONFIG [OUT] (end to end) or --original DIR --pruned DIR (finished runs)")
+        out = out or config.parent / f"{config.stem}_evaluate"
+        if bool(llm) == bool(edits):
+            raise TensileError("choose one source of edits: --llm SPEC or --edits FILE")
+        if runs < 1:
+            raise TensileError(f"--runs must be at least 1, got {runs}")
+        ev = evaluate_runs(config, out, runs, _client(llm, llm_base_url), edits, gpu, logic_yaml, prebuilt_client)
     else:
-        raise TensileError("Tensile not found: set TENSILE_PATH to a Tensile checkout (with Tensile/bin/Tensile) "
-                           "or install the Tensile Python package")
-    if prebuilt_client is not None:
-        cmd += ["--prebuilt-client", str(prebuilt_client)]
-    raise typer.Exit(subprocess.run(cmd).returncode)
+        if original is None or not pruned:
+            raise TensileError("give --original DIR and at least one --pruned DIR (or CONFIG OUT --runs N --llm SPEC)")
+        ev = evaluate_folders(original, pruned, llm_seconds or None, time_original, time_pruned or None)
+    _print_evaluation(ev, json_out)
+
+
+@app.command("autotune")
+def autotune(config: Path = typer.Argument(..., help="Tensile benchmark config YAML (never modified)"),
+             out: Path = typer.Argument(..., help="Folder for the edited config and Tensile's output"),
+             llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model that edits the config"),
+             edits: Optional[Path] = typer.Option(None, "--edits", help='JSON {"edits":[...]} instead of a model'),
+             validate: Optional[Path] = typer.Option(None, "--validate", help="Golden folder: Tensile's results of the "
+                                                     "original config (run there first when it holds none)"),
+             tolerance: float = typer.Option(0.02, "--tolerance", help="Validation: GFLOPS below the golden best allowed"),
+             gpu: str = typer.Option("MI300X", "--gpu"),
+             logic_yaml: Optional[Path] = typer.Option(None, "--logic-yaml"),
+             prebuilt_client: Optional[Path] = typer.Option(None, "--prebuilt-client"),
+             quiet: bool = typer.Option(False, "--quiet", help="Tensile's output to tensile.log files"),
+             llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL")) -> None:
+    """Generate an edited config, run Tensile on it, read the CSVWinner results and, with --validate,
+    compare with the golden run (winners and GFLOPS within --tolerance) and report TR, PR, WC.
+    Exit code 1 when validation fails."""
+    from kerntune.tensile.autotune import autotune as run_autotune
+
+    if bool(llm) == bool(edits):
+        raise TensileError("choose one source of edits: --llm SPEC or --edits FILE")
+    rep = run_autotune(config, out, _client(llm, llm_base_url), edits, gpu, validate, tolerance, logic_yaml,
+                       prebuilt_client, quiet)
+    g = rep.generated
+    console.print(f"{g.before:,} -> {g.after:,} kernels ({len(g.applied)} edits applied, {len(g.refused)} refused)"
+                  + (f"; model {g.llm_s:.1f} s" if g.llm_s else ""))
+    table = Table(title=f"{out}: winners")
+    for col in ("benchmark", "size", "winner", "GFLOPS"):
+        table.add_column(col)
+    for r in rep.results.sizes.values():
+        table.add_row(escape(r.benchmark), str(list(r.size)), escape(r.winner or "none"), f"{r.gflops or 0:.1f}")
+    console.print(table)
+    if rep.comparison is not None:
+        _print_evaluation(Evaluation([rep.comparison]), None)
+        for p in rep.problems:
+            console.print(f"[red]validation:[/red] {escape(p)}")
+        if rep.problems:
+            console.print(f"validation failed: {len(rep.problems)} problem size(s) lost performance")
+            raise typer.Exit(1)
+        console.print(f"validation passed: every size kept its winner or stayed within {tolerance:.0%}")

@@ -1,9 +1,12 @@
 """TR, PR and WC of a pruner on a recorded space (DESIGN.md, "Metrics").
 
 One run: measure a random profile of the full space K0, let the pruner edit
-the space, "tune" the pruned space K1 exhaustively on the recording.
-  TR = (T(K0) - (T(K1 u profile) + LLM seconds)) / T(K0): the profile's
-       measurements are reused, so only configs outside it cost again;
+the space (with ``iterations`` > 1: edit, measure a sample of the edited
+space, show it to the pruner, edit again), "tune" the pruned space K1
+exhaustively on the recording.
+  TR = (T(K0) - (T(K1 u measured) + LLM seconds)) / T(K0): the profile's and the
+       samples' measurements are reused, so only configs outside them cost again,
+       and the model's wall time over every iteration is charged;
   PR = best time in K0 / best time found (K1 and the profile);
   WC = share of runs whose winner is K0's winner.
 T is the recorded compile + benchmark time of every config measured.
@@ -17,8 +20,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kerntune.evaluate.replay import ReplayEvaluator
-from kerntune.prune.edits import EditOutcome, apply_edits
-from kerntune.prune.pruners import Pruner
+from kerntune.prune.edits import EditOutcome, SpaceState
+from kerntune.prune.iterate import iterate
+from kerntune.prune.pruners import Pruner, as_editor
 
 
 @dataclass
@@ -33,6 +37,9 @@ class PruneRun:
     winner_kept: bool
     llm_s: float
     note: str = ""
+    t_full_s: float = 0.0     # T(K0): the recorded cost of every config of the full space
+    t_pruned_s: float = 0.0   # T(K1): profile, samples and the pruned space's other configs
+    iterations: int = 1
 
 
 @dataclass
@@ -55,29 +62,36 @@ def profile(evaluator: ReplayEvaluator, size: int, seed: int) -> list:
     return evaluator.evaluate(space.sample(random.Random(seed), size))
 
 
-def prune_once(evaluator: ReplayEvaluator, pruner: Pruner, profile_size: int, seed: int) -> tuple[EditOutcome, PruneRun]:
+def prune_once(evaluator: ReplayEvaluator, pruner: Pruner, profile_size: int, seed: int, iterations: int = 1,
+               sample: int = 20) -> tuple[EditOutcome, PruneRun]:
     rec = evaluator.recording
     space = evaluator.space
     prof = profile(evaluator, profile_size, seed)
-    edits, llm_s, note = pruner(space, prof, evaluator.workload(), evaluator.device())
-    outcome = apply_edits(space, edits)
+    result = iterate(SpaceState.of(space), as_editor(pruner, evaluator.workload(), evaluator.device()), prof,
+                     iterations, evaluator, sample, seed)
+    llm_s = result.llm_s
+    note = "; ".join(i.note for i in result.iterations if i.note)
+    refused = [r for i in result.iterations for r in i.refused]
+    outcome = result.outcome
     full_cost = sum(t.cost_s for t in rec.trials.values())
-    seen = {space.key(t.config) for t in prof}
+    seen = {space.key(t.config) for t in result.measured}
     kept = [space.key(c) for c in outcome.space.enumerate()]
-    cost = sum(t.cost_s for t in prof) + sum(rec.trials[k].cost_s for k in kept if k not in seen and k in rec.trials)
+    cost = sum(t.cost_s for t in result.measured) + \
+        sum(rec.trials[k].cost_s for k in kept if k not in seen and k in rec.trials)
     found = [rec.trials[k] for k in set(kept) | seen if k in rec.trials and rec.trials[k].ok]
     opt = rec.optimum
     best = min(found, key=lambda t: t.time_ms) if found else None  # type: ignore[arg-type,return-value]
-    run = PruneRun(seed, [e.to_dict() for e in outcome.applied], [f"{e.text()}: {why}" for e, why in outcome.refused],
+    run = PruneRun(seed, [e.to_dict() for e in outcome.applied], refused,
                    outcome.before, outcome.after, (full_cost - (cost + llm_s)) / full_cost,
                    (opt.time_ms / best.time_ms) if best else 0.0,  # type: ignore[operator]
-                   best is not None and space.key(best.config) == space.key(opt.config), llm_s, note)
+                   best is not None and space.key(best.config) == space.key(opt.config), llm_s, note,
+                   full_cost, cost, len(result.iterations))
     return outcome, run
 
 
 def evaluate_pruner(evaluator: ReplayEvaluator, pruner: Pruner, runs: int, profile_size: int = 40,
-                    seed: int = 0) -> PruneSummary:
+                    seed: int = 0, iterations: int = 1, sample: int = 20) -> PruneSummary:
     summary = PruneSummary()
     for r in range(runs):
-        summary.runs.append(prune_once(evaluator, pruner, profile_size, seed + r)[1])
+        summary.runs.append(prune_once(evaluator, pruner, profile_size, seed + r, iterations, sample)[1])
     return summary

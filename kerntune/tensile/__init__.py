@@ -1,4 +1,5 @@
-"""Tensile / TensileLite benchmark configs (read, count, validate and edit; see config.py, edits.py)."""
+"""Tensile / TensileLite benchmark configs (read, count, validate and edit: config.py, edits.py), their
+results (results.py, evaluate.py), library logic files (logic.py) and the workflow (runner.py, autotune.py)."""
 
 from kerntune.tensile.config import LEGACY_STEP_KEYS, LOCKED, Step, TensileConfig, TensileError
 from kerntune.tensile.edits import OPS, TensileEdit, apply, check_value

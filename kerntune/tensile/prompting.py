@@ -34,13 +34,16 @@ def _steps(config: TensileConfig) -> str:
     return "\n".join(out)
 
 
-def messages(config: TensileConfig, gpu: str, results: str = "", goal: str = "") -> list[Message]:
+def messages(config: TensileConfig, gpu: str, results: str = "", goal: str = "", evidence: str = "") -> list[Message]:
+    """The prompt; ``results`` are this config's benchmark results (a later iteration), ``evidence``
+    what an earlier tuning's library logic file says won (``logic.evidence``)."""
     problems = [json.dumps({str(k): v for k, v in config.problem_type(i).items()}, default=str)
-                for i in range(len(config.doc["BenchmarkProblems"]))]
+                for i in range(len(config.problem_types()))]
     user = template("tensile.md").substitute(
         goal=goal, hardware=describe_device(device_facts(gpu)), gpu_table=gpu_table(),
         problem="\n".join(f"- problem {i}: {p}" for i, p in enumerate(problems)), steps=_steps(config),
-        results=f"\n## Benchmark results\n\n{results.strip()}\n" if results else "")
+        results=f"\n## Benchmark results\n\n{results.strip()}\n" if results else "",
+        evidence=f"\n{evidence.strip()}\n" if evidence else "")
     return [Message("system", template("prune_system.md").substitute()), Message("user", user)]
 
 
@@ -56,12 +59,13 @@ def schema(config: TensileConfig) -> dict[str, Any]:
                        "values": {"type": "array"}, "reason": {"type": "string", "maxLength": 200}}}}}}
 
 
-def ask(client: Any, config: TensileConfig, gpu: str, results: str = "") -> tuple[list[TensileEdit], list[str], float]:
+def ask(client: Any, config: TensileConfig, gpu: str, results: str = "",
+        evidence: str = "") -> tuple[list[TensileEdit], list[str], float]:
     """The model's edits, the reasons items were dropped, and the seconds the call took."""
     t0 = time.perf_counter()
     try:
-        resp = client.complete(messages(config, gpu, results), schema=schema(config), temperature=0.3,
-                               max_tokens=3000)
+        resp = client.complete(messages(config, gpu, results, evidence=evidence), schema=schema(config),
+                               temperature=0.3, max_tokens=3000)
     except LLMError as exc:
         raise TensileError(f"the model failed: {exc}") from None
     items = resp.parsed.get("edits") if isinstance(resp.parsed, dict) else None

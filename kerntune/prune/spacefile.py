@@ -1,0 +1,141 @@
+"""Reading a space to edit and writing the edited one.
+
+A space to edit is either a recording (Kernel Tuner cache, T4, kerntune table:
+it also measures) or a space file (YAML/JSON).  A space file may carry three
+keys beside the Space's own, which every other kerntune command ignores:
+
+``accepts``     per parameter, what the kernel accepts (a list, or kind/values/low/high)
+``extensible``  parameters the kernel reads but the space does not search yet
+                (``{name, kind, ..., default}``: default = what the kernel uses without it)
+``groups``      additive groups (lists of parameter names); their constraints are
+                also written into ``constraints`` so every command enumerates alike
+``implicit``    parameters added by an edit -> the value the kernel used without them
+                (a config holding that value is the recorded config without the parameter)
+
+An edited space file holds all three (``accepts`` for every parameter, so a
+power of two stays a power of two after it became a plain choice), plus the
+edits applied, the source it was edited from and, per iteration, what the
+model did and what was measured.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from kerntune.errors import KerntuneError, SpaceError
+from kerntune.evaluate import ReplayEvaluator
+from kerntune.prune.edits import SpaceState, group_constraint
+from kerntune.space import Space, jsonable, space_from_dict
+from kerntune.space.params import param_from_dict
+
+
+def _yaml() -> Any:
+    from ruamel.yaml import YAML
+
+    y = YAML(typ="safe")
+    y.default_flow_style = None
+    y.sort_base_mapping_type_on_output = False  # keep name, params, constraints, default first
+    return y
+
+
+def is_space_file(path: Path) -> bool:
+    if path.suffix in (".yaml", ".yml"):
+        return True
+    if path.suffix != ".json" or path.stat().st_size > 4_000_000:  # recordings are the big JSON files
+        return False
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    # A kerntune table holds its space under "space"; a space file has "params" at the top.
+    return isinstance(data, dict) and "params" in data and "format" not in data
+
+
+def read_dict(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KerntuneError(f"{path}: cannot read ({type(exc).__name__})") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else _yaml().load(text)
+    except Exception as exc:  # noqa: BLE001 - json and ruamel raise many types
+        raise KerntuneError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
+                            f"{str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise KerntuneError(f"{path}: a space file is a mapping with 'params'")
+    return data
+
+
+def state_from_dict(data: Mapping[str, Any], allow_new: Sequence[str] = ()) -> SpaceState:
+    full = space_from_dict(data)
+    groups = data.get("groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
+        raise SpaceError("'groups' must be a list of lists of parameter names")
+    for g in groups:
+        unknown = [n for n in g if n not in full.by_name]
+        if unknown:
+            raise SpaceError(f"group {g} names unknown parameter {unknown[0]!r}")
+    # The group constraints are rebuilt from the groups: strip the ones the file carries.
+    implied = {t for g in groups if (t := group_constraint(full, g))}
+    base = Space(full.params, [c for c in full.constraints if c.text not in implied], full.default,
+                 name=full.name, description=full.description)
+    ext_raw = data.get("extensible") or []
+    if not isinstance(ext_raw, list):
+        raise SpaceError("'extensible' must be a list of parameter specs (name, kind, ..., default)")
+    extensible = [param_from_dict(dict(spec)) for spec in ext_raw]
+    accepts = data.get("accepts") or {}
+    if not isinstance(accepts, Mapping):
+        raise SpaceError("'accepts' must map parameter names to a list or a mapping")
+    implicit = data.get("implicit") or {}
+    if not isinstance(implicit, Mapping):
+        raise SpaceError("'implicit' must map added parameters to the value the kernel uses without them")
+    return SpaceState.of(base, accepts, extensible, groups, allow_new, implicit)
+
+
+def load_state(path: Path, replay: Path | None = None,
+               allow_new: Sequence[str] = ()) -> tuple[SpaceState, ReplayEvaluator | None]:
+    """The space to edit and, when there is one, the recording that measures it: ``path`` itself
+    when it is a recording, else ``replay``."""
+    if not path.exists():
+        raise KerntuneError(f"file not found: {path}")
+    if replay is not None and not replay.exists():
+        raise KerntuneError(f"file not found: {replay}")
+    if is_space_file(path):
+        state = state_from_dict(read_dict(path), allow_new)
+        return state, ReplayEvaluator.from_file(replay) if replay is not None else None
+    evaluator = ReplayEvaluator.from_file(replay or path)
+    space = evaluator.space if replay is None else ReplayEvaluator.from_file(path).space
+    return SpaceState.of(space, allow_new=allow_new), evaluator
+
+
+def state_to_dict(state: SpaceState) -> dict[str, Any]:
+    data = state.space.to_dict()
+    if state.groups:
+        data["groups"] = [list(g) for g in state.groups]
+    data["accepts"] = {n: r.to_dict() for n, r in state.rules.items() if n in state.base.by_name}
+    if state.implicit:
+        data["implicit"] = {n: jsonable(v) for n, v in state.implicit.items()}
+    if state.extensible:
+        data["extensible"] = [p.to_dict() for p in state.extensible.values()]
+    dropped = [c.text for c in state.base.constraints if c.expression is None]
+    if dropped:
+        data["note"] = ("not saved (Python callables): " + "; ".join(dropped) +
+                        f". This file's space has {state_from_dict(data).space.count():,} valid configs.")
+    return data
+
+
+def save_state(state: SpaceState, path: Path, extra: Mapping[str, Any]) -> str:
+    """Write the edited space (JSON for .json, else YAML) with ``extra`` (edits, provenance);
+    returns the note about constraints that could not be saved, if any."""
+    data = state_to_dict(state)
+    data.update({k: jsonable(v) for k, v in extra.items()})
+    if path.suffix == ".json":
+        path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    else:
+        buf = io.StringIO()
+        _yaml().dump(json.loads(json.dumps(data, default=str)), buf)
+        path.write_text(buf.getvalue())
+    return str(data.get("note", ""))

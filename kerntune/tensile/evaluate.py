@@ -1,0 +1,125 @@
+"""TR, PR and WC of edited Tensile configs against the original, over every problem size.
+
+For one run (an original benchmark K0 and an edited one K1, both Tensile output folders):
+  PR per size = best GFLOPS of K1 / best GFLOPS of K0 (0 when K1 has no valid kernel or
+                never benchmarked that size); the run's PR is the mean over sizes, PR_min the worst;
+  winner kept per size = K1's winner is K0's winner (same solution name);
+  TR          = (T(K0) - (T(K1) + model seconds)) / T(K0), T = Tensile's wall time.
+Over M runs: TR and PR are means, and WC is the share of (run, size) pairs whose winner was
+kept; ``WC_all`` is the stricter share of runs that kept the winner of every size.  The
+confgen prototype read only the first CSV row; a config tuned for many sizes is judged here
+on all of them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kerntune.tensile.results import Results
+
+
+@dataclass
+class SizeComparison:
+    benchmark: str
+    size: list[int]
+    original_winner: str | None
+    winner: str | None
+    original_gflops: float | None
+    gflops: float | None
+    pr: float
+    winner_kept: bool
+    note: str = ""
+
+
+@dataclass
+class RunComparison:
+    label: str
+    sizes: list[SizeComparison]
+    t_original_s: float | None = None
+    t_pruned_s: float | None = None
+    llm_s: float = 0.0
+    sizes_only_here: int = 0
+
+    @property
+    def pr(self) -> float:
+        return statistics.mean(s.pr for s in self.sizes) if self.sizes else 0.0
+
+    @property
+    def pr_min(self) -> float:
+        return min((s.pr for s in self.sizes), default=0.0)
+
+    @property
+    def winners_kept(self) -> float:
+        return sum(s.winner_kept for s in self.sizes) / len(self.sizes) if self.sizes else 0.0
+
+    @property
+    def tr(self) -> float | None:
+        if not self.t_original_s or self.t_pruned_s is None:
+            return None
+        return (self.t_original_s - (self.t_pruned_s + self.llm_s)) / self.t_original_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "TR": self.tr, "PR": self.pr, "PR_min": self.pr_min,
+                "winners_kept": self.winners_kept, "t_original_s": self.t_original_s,
+                "t_pruned_s": self.t_pruned_s, "llm_s": self.llm_s, "sizes_only_here": self.sizes_only_here,
+                "sizes": [asdict(s) for s in self.sizes]}
+
+
+def compare(original: Results, edited: Results, label: str = "", t_original_s: float | None = None,
+            t_pruned_s: float | None = None, llm_s: float = 0.0) -> RunComparison:
+    """Every size the original benchmarked, compared with the edited run's result for it."""
+    out = []
+    for key, o in sorted(original.sizes.items()):
+        e = edited.sizes.get(key)
+        note = ""
+        if e is None:
+            note = "not benchmarked by the edited config"
+        elif e.gflops is None:
+            note = "no valid kernel in the edited config"
+        if o.gflops is None:
+            out.append(SizeComparison(o.benchmark, list(o.size), None, e.winner if e else None, None,
+                                      e.gflops if e else None, 1.0, e is not None and e.winner is None,
+                                      "no valid kernel in the original either"))
+            continue
+        g = e.gflops if e is not None and e.gflops is not None else None
+        out.append(SizeComparison(o.benchmark, list(o.size), o.winner, e.winner if e else None, o.gflops, g,
+                                  (g / o.gflops) if g else 0.0, e is not None and e.winner == o.winner, note))
+    extra = len(set(edited.sizes) - set(original.sizes))
+    return RunComparison(label, out, t_original_s, t_pruned_s, llm_s, extra)
+
+
+@dataclass
+class Evaluation:
+    runs: list[RunComparison] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        rs = self.runs
+        pairs = [s.winner_kept for r in rs for s in r.sizes]
+        trs = [r.tr for r in rs if r.tr is not None]
+        return {"runs": len(rs), "sizes": len(rs[0].sizes) if rs else 0,
+                "TR": statistics.mean(trs) if len(trs) == len(rs) and rs else None,
+                "PR": statistics.mean(r.pr for r in rs) if rs else 0.0,
+                "PR_min": min((r.pr_min for r in rs), default=0.0),
+                "WC": sum(pairs) / len(pairs) if pairs else 0.0,
+                "WC_all": sum(r.winners_kept == 1.0 for r in rs) / len(rs) if rs else 0.0,
+                "llm_s": statistics.mean(r.llm_s for r in rs) if rs else 0.0}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary(), "runs": [r.to_dict() for r in self.runs]}
+
+
+def validate(golden: Results, results: Results, tolerance: float = 0.02) -> list[str]:
+    """Problems found comparing a run with a golden (full) run: per size, the winner must be the
+    golden winner or its GFLOPS within ``tolerance`` of the golden best.  Empty: it passes."""
+    problems = []
+    run = compare(golden, results)
+    for s in run.sizes:
+        where = f"{s.benchmark} size {s.size}"
+        if s.note and s.original_gflops is not None:
+            problems.append(f"{where}: {s.note}")
+        elif not s.winner_kept and s.original_gflops is not None and s.pr < 1 - tolerance:
+            problems.append(f"{where}: winner {s.winner} at {s.gflops:.1f} GFLOPS is {1 - s.pr:.1%} below the golden "
+                            f"{s.original_winner} at {s.original_gflops:.1f}")
+    return problems
