@@ -1,0 +1,286 @@
+"""Code-level strategies on a CUDA GPU (issue 7, acceptance 2).
+
+Runs ``kerntune transform``'s three strategies (one-prompt, explicit with the default step
+library, autonomous) on three naive CUDA kernels — matmul, transpose and a sum reduction — with
+two models: a scripted expert (canned expert rewrites chosen by each prompt's marker, so the
+strategies' machinery is measured with a model that knows the answer) and the embedded model
+(``local:``, Gemma 3 270M) or any ``--models`` spec.  Writes one JSON with, per run, the speedup
+over the naive kernel, the best configuration, every step's outcome, model calls and wall times.
+
+    PYTHONPATH=$PWD python benchmarks/transform_gpu.py --out benchmarks/results/transform_gpu_h100.json
+    PYTHONPATH=$PWD python benchmarks/transform_gpu.py --check      # CPU: import and script check only
+
+Needs kernel_tuner and CuPy (or cuda-python / PyCUDA) on the GPU machine; ``local:`` needs the
+``[local]`` extra.  Everything runs through the public API (``KernelTransformer``), each config in
+kerntune's worker process, each rewrite checked against the naive kernel's outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kerntune.transform import (AutonomousTuningStrategy, ExplicitTuningStrategy, KernelTransformer,  # noqa: E402
+                                OnePromptTuningStrategy)
+from kerntune.transform.kernel import kernel_names  # noqa: E402
+from kerntune.transform.scripted import Script, ScriptedTransformProvider  # noqa: E402
+
+MATMUL_NAIVE = r"""
+extern "C" __global__ void matmul(float* C, const float* A, const float* B, const int n) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x < n && y < n) {
+        float sum = 0.0f;
+        for (int k = 0; k < n; k++) sum += A[y * n + k] * B[k * n + x];
+        C[y * n + x] = sum;
+    }
+}
+"""
+MATMUL_EXPERT = r"""
+extern "C" __global__ void matmul(float* C, const float* A, const float* B, const int n) {
+    __shared__ float As[block_size_y * WPT][TILE_K + PAD];
+    __shared__ float Bs[TILE_K][block_size_x];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int x = blockIdx.x * block_size_x + tx;
+    const int row0 = blockIdx.y * block_size_y * WPT;
+    float acc[WPT];
+    #pragma unroll
+    for (int j = 0; j < WPT; j++) acc[j] = 0.0f;
+    for (int k0 = 0; k0 < n; k0 += TILE_K) {
+        for (int r = ty; r < block_size_y * WPT; r += block_size_y)
+            for (int i = tx; i < TILE_K; i += block_size_x)
+                As[r][i] = (row0 + r < n && k0 + i < n) ? A[(row0 + r) * n + k0 + i] : 0.0f;
+        for (int i = ty; i < TILE_K; i += block_size_y)
+            Bs[i][tx] = (x < n && k0 + i < n) ? B[(k0 + i) * n + x] : 0.0f;
+        __syncthreads();
+        #pragma unroll
+        for (int k = 0; k < TILE_K; k++) {
+            const float b = Bs[k][tx];
+            #pragma unroll
+            for (int j = 0; j < WPT; j++) acc[j] += As[ty + j * block_size_y][k] * b;
+        }
+        __syncthreads();
+    }
+    #pragma unroll
+    for (int j = 0; j < WPT; j++) {
+        const int y = row0 + ty + j * block_size_y;
+        if (x < n && y < n) C[y * n + x] = acc[j];
+    }
+}
+"""
+TRANSPOSE_NAIVE = r"""
+extern "C" __global__ void transpose(float* out, const float* in, const int n) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x < n && y < n) out[x * n + y] = in[y * n + x];
+}
+"""
+TRANSPOSE_EXPERT = r"""
+extern "C" __global__ void transpose(float* out, const float* in, const int n) {
+    __shared__ float tile[block_size_x][block_size_x + PAD];
+    const int bx = blockIdx.x * block_size_x, by = blockIdx.y * block_size_x;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    for (int j = ty; j < block_size_x; j += block_size_y) {
+        const int x = bx + tx, y = by + j;
+        if (x < n && y < n) tile[j][tx] = in[y * n + x];
+    }
+    __syncthreads();
+    for (int j = ty; j < block_size_x; j += block_size_y) {
+        const int x = by + tx, y = bx + j;
+        if (x < n && y < n) out[y * n + x] = tile[tx][j];
+    }
+}
+"""
+REDUCE_NAIVE = r"""
+extern "C" __global__ void reduce(float* out, const float* in, const int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(out, in[i]);
+}
+"""
+REDUCE_EXPERT = r"""
+extern "C" __global__ void reduce(float* out, const float* in, const int n) {
+    __shared__ float warp_sums[block_size_x / 32];
+    const int base = blockIdx.x * block_size_x * WPT + threadIdx.x;
+    float s = 0.0f;
+    #pragma unroll
+    for (int j = 0; j < WPT; j++) {
+        const int k = base + j * block_size_x;
+        if (k < n) s += in[k];
+    }
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    if (lane == 0) warp_sums[w] = s;
+    __syncthreads();
+    if (w == 0) {
+        s = lane < block_size_x / 32 ? warp_sums[lane] : 0.0f;
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+        if (lane == 0) atomicAdd(out, s);
+    }
+}
+"""
+
+
+def matmul_args(n: int) -> list[Any]:
+    rng = np.random.default_rng(0)
+    return [np.zeros((n, n), np.float32), rng.standard_normal((n, n)).astype(np.float32),
+            rng.standard_normal((n, n)).astype(np.float32), np.int32(n)]
+
+
+def transpose_args(n: int) -> list[Any]:
+    rng = np.random.default_rng(0)
+    return [np.zeros((n, n), np.float32), rng.standard_normal((n, n)).astype(np.float32), np.int32(n)]
+
+
+def reduce_args(n: int) -> list[Any]:
+    # small integers: every partial sum is exact in float32 (< 2**24), whatever the order of the adds
+    rng = np.random.default_rng(0)
+    return [np.zeros(1, np.float32), rng.integers(0, 4, n).astype(np.float32), np.int32(n)]
+
+
+#: name -> naive source, expert reply, its restrictions, the step text of the plan, problem size, args,
+#: the naive kernel's launch, and the default-library step the expert thinks worth doing
+KERNELS: dict[str, dict[str, Any]] = {
+    "matmul": dict(naive=MATMUL_NAIVE, size=(4096, 4096), args=lambda: matmul_args(4096),
+                   original={"block_size_x": [16], "block_size_y": [16]},
+                   expert={"code": MATMUL_EXPERT, "grid_div_y": ["block_size_y", "WPT"],
+                           "tune_params": {"block_size_x": [32, 64], "block_size_y": [2, 4, 8, 16], "WPT": [4, 8],
+                                           "TILE_K": [16, 32], "PAD": [0, 1]}},
+                   restrictions=["block_size_y * WPT <= 64", "block_size_x * block_size_y <= 1024"],
+                   plan="Stage tiles of A and B in shared memory and let each thread compute WPT rows of C "
+                        "(register blocking), with tunable tile sizes",
+                   key_step="shared_memory_tiling"),
+    "transpose": dict(naive=TRANSPOSE_NAIVE, size=(8192, 8192), args=lambda: transpose_args(8192),
+                      original={"block_size_x": [16], "block_size_y": [16]},
+                      expert={"code": TRANSPOSE_EXPERT, "grid_div_y": ["block_size_x"],
+                              "tune_params": {"block_size_x": [16, 32, 64], "block_size_y": [2, 4, 8, 16],
+                                              "PAD": [0, 1]}},
+                      restrictions=["block_size_y <= block_size_x", "block_size_x * block_size_y <= 1024"],
+                      plan="Transpose through a padded shared-memory tile so that reads and writes are both "
+                           "coalesced, with tunable tile and block sizes",
+                      key_step="shared_memory_tiling"),
+    "reduction": dict(naive=REDUCE_NAIVE, size=(1 << 24,), args=lambda: reduce_args(1 << 24),
+                      original={"block_size_x": [256]},
+                      expert={"code": REDUCE_EXPERT, "grid_div_x": ["block_size_x", "WPT"],
+                              "tune_params": {"block_size_x": [128, 256, 512, 1024], "WPT": [4, 8, 16, 32]}},
+                      restrictions=["block_size_x % 32 == 0"],
+                      plan="Let each thread sum WPT elements, reduce within warps by shuffles and within the "
+                           "block in shared memory, and issue one atomicAdd per block",
+                      key_step="work_per_thread"),
+}
+
+
+def expert_rules(k: dict[str, Any]) -> list[dict[str, Any]]:
+    """A scripted expert: it knows the one rewrite that pays and says so at every prompt."""
+    expert = dict(k["expert"], explanation="the expert rewrite")
+    return [
+        {"kind": "plan", "reply": {"steps": ["Profile the kernel with Nsight Compute to find the bottleneck",
+                                             k["plan"]], "reasoning": "one rewrite that pays"}},
+        {"kind": "validate", "reply": {"valid": True, "reason": "a code change with tunable sizes"}},
+        {"kind": "breakdown", "reply": {"breakdown": False, "steps": [], "reason": "one change"}},
+        {"kind": "execute", "reply": expert},
+        {"kind": "one-prompt", "reply": dict(expert, restrictions=k["restrictions"])},
+        {"kind": "restrictions", "reply": {"restrictions": k["restrictions"], "reason": "launch limits"}},
+        {"kind": "evaluate-step", "contains": f"({k['key_step']})", "reply": {"apply": True, "reason": "pays"}},
+        {"kind": "evaluate-step", "reply": {"apply": False, "reason": "the expert rewrite covers it"}},
+        {"kind": "replan", "reply": {"steps": [], "reasoning": "done"}},
+    ]
+
+
+def strategy(name: str, model: str) -> Any:
+    small = not model.startswith("scripted")  # a real model: bound its steps so a run stays minutes
+    if name == "one-prompt":
+        return OnePromptTuningStrategy()
+    if name == "explicit":
+        return ExplicitTuningStrategy()
+    return AutonomousTuningStrategy(max_replanning=1 if small else 2, max_steps=6 if small else 20,
+                                    max_breakdowns=1)
+
+
+def check() -> None:
+    """CPU: every kernel has its name, every scripted prompt kind is answered, strategies build."""
+    for name, k in KERNELS.items():
+        for src in (k["naive"], k["expert"]["code"]):
+            assert kernel_names(src, "CUDA"), name
+        script = Script(expert_rules(k))
+        for kind in ("plan", "validate", "breakdown", "execute", "one-prompt", "restrictions", "replan"):
+            json.loads(script.answer(f"<!-- kerntune-transform: {kind} -->"))
+        assert json.loads(script.answer(f"<!-- kerntune-transform: evaluate-step -->({k['key_step']})"))["apply"]
+        for s in ("one-prompt", "explicit", "autonomous"):
+            strategy(s, "scripted")
+    print(f"check ok: {len(KERNELS)} kernels, scripted expert answers every prompt kind, strategies build")
+
+
+def run_one(kernel: str, strat: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    k = KERNELS[kernel]
+    llm: Any = ScriptedTransformProvider(expert_rules(k)) if model == "scripted" else model
+    t0 = time.perf_counter()
+    events: list[str] = []
+    try:
+        kt = KernelTransformer(k["naive"], strategy=strategy(strat, model), llm=llm, backend=args.backend,
+                               problem_size=k["size"], args=k["args"](), tune_params=k["original"],
+                               search=args.search, budget=args.budget, iterations=args.iterations,
+                               timeout_s=args.timeout, max_tokens=args.max_tokens, memory_mb=args.memory_mb,
+                               on_event=lambda m: (events.append(m), print(f"    {m}", flush=True)))
+        res = kt.run()
+        out = res.to_dict()
+        out["steps"] = [{kk: v for kk, v in s.items() if kk != "code"} for s in out["steps"]]
+        out["kernel_source"] = res.kernel_source if res.accepted else None
+        out.update(ok=True)
+    except Exception as exc:  # one failed run is a result, not the end of the benchmark
+        out = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
+    out.update(kernel=kernel, strategy_name=strat, model=model, wall_s=time.perf_counter() - t0, events=events)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="transform_gpu.json")
+    ap.add_argument("--kernels", default="matmul,transpose,reduction")
+    ap.add_argument("--strategies", default="one-prompt,explicit,autonomous")
+    ap.add_argument("--models", default="scripted,local:", help="scripted and/or any --llm spec")
+    ap.add_argument("--backend", default="cuda", help="cuda (Kernel Tuner picks CuPy/cuda-python/PyCUDA) or cupy")
+    ap.add_argument("--search", default="exhaustive")
+    ap.add_argument("--budget", type=int, default=60, help="evaluations per rewrite")
+    ap.add_argument("--iterations", type=int, default=7)
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per config")
+    ap.add_argument("--memory-mb", type=int, default=None)
+    ap.add_argument("--max-tokens", type=int, default=4096)
+    ap.add_argument("--check", action="store_true", help="CPU check of kernels and scripts; measures nothing")
+    args = ap.parse_args()
+    if args.check:
+        check()
+        return
+    results = []
+    out = Path(args.out)
+    for model in args.models.split(","):
+        for kernel in args.kernels.split(","):
+            for strat in args.strategies.split(","):
+                print(f"== {model} / {kernel} / {strat}", flush=True)
+                r = run_one(kernel, strat, model, args)
+                results.append(r)
+                print(f"   -> {'%.2fx' % r['speedup'] if r.get('ok') else r.get('error')} in {r['wall_s']:.1f} s",
+                      flush=True)
+                out.write_text(json.dumps({"command": " ".join(sys.argv), "host": platform.node(),
+                                           "python": sys.version.split()[0], "results": results}, indent=1))
+    print("\n| model | kernel | strategy | speedup | accepted | wall s | model calls |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        sp = f"{r['speedup']:.2f}x" if r.get("ok") else "error"
+        print(f"| {r['model']} | {r['kernel']} | {r['strategy_name']} | {sp} | {','.join(r.get('accepted') or [])} |"
+              f" {r['wall_s']:.1f} | {r.get('llm_calls', '')} |")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

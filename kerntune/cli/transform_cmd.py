@@ -1,0 +1,111 @@
+"""``kerntune transform``: a code-level strategy rewrites a kernel; every rewrite is tuned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from kerntune.cli.common import console, err_console, open_store
+from kerntune.errors import KerntuneError
+
+
+def _options(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise KerntuneError(f"option {item!r}: expected NAME=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def _json_arg(text: Optional[str], what: str) -> dict:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise KerntuneError(f"{what}: not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise KerntuneError(f"{what}: expected a JSON object")
+    return value
+
+
+def transform(
+    kernel: Path = typer.Argument(..., help="Kernel source file (.cl for OpenCL, .cu for CUDA, .c for C)"),
+    strategy: str = typer.Option("autonomous", "--strategy", help="one-prompt, autonomous or explicit"),
+    steps: Optional[Path] = typer.Option(None, "--steps", help="YAML tuning steps for --strategy explicit "
+                                         "(default: the built-in library)"),
+    llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model spec (see README)"),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
+    llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
+    llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript", help="Append every exchange to this JSONL"),
+    backend: str = typer.Option("opencl", "--backend", help="opencl, cuda (or cupy, nvcuda, pycuda) or c"),
+    kernel_name: Optional[str] = typer.Option(None, "--kernel-name", help="Kernel to tune (default: the first)"),
+    problem_size: str = typer.Option(..., "--problem-size", help="Launch size, e.g. 256x256"),
+    args_generator: Optional[Path] = typer.Option(None, "--args-generator", help="Python file with "
+                                                  "make_args(problem_size) -> list (default: the model writes one)"),
+    params: Optional[str] = typer.Option(None, "--params", help='The original kernel\'s tune_params as JSON, '
+                                         'e.g. \'{"block_size_x": [16], "block_size_y": [16]}\''),
+    grid_div: Optional[str] = typer.Option(None, "--grid-div", help='The original kernel\'s grid divisors as JSON, '
+                                           'e.g. \'{"y": ["block_size_y", "WPT"]}\''),
+    search: str = typer.Option("exhaustive", "--search", help="kerntune strategy that tunes each rewrite"),
+    budget: int = typer.Option(40, "--budget", help="Evaluations per rewrite"),
+    seconds: Optional[float] = typer.Option(None, "--seconds", help="Tuning seconds per rewrite"),
+    performance_threshold: float = typer.Option(0.5, "--performance-threshold",
+                                                help="Percent faster a rewrite must be to be accepted"),
+    iterations: int = typer.Option(7, "--iterations", help="Kernel runs timed per config"),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per config (compile, check, time)"),
+    memory_mb: Optional[int] = typer.Option(None, "--memory-mb", help="Worker memory limit in MiB (0: none; "
+                                            "default half the machine)"),
+    strategy_option: list[str] = typer.Option([], "--strategy-option", "-O", help="NAME=JSON, e.g. -O max_replanning=1"),
+    seed: int = typer.Option(0, "--seed"),
+    store: Optional[str] = typer.Option(None, "--store", help="SQLite store for every trial"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the best kernel's source here"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the whole result (steps included) as JSON"),
+) -> None:
+    """Rewrite a kernel with a language model (one-prompt, autonomous or explicit steps), tuning every
+    rewrite through Kernel Tuner and keeping it only when it is correct and faster."""
+    from kerntune.llm import LLMClient
+    from kerntune.transform import ExplicitTuningStrategy, KernelTransformer, load_steps, make_strategy
+
+    if not kernel.is_file():
+        raise KerntuneError(f"kernel file not found: {kernel}")
+    if not llm:
+        raise KerntuneError("kerntune transform needs a model: pass --llm SPEC (e.g. local:, openai:MODEL)")
+    if budget < 1:
+        raise KerntuneError(f"--budget must be at least 1, got {budget}")
+    opts = _options(strategy_option)
+    if steps is not None:
+        if strategy.replace("_", "-") != "explicit":
+            raise KerntuneError("--steps goes with --strategy explicit")
+        strat = ExplicitTuningStrategy(load_steps(steps))
+    else:
+        strat = make_strategy(strategy, **opts)
+    client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
+    st = open_store(store)
+    try:
+        kt = KernelTransformer(kernel.read_text(), strategy=strat, llm=client, backend=backend,
+                               problem_size=problem_size, kernel_name=kernel_name, args_generator=args_generator,
+                               tune_params=_json_arg(params, "--params"), grid_div=_json_arg(grid_div, "--grid-div"),
+                               search=search, budget=budget, budget_seconds=seconds,
+                               performance_threshold=performance_threshold, iterations=iterations, timeout_s=timeout,
+                               memory_mb=memory_mb, store=st, seed=seed,
+                               on_event=lambda msg: err_console.print(f"[dim]{escape(msg)}[/dim]", highlight=False))
+        result = kt.run()
+    finally:
+        st.close()
+    console.print(result.summary(), markup=False, highlight=False, soft_wrap=True)
+    if output is not None:
+        output.write_text(result.kernel_source)
+        console.print(f"kernel: {output}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+        console.print(f"result: {json_out}")

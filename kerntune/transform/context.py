@@ -1,0 +1,321 @@
+"""What every code-level strategy shares: the current best kernel, the model and one step.
+
+``TransformContext.rewrite`` is one step: the model rewrites the kernel and declares its
+tunable parameters (JSON, validated, one repair round), the parameters are fixed against the
+code, the model lists restrictions, the new space is searched with a kerntune strategy through
+Kernel Tuner in a worker (every trial checked against the original kernel's outputs and stored),
+and the kernel is accepted only if it is correct and at least ``performance_threshold`` percent
+faster than the current best.  Strategies decide which steps to ask for; the context does the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from string import Template
+from typing import Any, Callable, Mapping, Sequence
+
+from kerntune.errors import KerntuneError
+from kerntune.evaluate.trial import Status, Trial
+from kerntune.llm.types import LLMError, Message
+from kerntune.runner import run_search
+from kerntune.space import jsonable
+from kerntune.strategies import Budget, BudgetExhausted
+from kerntune.transform.kernel import AXES, KernelSpec, block_restriction, family
+from kerntune.transform.kt_backend import KernelTunerEvaluator
+from kerntune.transform.replies import (MAX_COMBINATIONS, SCHEMAS, check_schema, execute_problems, fix_params,
+                                        restriction_problems, strip_fences, usable_restrictions)
+
+log = logging.getLogger("kerntune.transform")
+
+#: Steps that cannot be tuning, whatever the model thinks: nothing in the kernel's code changes.
+NOT_TUNING = [
+    (re.compile(r"\bprofil|nsight|nvprof|rocprof|vtune|\bperf\s+counters?", re.I), "profiling does not change the kernel"),
+    (re.compile(r"compiler\s+(flag|option|switch)|compil\w*\s+(flag|option)|\B-O[0-3s]\b|fast[-_ ]?math|"
+                r"-cl-[a-z]|maxrregcount|\bnvcc\s+-|--use_fast_math", re.I), "compiler flags are not kernel code"),
+    (re.compile(r"\b(cublas|cudnn|clblast|clblas|cutlass|rocblas)\b", re.I),
+     "calling a library replaces the kernel instead of tuning it"),
+]
+
+
+def template(name: str) -> Template:
+    return Template(resources.files("kerntune.prompts").joinpath(name).read_text())
+
+
+@dataclass
+class KernelState:
+    spec: KernelSpec
+    config: dict[str, Any]
+    time_ms: float
+    step: str = "original"
+
+
+@dataclass
+class StepRecord:
+    """What happened to one step: ``accepted``, ``rejected`` (incorrect, slower, no compile, …),
+    ``invalid`` (not a tuning step), ``skipped`` (judged useless, or a dependency brought no gain),
+    ``failed`` (the model gave no usable answer) or ``split`` (broken into smaller steps)."""
+
+    id: str
+    description: str
+    status: str
+    reason: str = ""
+    tune_params: dict[str, list[Any]] = field(default_factory=dict)
+    restrictions: list[str] = field(default_factory=list)
+    best_config: dict[str, Any] | None = None
+    time_ms: float | None = None
+    speedup: float | None = None          # over the kernel the step started from
+    run_id: str | None = None
+    evaluations: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    code: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (jsonable(v) if k == "best_config" and v else v) for k, v in self.__dict__.items()}
+
+
+class TransformContext:
+    def __init__(self, original: KernelSpec, session: Any, llm: Any, *, search: str = "exhaustive",
+                 budget: int | None = 40, budget_seconds: float | None = None, performance_threshold: float = 0.5,
+                 search_options: Mapping[str, Any] | None = None, store: Any = None, seed: int = 0,
+                 temperature: float = 0.2, max_tokens: int = 8192, arguments: str = "",
+                 on_event: Callable[[str], None] | None = None) -> None:
+        self.original, self.session, self.llm = original, session, llm
+        self.search, self.budget, self.budget_seconds = search, budget, budget_seconds
+        self.performance_threshold = performance_threshold
+        self.search_options = dict(search_options or {})
+        self.store, self.seed, self.temperature, self.arguments = store, seed, temperature, arguments
+        self.max_tokens = max_tokens
+        self.lang = session.lang
+        self.records: list[StepRecord] = []
+        self.accepted: list[str] = []
+        self.original_state: KernelState | None = None
+        self.current: KernelState | None = None
+        self.on_event = on_event or (lambda msg: log.info(msg))
+        self.llm_calls = 0
+        self.llm_seconds = 0.0
+
+    # -- the original kernel ---------------------------------------------------------------------
+    def measure_original(self) -> KernelState:
+        """Time the original kernel over its own configs; its first correct output is the reference."""
+        space = self.original.space()
+        evaluator = KernelTunerEvaluator(space, self.original, self.session, save_reference=True)
+        res = run_search(evaluator, "exhaustive", Budget(max_evals=self.budget), self.seed, store=self.store,
+                         label="transform original")
+        trials = res.history
+        ok = [t for t in trials if t.ok]
+        if not ok or self.session.reference_path is None:
+            why = next((t.error for t in trials if t.error), "no result")
+            raise KerntuneError(f"the original kernel does not run: {why}")
+        best = min(ok, key=lambda t: t.time_ms)  # type: ignore[arg-type,return-value]
+        self.original_state = self.current = KernelState(self.original, dict(best.config), float(best.time_ms))  # type: ignore[arg-type]
+        self.on_event(f"original kernel: {best.time_ms:.4g} ms at {json.dumps(jsonable(best.config))}")
+        return self.current
+
+    # -- talking to the model --------------------------------------------------------------------
+    def fields(self, spec: KernelSpec | None = None) -> dict[str, str]:
+        cur = self.current
+        spec = spec or (cur.spec if cur else self.original)
+        tag = {"OpenCL": "c", "CUDA": "cuda", "C": "c"}[family(self.lang)]
+        speedup = (self.original_state.time_ms / cur.time_ms) if cur and self.original_state else 1.0
+        return {
+            "language": {"OpenCL": "OpenCL", "CUDA": "CUDA", "C": "C"}[family(self.lang)],
+            "kernel_name": spec.name, "kernel_string": spec.source.strip(), "code_tag": tag,
+            "problem_size": "x".join(map(str, self.session.problem_size)),
+            "arguments": self.arguments or "as in the kernel's signature",
+            "device": self.session.device_name, "tune_params": json.dumps(spec.tune_params) if spec.tune_params else "none",
+            "restrictions": json.dumps(spec.restrictions) if spec.restrictions else "none",
+            "grid_div": json.dumps(spec.grid_div) if spec.grid_div else "the block sizes (default)",
+            "best_config": json.dumps(jsonable(cur.config)) if cur else "not measured",
+            "best_time": f"{cur.time_ms:.4g} ms" if cur else "not measured", "speedup": f"{speedup:.2f}x",
+            "history": self.history_text(),
+        }
+
+    def history_text(self) -> str:
+        lines = []
+        for r in self.records:
+            extra = f", {r.speedup:.2f}x" if r.speedup else ""
+            lines.append(f"- [{r.status}{extra}] {r.description}" + (f" — {r.reason}" if r.reason else ""))
+        return "\n".join(lines) or "- (none yet)"
+
+    def ask(self, kind: str, template_name: str, fields: Mapping[str, str],
+            validate: Callable[[Any], list[str]] | None = None) -> Any:
+        """One model call: the template filled, the reply's JSON checked against the schema of
+        ``kind`` (and ``validate``), one repair round; LLMError when nothing usable came back."""
+        schema = SCHEMAS[kind]
+        system = template("transform_system.md").safe_substitute(fields)
+        user = template(template_name).safe_substitute(fields)
+
+        def check(value: Any) -> list[str]:
+            problems = check_schema(value, schema)
+            return problems if problems else (validate(value) if validate else [])
+
+        t0 = time.perf_counter()
+        try:
+            resp = self.llm.complete([Message("system", system), Message("user", user)], schema=schema,
+                                     temperature=self.temperature, max_tokens=self.max_tokens, validate=check)
+        finally:
+            self.llm_calls += 1
+            self.llm_seconds += time.perf_counter() - t0
+        problems = check(resp.parsed) if resp.parsed is not None else ["no JSON"]
+        if problems:
+            raise LLMError(f"{kind}: unusable answer: {problems[0]}")
+        return resp.parsed
+
+    # -- steps -------------------------------------------------------------------------------------
+    def not_tuning(self, description: str) -> str:
+        """Why a step is not tuning by rule (empty: the rules do not object)."""
+        for pattern, why in NOT_TUNING:
+            if pattern.search(description):
+                return why
+        return ""
+
+    def record(self, rec: StepRecord) -> StepRecord:
+        self.records.append(rec)
+        speed = f" ({rec.speedup:.2f}x)" if rec.speedup else ""
+        self.on_event(f"step {rec.id}: {rec.status}{speed}" + (f" — {rec.reason}" if rec.reason else ""))
+        return rec
+
+    def rewrite(self, step_id: str, instruction: str, *, template_name: str = "transform_execute.md",
+                fixed: Mapping[str, Sequence[Any]] | None = None, kernel_in_instruction: bool = False,
+                ask_restrictions: bool = True, description: str | None = None) -> StepRecord:
+        """Apply one step end to end; the returned record says whether the kernel was accepted."""
+        assert self.current is not None, "measure_original() first"
+        t0 = time.perf_counter()
+        cur = self.current
+        rec = StepRecord(step_id, description or instruction.strip().splitlines()[0][:300], "failed")
+        fields = self.fields()
+        fields["step"] = instruction.strip()
+        fields["kernel_section"] = "" if kernel_in_instruction else (
+            f"## Current kernel (`{cur.spec.name}`)\n\n```{fields['code_tag']}\n{fields['kernel_string']}\n```\n")
+        fields["fixed_params"] = ("- This step's parameters, with exactly these values: " + json.dumps(dict(fixed))
+                                  + "\n") if fixed else ""
+        try:
+            answer = self.ask("execute", template_name, fields,
+                              validate=lambda a: execute_problems(a, cur.spec.name, self.lang, fixed or {}))
+        except LLMError as exc:
+            rec.reason = f"the model gave no usable kernel: {exc}"
+            return self._done(rec, t0)
+        grid = {a: list(answer.get(f"grid_div_{a}") or []) for a in AXES if answer.get(f"grid_div_{a}")}
+        fx = fix_params(strip_fences(answer["code"]), answer["tune_params"], previous=cur.spec.tune_params,
+                        fixed=fixed or {}, grid_div=grid)
+        rec.notes += fx.notes
+        for axis, exprs in cur.spec.grid_div.items():  # the launch the model did not restate is kept ...
+            if axis in fx.grid_div:
+                continue
+            names = {n for e in exprs for n in re.findall(r"[A-Za-z_]\w*", e)}
+            if names <= set(fx.tune_params):
+                fx.grid_div[axis] = list(exprs)
+            else:  # ... unless the new code dropped its parameters
+                rec.notes.append(f"grid_div_{axis} {exprs} dropped: the new kernel lacks its parameters")
+        rec.code = fx.code
+        restrictions, notes = usable_restrictions([fx.rename(r) for r in answer.get("restrictions") or []],
+                                                  set(fx.tune_params))
+        rec.notes += notes
+        if ask_restrictions:
+            restrictions += self._restrictions(fx.code, fx.tune_params, fx.grid_div, rec)
+        restrictions = list(dict.fromkeys(restrictions))
+        try:
+            spec = KernelSpec(cur.spec.name, fx.code, fx.tune_params, restrictions, fx.grid_div,
+                              description=rec.description)
+        except KerntuneError as exc:
+            rec.reason = f"unusable parameters: {exc}"
+            return self._done(rec, t0)
+        rec.tune_params, rec.restrictions = spec.tune_params, spec.restrictions
+        self._tune(spec, rec)
+        return self._done(rec, t0)
+
+    def _restrictions(self, code: str, params: Mapping[str, list[Any]], grid: Mapping[str, list[str]],
+                      rec: StepRecord) -> list[str]:
+        if not params:
+            return []
+        probe = KernelSpec(self.current.spec.name, code, dict(params), [], {})  # type: ignore[union-attr]
+        fields = self.fields(probe)
+        fields["grid_div"] = json.dumps(dict(grid)) if grid else "the block sizes (default)"
+        try:
+            answer = self.ask("restrictions", "transform_restrictions.md", fields,
+                              validate=lambda a: restriction_problems(a.get("restrictions") or [], set(params)))
+        except LLMError as exc:
+            rec.notes.append(f"no restrictions from the model ({exc}); every combination is tried")
+            return []
+        kept, notes = usable_restrictions(answer.get("restrictions") or [], set(params))
+        rec.notes += notes
+        return kept
+
+    def _tune(self, spec: KernelSpec, rec: StepRecord) -> None:
+        """Search the variant's space; accept it if correct and fast enough."""
+        cur = self.current
+        assert cur is not None
+        try:
+            space = spec.space(block_restriction(self.session.max_threads, list(spec.tune_params)))
+            if space.cartesian_size > MAX_COMBINATIONS:
+                raise KerntuneError(f"{space.cartesian_size:,} combinations (at most {MAX_COMBINATIONS:,})")
+            count = space.count()
+        except KerntuneError as exc:
+            rec.status, rec.reason = "rejected", f"unusable space: {exc}"
+            return
+        if count == 0:
+            rec.status, rec.reason = "rejected", "the restrictions leave no valid configuration"
+            return
+        evaluator = KernelTunerEvaluator(space, spec, self.session)
+
+        def gate(ctx: Any) -> None:
+            first = ctx.history[0] if len(ctx.history) == 1 else None
+            if first is not None and first.status in (Status.WRONG_RESULT, Status.COMPILE_ERROR):
+                raise BudgetExhausted(f"stopped after the first config: {first.status.value}")
+
+        res = run_search(evaluator, self.search, Budget(max_evals=self.budget, max_seconds=self.budget_seconds),
+                         self.seed, store=self.store, label=f"transform {rec.id}", options=self.search_options,
+                         warm_start=[space.default], progress=gate)
+        rec.run_id, rec.evaluations = res.run_id, len(res.history)
+        for t in res.history:
+            rec.statuses[t.status.value] = rec.statuses.get(t.status.value, 0) + 1
+        best = res.best
+        wrong = [t for t in res.history if t.status is Status.WRONG_RESULT]
+        if best is None or wrong:
+            # a kernel that is wrong for some values of its parameters is wrong: whoever tunes it again
+            # later could pick one of them
+            rec.status, rec.reason = "rejected", _failure_reason(res.history)
+            if best is not None:
+                rec.reason += (f" (at {json.dumps(jsonable(wrong[0].config))}; {len(wrong)} of {len(res.history)}"
+                               " measured configs wrong)")
+            return
+        rec.best_config, rec.time_ms = dict(best.config), float(best.time_ms)  # type: ignore[arg-type]
+        rec.speedup = cur.time_ms / rec.time_ms
+        if len(res.history) < space.count():
+            rec.notes.append(f"{len(res.history)} of {space.count()} configs measured (budget): the others are"
+                             " unchecked")
+        needed = cur.time_ms * (1 - self.performance_threshold / 100.0)
+        if rec.time_ms <= needed:
+            rec.status = "accepted"
+            rec.reason = f"{rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms"
+            self.current = KernelState(spec, dict(best.config), rec.time_ms, rec.id)
+            self.accepted.append(rec.id)
+        else:
+            rec.status = "rejected"
+            rec.reason = (f"not faster: {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms (needs at least"
+                          f" {self.performance_threshold:g}% less)")
+
+    def _done(self, rec: StepRecord, t0: float) -> StepRecord:
+        rec.seconds = time.perf_counter() - t0
+        return self.record(rec)
+
+
+def _failure_reason(history: Sequence[Trial]) -> str:
+    by = {s: [t for t in history if t.status is s] for s in Status}
+    if by[Status.WRONG_RESULT]:
+        return f"incorrect: {by[Status.WRONG_RESULT][0].error}"
+    if by[Status.COMPILE_ERROR]:
+        err = by[Status.COMPILE_ERROR][0].error or ""
+        lines = [ln for ln in err.splitlines() if "error" in ln.lower()]
+        return "does not compile: " + (lines[1] if len(lines) > 1 else err[:300]).strip()[:400]
+    for s in (Status.TIMEOUT, Status.RUNTIME_ERROR, Status.INVALID):
+        if by[s]:
+            return f"no config ran ({s.value}): {(by[s][0].error or '')[:300]}"
+    return "no config was measured"
