@@ -1,0 +1,429 @@
+"""kerntune as Helion's autotuner: ``@helion.kernel(autotuner_fn=kerntune.helion.autotuner(...))``.
+
+Helion calls ``autotuner_fn(bound_kernel, args, **kwargs)`` and then ``.autotune()`` on
+what it returns.  The object returned here is a subclass of Helion's own
+``PopulationBasedSearch``, so everything that makes a measurement count in Helion is
+Helion's: the baseline run and the accuracy check against it, the parallel precompile
+in forked processes with its compile timeout, the benchmark subprocess, ``do_bench``
+timings, the interleaved re-benchmark of the finalists, the autotune log and the
+cache layer.  Only the choice of *which* configs to measure is kerntune's: the
+ConfigSpec's flat fragments become a kerntune Space (``kerntune.helion.space``), a
+kerntune strategy runs on it through :class:`HelionEvaluator`, and its best configs
+are re-timed by Helion before the winner is returned.
+
+Helion is imported only when a kernel is tuned, so ``import kerntune.helion`` works
+without it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
+from string import Template
+from typing import Any
+
+from kerntune.evaluate.base import Evaluator
+from kerntune.evaluate.trial import Status, Trial
+from kerntune.helion.space import Frag, HelionLayout, build_space
+from kerntune.space import Config, jsonable
+
+#: Helion's supported release: see README's "Helion" section for why 1.5.x is not.
+HELION_VERSION = "1.4.0"
+
+
+# -- reading Helion's ConfigGeneration ---------------------------------------------------------
+def _frag_of(fragment: Any, key: str, slot: int, sequence: bool, default: Any, size_hint: int | None = None) -> Frag:
+    from helion.autotuner import config_fragment as cf
+
+    common = {"key": key, "slot": slot, "sequence": sequence, "default": default, "size_hint": size_hint}
+    if isinstance(fragment, cf.ListOf):
+        inner = _frag_of(fragment.inner, key, 0, False, None)
+        return Frag(kind="list", length=int(fragment.length), inner=inner, **common)
+    if isinstance(fragment, cf.PermutationFragment):
+        return Frag(kind="perm", length=int(fragment.length), **common)
+    if isinstance(fragment, cf.NumThreadsFragment):
+        high = int(fragment.high)
+        return Frag(kind="enum", choices=(0, *(2**k for k in range(high.bit_length()))), **common)
+    if isinstance(fragment, cf.PowerOfTwoFragment):
+        return Frag(kind="pow2", low=int(fragment.low), high=int(fragment.high),
+                    block_size=fragment.category() == cf.Category.BLOCK_SIZE, **common)
+    if isinstance(fragment, cf.BaseIntegerFragment):
+        return Frag(kind="int", low=int(fragment.low), high=int(fragment.high), **common)
+    if isinstance(fragment, cf.EnumFragment):
+        choices = fragment.search_choices if fragment.search_choices is not None else fragment.choices
+        return Frag(kind="enum", choices=tuple(choices), **common)
+    if isinstance(fragment, cf.BooleanFragment):
+        return Frag(kind="bool", **common)
+    # A fragment kind kerntune does not know (a newer Helion, e.g. a CuTe-only one): keep Helion's default.
+    return Frag(kind="const", **common)
+
+
+def describe_fragments(config_gen: Any) -> list[Frag]:
+    """Read ``config_gen.flat_spec`` into :class:`Frag` descriptions, one per flat slot."""
+    spec = config_gen.config_spec
+    acf = getattr(config_gen, "_advanced_controls_files", None)
+    layout = spec.flat_key_layout(advanced_controls_files=acf)
+    fields = spec._flat_fields()
+    default_flat = config_gen.default_flat()
+    overridden = set(getattr(config_gen, "overridden_flat_indices", ()) or ())
+    frags: list[Frag] = []
+    index = 0
+    for key, count, is_sequence in layout:
+        items: list[Any] = []
+        if is_sequence:
+            try:
+                items = list(fields.get(key, []))
+            except TypeError:
+                items = []
+        for slot in range(count):
+            fragment = config_gen.flat_spec[index]
+            hint = getattr(items[slot], "size_hint", None) if slot < len(items) else None
+            frag = _frag_of(fragment, key, slot, is_sequence, default_flat[index],
+                            int(hint) if isinstance(hint, int) else None)
+            if index in overridden:  # autotune_config_overrides freeze this slot
+                frag = Frag(key=key, kind="const", slot=slot, sequence=is_sequence, default=default_flat[index])
+            frags.append(frag)
+            index += 1
+    if index != len(config_gen.flat_spec):
+        raise RuntimeError(f"flat_key_layout covers {index} slots, flat_spec has {len(config_gen.flat_spec)}")
+    return frags
+
+
+# -- prompts ---------------------------------------------------------------------------------------
+def helion_hints(layout: HelionLayout, compile_timeout_s: float | None = None) -> str:
+    """Helion-specific hints for the model, from ``kerntune/prompts/helion_hints.md``."""
+    space = layout.space
+    indexing = sorted({str(v) for p in space.params if p.name.startswith("indexing_") for v in p.values()})
+    pid = space.by_name.get("pid_type")
+    pid_types = ", ".join(map(str, pid.values())) if pid is not None else "(fixed)"
+    reductions = [f for f in layout.frags if f.key == "reduction_loops" and f.names and f.names[0]]
+    if reductions:
+        names = ", ".join(f"{f.names[0]} >= {f.size_hint or f.high}" for f in reductions)
+        reduction = (f"Reductions: {names} is a persistent reduction, which keeps a whole row on chip and is usually "
+                     "fastest for rows that fit (one pass over memory); smaller values loop over the row in chunks. "
+                     "The tiled dimension (rows per program) then trades parallelism against per-program work.")
+    else:
+        reduction = "This kernel has no reduction-loop parameter."
+    text = Template(resources.files("kerntune.prompts").joinpath("helion_hints.md").read_text()).substitute(
+        indexing=", ".join(indexing) if indexing else "(fixed)",
+        descriptor="available" if "tensor_descriptor" in indexing else "not available on this GPU/Triton",
+        pid_types=pid_types,
+        reduction=reduction,
+        compile_timeout=f"{compile_timeout_s:g} s" if compile_timeout_s else "Helion's compile timeout",
+    )
+    return text.strip()
+
+
+def device_facts() -> dict[str, Any]:
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:  # pragma: no cover - Helion needs Triton
+        triton_version = None
+    p = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return {"name": p.name, "sms": p.multi_processor_count, "memory_gb": round(p.total_memory / 2**30, 1),
+            "max_smem_per_block_kb": getattr(p, "shared_memory_per_block_optin", 0) // 1024,
+            "registers_per_sm": getattr(p, "regs_per_multiprocessor", None),
+            "l2_mb": getattr(p, "L2_cache_size", 0) // 2**20, "torch": torch.__version__, "triton": triton_version}
+
+
+def helion_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("helion")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _workload(search: Any, layout: HelionLayout) -> dict[str, Any]:
+    """What the prompt says about the job.  Nothing run-dependent (budget, clock) goes in, so the
+    prompt built from a dumped Space on another machine is the prompt of the run."""
+    import torch
+
+    kernel = getattr(search.kernel, "kernel", None)
+    name = getattr(kernel, "name", "") or getattr(getattr(kernel, "fn", None), "__name__", "helion_kernel")
+    try:
+        source = kernel.kernel_source() if kernel is not None else ""
+    except (OSError, TypeError, AttributeError):
+        source = ""
+    tensors = [a for a in search.args if isinstance(a, torch.Tensor)]
+    shapes = ", ".join("x".join(map(str, t.shape)) for t in tensors)
+    return {
+        "kernel_name": name,
+        "problem_size": shapes,
+        "dtypes": ", ".join(sorted({str(t.dtype).replace("torch.", "") for t in tensors})),
+        "description": f"a Helion {helion_version()} kernel (compiled to Triton); the configuration is Helion's "
+                       "ConfigSpec, one parameter per list element",
+        "source": source,
+        "hints": helion_hints(layout, getattr(search.settings, "autotune_compile_timeout", None)),
+    }
+
+
+# -- the evaluator ---------------------------------------------------------------------------------
+class HelionEvaluator(Evaluator):
+    """Measures kerntune configs through a Helion search object's own benchmark path.
+
+    ``search`` is a Helion ``PopulationBasedSearch`` (the :func:`autotuner` object):
+    each batch is unflattened by Helion's ConfigGeneration, compiled (Helion codegen,
+    then Triton in parallel precompile processes), checked against the baseline output
+    and timed by Helion's ``benchmark_population``.
+    """
+
+    name = "helion"
+
+    def __init__(self, search: Any, layout: HelionLayout, workload: dict[str, Any] | None = None,
+                 device: dict[str, Any] | None = None, keep: int = 8) -> None:
+        super().__init__(layout.space)
+        self.search = search
+        self.layout = layout
+        self._workload = workload or {}
+        self._device = device
+        self.keep = keep
+        self.members: list[Any] = []  # the best ``keep`` measured PopulationMembers
+        jobs = getattr(getattr(search, "benchmark_provider", None), "_jobs", None)
+        self.parallelism = max(1, int(jobs or os.cpu_count() or 1))
+
+    def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
+        from helion import exc as helion_exc
+
+        trials: list[Trial | None] = [None] * len(configs)
+        todo: list[tuple[int, Any]] = []
+        by_config: dict[Any, int] = {}
+        same_as: dict[int, int] = {}
+        for i, cfg in enumerate(configs):
+            try:
+                member = self.search.make_unbenchmarked(self.layout.to_flat(cfg))
+            except (helion_exc.InvalidConfig, ValueError, TypeError, KeyError, AssertionError) as e:
+                trials[i] = Trial(dict(cfg), Status.INVALID, error=f"Helion rejected the config: {e}"[:500])
+                continue
+            if member is None:
+                trials[i] = Trial(dict(cfg), Status.INVALID, error="Helion rejected the config (InvalidConfig)")
+                continue
+            key = repr(member.config)
+            if key in by_config:  # two kerntune configs that Helion normalises to one config
+                same_as[i] = by_config[key]
+                continue
+            by_config[key] = i
+            todo.append((i, member))
+        t0 = time.perf_counter()
+        members = [m for _, m in todo]
+        if members:
+            try:
+                self.search.benchmark_population(members, desc="kerntune batch")
+            except Exception as e:  # Helion raises when every config of a batch fails to compile
+                if len(members) == 1:
+                    members[0].perfs.append(math.inf)
+                    members[0].status = "error"
+                    members[0].error = f"{type(e).__name__}: {e}"
+                else:
+                    for m in members:
+                        if not m.perfs:
+                            try:
+                                self.search.benchmark_population([m], desc="kerntune retry")
+                            except Exception as e1:
+                                m.perfs.append(math.inf)
+                                m.status = "error"
+                                m.error = f"{type(e1).__name__}: {e1}"
+        wall = time.perf_counter() - t0
+        share = wall / max(len(members), 1)
+        for i, member in todo:
+            trials[i] = self._trial(configs[i], member, share)
+        for i, j in same_as.items():
+            t = trials[j]
+            assert t is not None
+            trials[i] = Trial(dict(configs[i]), t.status, t.time_ms, list(t.times_ms), 0.0, 0.0, t.error,
+                              {**t.extra, "same_helion_config_as": self.space.to_json(configs[j])})
+        return [t if t is not None else Trial(dict(c), Status.RUNTIME_ERROR, error="not measured")
+                for t, c in zip(trials, configs)]
+
+    def _trial(self, cfg: Config, member: Any, share: float) -> Trial:
+        perf = member.perf if member.perfs else math.inf
+        extra = {"helion_config": str(member.config), "helion_status": member.status}
+        compile_s = float(member.compile_time or 0.0)
+        if math.isfinite(perf):
+            self._keep(member)
+            return Trial(dict(cfg), Status.OK, float(perf), [float(perf)], compile_s, max(share - compile_s, 0.0),
+                         extra=extra)
+        status = Status.COMPILE_TIMEOUT if member.status == "timeout" else Status.RUNTIME_ERROR
+        error = getattr(member, "error", None) or (
+            "Helion: compile timeout" if member.status == "timeout" else
+            "Helion: failed to compile, crashed or failed the accuracy check against the baseline")
+        return Trial(dict(cfg), status, None, [], compile_s, max(share - compile_s, 0.0), error, extra)
+
+    def _keep(self, member: Any) -> None:
+        self.members.append(member)
+        self.members.sort(key=lambda m: m.perf)
+        del self.members[self.keep:]
+
+    def device(self) -> dict[str, Any]:
+        if self._device is None:
+            try:
+                self._device = device_facts()
+            except Exception:  # no CUDA device: a CPU/interpreted Helion
+                self._device = {"name": "unknown"}
+        return self._device
+
+    def workload(self) -> dict[str, Any]:
+        return dict(self._workload)
+
+    def describe(self) -> dict[str, Any]:
+        return {"evaluator": self.name, "kernel_name": self._workload.get("kernel_name"),
+                "problem_size": self._workload.get("problem_size")}
+
+
+# -- the autotuner -------------------------------------------------------------------------------
+def _search_class() -> type:
+    from helion.autotuner.base_search import PopulationBasedSearch
+
+    class KerntuneSearch(PopulationBasedSearch):
+        """Helion's PopulationBasedSearch whose configs are chosen by a kerntune strategy."""
+
+        def __init__(self, kernel: Any, args: Sequence[object], *, strategy: str = "bayes", llm: Any = None,
+                     max_evals: int | None = None, seconds: float | None = None, seed: int = 0,
+                     options: Mapping[str, Any] | None = None, store: Any = None, final_top_k: int = 4,
+                     max_block_numel: int | None = 2**22, use_helion_seeds: bool = True,
+                     on_result: Callable[[Any], None] | None = None) -> None:
+            super().__init__(kernel, args)
+            self.kt_strategy = strategy
+            self.kt_llm = llm
+            self.kt_max_evals = max_evals
+            self.kt_seconds = seconds
+            self.kt_seed = seed
+            self.kt_options = dict(options or {})
+            self.kt_store = store
+            self.kt_final_top_k = final_top_k
+            self.kt_max_block_numel = max_block_numel
+            self.kt_use_helion_seeds = use_helion_seeds
+            self.kt_on_result = on_result
+            self.kerntune_result: Any = None
+            self.layout: HelionLayout | None = None
+            self.evaluator: HelionEvaluator | None = None
+
+        def kerntune_layout(self) -> HelionLayout:
+            if self.layout is None:
+                kernel = getattr(self.kernel, "kernel", None)
+                name = getattr(kernel, "name", "") or "helion_kernel"
+                self.layout = build_space(describe_fragments(self.config_gen), name=name,
+                                          max_block_numel=self.kt_max_block_numel)
+            return self.layout
+
+        def _seed_configs(self, layout: HelionLayout) -> list[Config]:
+            """Helion's user seeds (``autotune_seed_configs``) and compiler heuristics' seeds: the
+            configs Helion's own searches measure first."""
+            pairs: list[Any] = []
+            try:
+                pairs += self.config_gen.user_seed_flat_config_pairs(self._autotune_seed_configs(), self.log)
+                pairs += self.config_gen.seed_flat_config_pairs(self.log)
+            except Exception:  # a seed Helion cannot transfer is Helion's to report, not ours
+                pass
+            out = []
+            for flat, _config in pairs:
+                try:
+                    cfg = layout.space.normalize(layout.from_flat(flat))
+                except Exception:
+                    continue
+                if layout.space.is_valid(cfg):
+                    out.append(cfg)
+            return out
+
+        def _autotune(self) -> Any:
+            from kerntune.llm import LLMClient
+            from kerntune.runner import run_search
+            from kerntune.strategies import Budget
+
+            layout = self.kerntune_layout()
+            budget_s = self.kt_seconds
+            evaluator = HelionEvaluator(self, layout, _workload(self, layout))
+            self.evaluator = evaluator
+            llm = self.kt_llm
+            if isinstance(llm, str):
+                llm = LLMClient.from_spec(llm)
+            max_evals = self.kt_max_evals
+            if max_evals is None and budget_s is None:
+                max_evals = 150
+            budget = Budget(max_evals=max_evals, max_seconds=budget_s)
+            warm = self._seed_configs(layout) if self.kt_use_helion_seeds else []
+            self.log(f"kerntune: {self.kt_strategy} over {len(layout.space.params)} parameters "
+                     f"(budget {budget.to_dict()}, {len(warm)} Helion seed config(s))")
+            result = run_search(evaluator, self.kt_strategy, budget, self.kt_seed, store=self.kt_store,
+                                options=self.kt_options, llm=llm, warm_start=warm)
+            self.kerntune_result = result
+            finalists = list(evaluator.members[: max(self.kt_final_top_k, 1)])
+            if not finalists:
+                raise RuntimeError("kerntune: no config compiled and passed Helion's checks")
+            if len(finalists) > 1:
+                # Helion's own interleaved re-benchmark of the best few, as its searches end.
+                self.rebenchmark(finalists, desc="kerntune final verification")
+            best = min(finalists, key=lambda m: m.perf)
+            self.population = finalists
+            self.log(f"kerntune: best {best.perf:.4f} ms after {len(result.history)} configs ({result.stop_reason})")
+            if self.kt_on_result is not None:
+                self.kt_on_result(self)
+            return best.config
+
+    return KerntuneSearch
+
+
+def autotuner(strategy: str = "bayes", llm: Any = None, *, max_evals: int | None = None,
+              seconds: float | None = None, seed: int = 0, options: Mapping[str, Any] | None = None,
+              store: Any = None, final_top_k: int = 4, max_block_numel: int | None = 2**22,
+              use_helion_seeds: bool = True, cache: bool = False,
+              on_result: Callable[[Any], None] | None = None) -> Callable[..., Any]:
+    """An ``autotuner_fn`` for ``@helion.kernel``: kerntune chooses the configs, Helion measures them.
+
+    ``strategy`` is any kerntune strategy (``bayes``, ``pattern``, ``genetic``, ``llm``,
+    ``llm-seeded`` …) with ``options`` (as ``-o NAME=VALUE``); ``llm`` an ``--llm`` spec or
+    an ``LLMClient`` for the LLM strategies.  The budget is ``max_evals`` configs and/or
+    ``seconds`` of wall clock for the search (150 configs when neither is given); the best
+    ``final_top_k`` are then re-timed by Helion.  ``store`` (a kerntune Store) keeps every
+    trial.  ``cache=True`` wraps the search in Helion's configured autotune cache
+    (``autotune_cache`` setting), as Helion's default autotuner is.  ``on_result`` is called
+    with the finished search object (its ``kerntune_result``, ``layout`` and ``evaluator``).
+    """
+
+    def autotuner_fn(bound_kernel: Any, args: Sequence[object], **kwargs: Any) -> Any:
+        cls = _search_class()
+
+        def make() -> Any:
+            return cls(bound_kernel, args, strategy=strategy, llm=llm, max_evals=max_evals, seconds=seconds,
+                       seed=seed, options=options, store=store, final_top_k=final_top_k,
+                       max_block_numel=max_block_numel, use_helion_seeds=use_helion_seeds, on_result=on_result)
+
+        if not cache:
+            return make()
+        from helion.autotuner import cache_classes
+
+        cache_cls = cache_classes[bound_kernel.settings.autotune_cache]
+        return cache_cls(make(), autotuner_factory=make)
+
+    return autotuner_fn
+
+
+def dump_space(bound_kernel: Any, args: Sequence[object], max_block_numel: int | None = 2**22) -> dict[str, Any]:
+    """The kerntune Space, layout, workload and device of a bound Helion kernel, as JSON-able data
+    (what the two-phase embedded-model runs build their prompt from), plus the Helion seed configs."""
+    cls = _search_class()
+    search = cls(bound_kernel, args, max_block_numel=max_block_numel)
+    layout = search.kerntune_layout()
+    return {"space": layout.space.to_dict(), "layout": layout.to_dict(),
+            "workload": _workload(search, layout), "device": device_facts(),
+            "seeds": [{k: jsonable(v) for k, v in c.items()} for c in search._seed_configs(layout)]}
+
+
+__all__ = [
+    "HELION_VERSION",
+    "HelionEvaluator",
+    "autotuner",
+    "describe_fragments",
+    "device_facts",
+    "dump_space",
+    "helion_hints",
+    "helion_version",
+]
