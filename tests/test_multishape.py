@@ -158,3 +158,15 @@ def test_the_first_prompt_shows_past_winners() -> None:
     text = first_round(ev.space, ev.workload(), ev.device(), 10, past=past)[1].content
     assert "on 4096x4096x4096 (NVIDIA H100) the best was" in text and "0.2062 ms" in text
     assert "Past runs" not in first_round(ev.space, ev.workload(), ev.device(), 10)[1].content
+
+
+def test_many_past_runs_still_leave_the_gp_room_to_refit(tmp_path) -> None:
+    """Past measurements are capped so that refits (up to 300 observations) go on: with three
+    large past runs the GP must still fit its length-scales, not keep a flat kernel."""
+    from kerntune.strategies.gp import _FIT_UNTIL, _past_observations
+
+    ev = _evaluator((4096, 4096, 4096))
+    keys = [ev.space.key(c) for c in ev.space.valid_configs()]
+    runs = [{k: 0.01 * i for i, k in enumerate(keys[j::3])} for j in range(3)]
+    past = _past_observations(ev.space, runs)
+    assert len(past) <= _FIT_UNTIL * 2 // 3 and {t for t, _, _ in past} == {1, 2, 3}

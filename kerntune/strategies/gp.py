@@ -170,10 +170,13 @@ class _GP:
         return self.v[:, : self.n] @ z, np.sqrt(s2 * np.maximum(1.0 - self.vsq, 1e-12))
 
 
-def _past_observations(space: Space, transfer: Sequence[dict[str, float]], per_run: int = 150
+def _past_observations(space: Space, transfer: Sequence[dict[str, float]], total: int = _FIT_UNTIL * 2 // 3
                        ) -> list[tuple[int, Config, float]]:
-    """(task, config, centred log-time ratio) for the best ``per_run`` finite entries of each
-    past run; task 1 is the first run (the new shape is task 0)."""
+    """(task, config, centred log-time ratio) for the best finite entries of each past run, at
+    most ``total`` in all, so that the length-scales are still refitted while this run's own
+    measurements come in (refits stop at ``_FIT_UNTIL`` observations); task 1 is the first run
+    (the new shape is task 0)."""
+    per_run = total // max(len(transfer), 1)
     out: list[tuple[int, Config, float]] = []
     for task, run in enumerate(transfer, 1):
         finite = sorted((v, k) for k, v in run.items() if math.isfinite(v))[:per_run]
