@@ -17,15 +17,19 @@ app = typer.Typer(help="The persistent tuning cache: list winners, export them f
 _LAUNCH_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
+def _triton_config(cfg: dict[str, Any]) -> str:
+    """``triton.Config(...)`` source: launch options as keywords, the rest as meta-parameters."""
+    meta = {k: v for k, v in cfg.items() if k not in _LAUNCH_KEYS}
+    launch = "".join(f", {k}={cfg[k]!r}" for k in _LAUNCH_KEYS if k in cfg)
+    return f"triton.Config({meta!r}{launch})"
+
+
 def triton_configs(entries: list[dict[str, Any]]) -> str:
     """Python source of a ``triton.Config`` list, one per cached winner (fastest first, no duplicates)."""
     lines = ["import triton", "", "# exported by `kerntune cache export --triton`", "configs = ["]
     seen: set[str] = set()
     for e in sorted(entries, key=lambda e: e["time_ms"]):
-        cfg = e["config"]
-        meta = {k: v for k, v in cfg.items() if k not in _LAUNCH_KEYS}
-        launch = "".join(f", {k}={cfg[k]!r}" for k in _LAUNCH_KEYS if k in cfg)
-        text = f"triton.Config({meta!r}{launch})"
+        text = _triton_config(e["config"])
         if text in seen:
             continue
         seen.add(text)
@@ -38,10 +42,7 @@ def triton_configs(entries: list[dict[str, Any]]) -> str:
         lines += ["", "import math", "", "DISPATCH = {"]
         for e in sorted(shaped, key=lambda e: e["problem_key"]):
             shape = tuple(int(p) for p in e["problem_key"].split("x"))
-            cfg = e["config"]
-            meta = {k: v for k, v in cfg.items() if k not in _LAUNCH_KEYS}
-            launch = "".join(f", {k}={cfg[k]!r}" for k in _LAUNCH_KEYS if k in cfg)
-            lines.append(f"    {shape!r}: triton.Config({meta!r}{launch}),  # {e['time_ms']:.4f} ms on {e['device']}")
+            lines.append(f"    {shape!r}: {_triton_config(e['config'])},  # {e['time_ms']:.4f} ms on {e['device']}")
         lines += ["}", "", "", "def config_for(*shape):",
                   '    """The tuned config of this shape, else of the nearest tuned shape on log2 sizes."""',
                   "    if shape in DISPATCH:", "        return DISPATCH[shape]",

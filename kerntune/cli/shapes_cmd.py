@@ -8,7 +8,7 @@ from typing import Optional
 
 from rich.table import Table
 
-from kerntune.cli.common import console, err_console, open_store
+from kerntune.cli.common import console, err_console, open_store, parse_options
 from kerntune.errors import KerntuneError
 from kerntune.multishape import ShapeResult, read_shapes, tune_shapes
 
@@ -20,15 +20,7 @@ def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Opti
     shapes = read_shapes(shapes_file)
     if budget is None:
         raise KerntuneError("--shapes needs --budget: the total number of evaluations over all shapes")
-    options = {}
-    for item in option:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise KerntuneError(f"--option {item!r}: expected NAME=VALUE")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
+    options = parse_options(option)
     st = open_store(store)
 
     def report(r: ShapeResult) -> None:

@@ -9,21 +9,8 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from kerntune.cli.common import console, err_console, open_store
+from kerntune.cli.common import console, err_console, open_store, parse_options
 from kerntune.errors import KerntuneError
-
-
-def _options(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise KerntuneError(f"option {item!r}: expected NAME=VALUE")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
 
 
 def _json_arg(text: Optional[str], what: str) -> dict:
@@ -82,7 +69,7 @@ def transform(
         raise KerntuneError("kerntune transform needs a model: pass --llm SPEC (e.g. local:, openai:MODEL)")
     if budget < 1:
         raise KerntuneError(f"--budget must be at least 1, got {budget}")
-    opts = _options(strategy_option)
+    opts = parse_options(strategy_option, flag="option")
     if steps is not None:
         if strategy.replace("_", "-") != "explicit":
             raise KerntuneError("--steps goes with --strategy explicit")

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from kerntune.cli.common import console, err_console, open_store
+from kerntune.cli.common import console, err_console, open_store, parse_options
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
@@ -69,15 +69,7 @@ def tune(
             best = f"{ctx.best.time_ms:.4g} ms" if ctx.best else "none yet"
             err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
 
-    options = dict(stored) if resume else {}
-    for item in option:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise KerntuneError(f"--option {item!r}: expected NAME=VALUE")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
+    options = {**(stored if resume else {}), **parse_options(option)}
     client = None
     if strategy in LLM_STRATEGIES:
         if not llm:
