@@ -116,3 +116,35 @@ def test_gp_beats_random_on_the_recorded_convolution_space(conv_evaluator) -> No
     assert all(g < r for g, r in zip(gp, rnd)), (gp, rnd)
     optimum = conv_evaluator.recording.summary()["optimum_ms"]
     assert sum(g <= optimum * 1.0001 for g in gp) >= 2, gp
+
+
+class _WallClockReplay:
+    """The recorded convolution space measured on the wall clock: each config sleeps 50 ms, as a
+    real evaluator would spend compiling and timing it."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.space, self.simulated_clock, self.parallelism = inner, inner.space, False, 1
+
+    def stream(self, configs):
+        import time
+        for j, trial in enumerate(self.inner.evaluate(configs)):
+            time.sleep(0.05)
+            yield j, trial
+
+
+def test_a_wall_clock_budget_cuts_the_last_batch_instead_of_overshooting(conv_evaluator) -> None:
+    from kerntune.evaluate.trial import Status
+    from kerntune.strategies.base import SearchContext
+
+    ev = _WallClockReplay(conv_evaluator)
+    ctx = SearchContext(ev.space, ev, Budget(max_seconds=0.4), seed=0)  # type: ignore[arg-type]
+    configs = ev.space.sample(ctx.rng, 42)
+    ctx.evaluate(configs[:2])  # ~0.1 s: about 0.05 s per config so far
+    out = ctx.evaluate(configs[2:])  # 40 more would take ~2 s; about 6 fit in what is left
+    measured = [t for t in out if t.status is not Status.UNMEASURED]
+    assert 1 <= len(measured) <= 8
+    assert ctx.clock_s < 0.4 + 0.3
+    # a recording's clock is the recorded cost: its batches are not cut by this rule
+    rec = SearchContext(conv_evaluator.space, conv_evaluator, Budget(max_seconds=1e9), seed=0)
+    rec.evaluate(configs[:2])
+    assert all(t.status is not Status.UNMEASURED for t in rec.evaluate(configs[2:]))

@@ -171,6 +171,7 @@ class SearchContext:
                 new.append((i, key, cfg))
         if self.remaining_evals is not None:
             new = new[: self.remaining_evals]
+        new = new[: self._fits_in_time(len(new))]
         if not new:
             self._stale_calls += 1
             if self._stale_calls > 1000:
@@ -192,6 +193,23 @@ class SearchContext:
         # Configs cut by the budget stay None: report them as unmeasured to the caller.
         return [r if r is not None else Trial(dict(configs[i]), Status.UNMEASURED, error="over budget")
                 for i, r in enumerate(results)]
+
+    def _fits_in_time(self, n: int) -> int:
+        """How many of ``n`` new configs to start so that a wall-clock budget is not overshot by a
+        whole batch: a batch in flight is always finished, so near the end of ``max_seconds`` a
+        batch of 16 slow compiles could run far past it (seen with Helion: 25 s budget, 44 s
+        spent).  The wall seconds per config so far (parallel compiles included) estimate the
+        cost; at least one config is always started so the search makes progress.  Recordings
+        (simulated clocks) add each trial's recorded cost and are left as they were."""
+        b = self.budget
+        if b.max_seconds is None or self.evaluator.simulated_clock or not self.history or n <= 1:
+            return n
+        self.charge(0.0)  # bring the clock up to the wall
+        per_config = self.clock_s / len(self.history)
+        left = b.max_seconds - self.clock_s
+        if per_config <= 0:
+            return n
+        return max(1, min(n, int(left / per_config)))
 
     def _record(self, key: str, trial: Trial, clock: float, source: str, store: bool) -> None:
         self.clock_s = clock
