@@ -17,10 +17,11 @@ without it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import resources
 from string import Template
 from typing import Any
@@ -187,6 +188,8 @@ class HelionEvaluator(Evaluator):
         self._device = device
         self.keep = keep
         self.members: list[Any] = []  # the best ``keep`` measured PopulationMembers
+        #: perf_counter() time at which the search's wall budget ends (None: no time budget).
+        self.deadline: float | None = None
         jobs = getattr(getattr(search, "benchmark_provider", None), "_jobs", None)
         self.parallelism = max(1, int(jobs or os.cpu_count() or 1))
 
@@ -215,22 +218,8 @@ class HelionEvaluator(Evaluator):
         t0 = time.perf_counter()
         members = [m for _, m in todo]
         if members:
-            try:
-                self.search.benchmark_population(members, desc="kerntune batch")
-            except Exception as e:  # Helion raises when every config of a batch fails to compile
-                if len(members) == 1:
-                    members[0].perfs.append(math.inf)
-                    members[0].status = "error"
-                    members[0].error = f"{type(e).__name__}: {e}"
-                else:
-                    for m in members:
-                        if not m.perfs:
-                            try:
-                                self.search.benchmark_population([m], desc="kerntune retry")
-                            except Exception as e1:
-                                m.perfs.append(math.inf)
-                                m.status = "error"
-                                m.error = f"{type(e1).__name__}: {e1}"
+            with self._compile_timeout_within_budget():
+                self._benchmark(members)
         wall = time.perf_counter() - t0
         share = wall / max(len(members), 1)
         for i, member in todo:
@@ -242,6 +231,43 @@ class HelionEvaluator(Evaluator):
                               {**t.extra, "same_helion_config_as": self.space.to_json(configs[j])})
         return [t if t is not None else Trial(dict(c), Status.RUNTIME_ERROR, error="not measured")
                 for t, c in zip(trials, configs)]
+
+    def _benchmark(self, members: list[Any]) -> None:
+        try:
+            self.search.benchmark_population(members, desc="kerntune batch")
+        except Exception as e:  # Helion raises when every config of a batch fails to compile
+            if len(members) == 1:
+                members[0].perfs.append(math.inf)
+                members[0].status = "error"
+                members[0].error = f"{type(e).__name__}: {e}"
+                return
+            for m in members:
+                if not m.perfs:
+                    try:
+                        self.search.benchmark_population([m], desc="kerntune retry")
+                    except Exception as e1:
+                        m.perfs.append(math.inf)
+                        m.status = "error"
+                        m.error = f"{type(e1).__name__}: {e1}"
+
+    @contextlib.contextmanager
+    def _compile_timeout_within_budget(self) -> Iterator[None]:
+        """Cap Helion's per-config compile timeout (60 s by default) at the search's time left.
+
+        kerntune finishes a batch in flight, so one config that compiles until Helion's timeout
+        could carry the search a minute past its wall budget (softmax and layer_norm on an H100:
+        40 s over a 77-102 s budget).  Helion's own LLM search caps the timeout the same way."""
+        settings = getattr(self.search, "settings", None)
+        if self.deadline is None or settings is None or not hasattr(settings, "autotune_compile_timeout"):
+            yield
+            return
+        original = settings.autotune_compile_timeout
+        left = self.deadline - time.perf_counter()
+        settings.autotune_compile_timeout = int(max(5, min(original, left)))
+        try:
+            yield
+        finally:
+            settings.autotune_compile_timeout = original
 
     def _trial(self, cfg: Config, member: Any, share: float) -> Trial:
         perf = member.perf if member.perfs else math.inf
@@ -352,6 +378,8 @@ def _search_class() -> type:
             warm = self._seed_configs(layout) if self.kt_use_helion_seeds else []
             self.log(f"kerntune: {self.kt_strategy} over {len(layout.space.params)} parameters "
                      f"(budget {budget.to_dict()}, {len(warm)} Helion seed config(s))")
+            if budget_s is not None:
+                evaluator.deadline = time.perf_counter() + budget_s
             result = run_search(evaluator, self.kt_strategy, budget, self.kt_seed, store=self.kt_store,
                                 options=self.kt_options, llm=llm, warm_start=warm)
             self.kerntune_result = result
