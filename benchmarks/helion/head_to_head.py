@@ -283,7 +283,8 @@ def _spawn(argv: list[str], timeout: float) -> int:
 
 
 def run(out: Path, kernel: str, contenders: list[str], effort: str, fraction: float, overhead: float,
-        cap: float | None, helion_wall: float | None, deadline: float | None) -> None:
+        cap: float | None, helion_wall: float | None, deadline: float | None, fit: bool = True,
+        judge_after: bool = True) -> None:
     out.mkdir(parents=True, exist_ok=True)
     start = START
     summary: dict[str, Any] = {"kernel": kernel, "fraction": fraction, "overhead_s": overhead, "effort": effort,
@@ -293,13 +294,13 @@ def run(out: Path, kernel: str, contenders: list[str], effort: str, fraction: fl
         argv = ["worker", str(out), kernel, c]
         if c == "helion":
             this_cap = cap
-            if left is not None:
+            if left is not None and fit:
                 # Leave time for the kerntune contenders of this kernel (fraction x Helion's wall each,
                 # plus about 30 s of process start and judging) inside this device call.
                 k = sum(1 for x in contenders if x != "helion")
-                fit = (left - 40 - 30 * k) / (1 + k * fraction)
-                if this_cap is None or this_cap > fit:
-                    this_cap = max(fit, 30)
+                room = (left - 40 - 30 * k) / (1 + k * fraction)
+                if this_cap is None or this_cap > room:
+                    this_cap = max(room, 30)
             argv += ["--effort", effort] + (["--cap", str(int(this_cap))] if this_cap else [])
             _spawn(argv, timeout=(this_cap or 900) + 180)
             rec = out / f"{kernel}.helion.json"
@@ -329,7 +330,7 @@ def run(out: Path, kernel: str, contenders: list[str], effort: str, fraction: fl
             argv += ["--transcript", str(path)]
         _spawn(argv, timeout=seconds + overhead + 240)
     summary["helion_wall_s"] = helion_wall
-    if any((out / f"{kernel}.{c}.json").exists() for c in CONTENDERS):
+    if judge_after and any((out / f"{kernel}.{c}.json").exists() for c in CONTENDERS if c != "helion"):
         _spawn(["judge", str(out), kernel], timeout=300)
     (out / f"{kernel}.summary.json").write_text(json.dumps(summary, indent=1))
 
@@ -350,6 +351,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float)
     ap.add_argument("--transcript")
     ap.add_argument("--n-expert", type=int, default=12)
+    ap.add_argument("--no-fit", action="store_true",
+                    help="do not cap Helion's run to leave room for the kerntune contenders in this call "
+                         "(they run in a later call with the recorded Helion wall time)")
+    ap.add_argument("--no-judge", action="store_true")
     a = ap.parse_args()
     out = Path(a.out)
     if a.mode == "dump":
@@ -361,7 +366,7 @@ def main() -> None:
     else:
         for kernel in a.kernel:
             run(out, kernel, a.contenders.split(","), a.effort, a.fraction, a.overhead, a.helion_cap, a.helion_wall,
-                a.deadline)
+                a.deadline, fit=not a.no_fit, judge_after=not a.no_judge)
 
 
 if __name__ == "__main__":
