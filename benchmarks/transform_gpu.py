@@ -4,11 +4,16 @@ Runs ``kerntune transform``'s three strategies (one-prompt, explicit with the de
 library, autonomous) on three naive CUDA kernels — matmul, transpose and a sum reduction — with
 two models: a scripted expert (canned expert rewrites chosen by each prompt's marker, so the
 strategies' machinery is measured with a model that knows the answer) and the embedded model
-(``local:``, Gemma 3 270M) or any ``--models`` spec.  Writes one JSON with, per run, the speedup
-over the naive kernel, the best configuration, every step's outcome, model calls and wall times.
+(``local:``, Gemma 3 270M) or any ``--models`` spec.  ``embedded`` is the embedded model replayed from
+its recorded answers (``benchmarks/transform_embedded.py``: a run stops at the first request with no
+recorded answer, writes it to ``--misses`` and is reported ``awaiting_model``; the answers are made on
+a CPU by ``transform_embedded.py answer`` and the GPU call repeated until no run awaits the model).
+Writes one JSON with, per run, the speedup over the naive kernel, the best configuration, every
+step's outcome, model calls and wall times.
 
     PYTHONPATH=$PWD python benchmarks/transform_gpu.py --out benchmarks/results/transform_gpu_h100.json
     PYTHONPATH=$PWD python benchmarks/transform_gpu.py --check      # CPU: import and script check only
+    PYTHONPATH=$PWD python benchmarks/transform_gpu.py --models embedded --out embedded.json  # misses: embedded.misses.jsonl
 
 Needs kernel_tuner and CuPy (or cuda-python / PyCUDA) on the GPU machine; ``local:`` needs the
 ``[local]`` extra.  Everything runs through the public API (``KernelTransformer``), each config in
@@ -31,6 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.transform_embedded import TRANSCRIPT, AwaitingModelAnswer, RecordedModel  # noqa: E402
+from kerntune.llm import LLMClient  # noqa: E402
 from kerntune.transform import (AutonomousTuningStrategy, ExplicitTuningStrategy, KernelTransformer,  # noqa: E402
                                 OnePromptTuningStrategy)
 from kerntune.transform.kernel import kernel_names  # noqa: E402
@@ -221,9 +228,35 @@ def check() -> None:
     print(f"check ok: {len(KERNELS)} kernels, scripted expert answers every prompt kind, strategies build")
 
 
+def versions() -> dict[str, Any]:
+    """Device and library versions for the results file (what is importable; nothing fails here)."""
+    out: dict[str, Any] = {"python": sys.version.split()[0], "host": platform.node()}
+    try:
+        from importlib.metadata import version
+        out["kernel_tuner"] = version("kernel_tuner")
+    except Exception:  # noqa: BLE001 - a version we cannot read is left out
+        pass
+    try:
+        import cupy
+        out["cupy"] = cupy.__version__
+        out["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
+        out["device"] = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        out["driver"] = cupy.cuda.runtime.driverGetVersion()
+    except Exception:  # noqa: BLE001 - no CuPy or no GPU (the --check path)
+        pass
+    return out
+
+
 def run_one(kernel: str, strat: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
     k = KERNELS[kernel]
-    llm: Any = ScriptedTransformProvider(expert_rules(k)) if model == "scripted" else model
+    recorded = None
+    if model == "scripted":
+        llm: Any = ScriptedTransformProvider(expert_rules(k))
+    elif model == "embedded":  # the client exactly as for a spec string (make_client): only the provider differs
+        recorded = RecordedModel(args.transcript, args.misses, run=f"{kernel}/{strat}")
+        llm = LLMClient(recorded)
+    else:
+        llm = model
     t0 = time.perf_counter()
     events: list[str] = []
     try:
@@ -237,9 +270,14 @@ def run_one(kernel: str, strat: str, model: str, args: argparse.Namespace) -> di
         out["steps"] = [{kk: v for kk, v in s.items() if kk != "code"} for s in out["steps"]]
         out["kernel_source"] = res.kernel_source if res.accepted else None
         out.update(ok=True)
+    except AwaitingModelAnswer as exc:  # not a model failure: the run resumes once the model has answered
+        out = {"ok": False, "awaiting_model": True, "error": str(exc)}
     except Exception as exc:  # one failed run is a result, not the end of the benchmark
         out = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
     out.update(kernel=kernel, strategy_name=strat, model=model, wall_s=time.perf_counter() - t0, events=events)
+    if recorded is not None:
+        out["model_calls"] = recorded.calls  # per call: kind, key, match (exact | masked | miss)
+        out["prompt_matches"] = {m: sum(c["match"] == m for c in recorded.calls) for m in ("exact", "masked", "miss")}
     return out
 
 
@@ -248,7 +286,11 @@ def main() -> None:
     ap.add_argument("--out", default="transform_gpu.json")
     ap.add_argument("--kernels", default="matmul,transpose,reduction")
     ap.add_argument("--strategies", default="one-prompt,explicit,autonomous")
-    ap.add_argument("--models", default="scripted,local:", help="scripted and/or any --llm spec")
+    ap.add_argument("--models", default="scripted,local:",
+                    help="scripted, embedded (the embedded model replayed from --transcript) and/or any --llm spec")
+    ap.add_argument("--transcript", type=Path, default=TRANSCRIPT, help="the embedded model's recorded answers")
+    ap.add_argument("--misses", type=Path, default=None,
+                    help="where requests with no recorded answer go (default: next to --out, OUT.misses.jsonl)")
     ap.add_argument("--backend", default="cuda", help="cuda (Kernel Tuner picks CuPy/cuda-python/PyCUDA) or cupy")
     ap.add_argument("--search", default="exhaustive")
     ap.add_argument("--budget", type=int, default=60, help="evaluations per rewrite")
@@ -263,23 +305,33 @@ def main() -> None:
         return
     results = []
     out = Path(args.out)
+    info = versions()
+    if args.misses is None:
+        args.misses = out.with_name(out.stem + ".misses.jsonl")
+    if "embedded" in args.models.split(","):
+        args.misses.unlink(missing_ok=True)  # this call's misses only: none left means the runs are complete
     for model in args.models.split(","):
         for kernel in args.kernels.split(","):
             for strat in args.strategies.split(","):
                 print(f"== {model} / {kernel} / {strat}", flush=True)
                 r = run_one(kernel, strat, model, args)
                 results.append(r)
-                print(f"   -> {'%.2fx' % r['speedup'] if r.get('ok') else r.get('error')} in {r['wall_s']:.1f} s",
-                      flush=True)
-                out.write_text(json.dumps({"command": " ".join(sys.argv), "host": platform.node(),
-                                           "python": sys.version.split()[0], "results": results}, indent=1))
+                print(f"   -> {'%.2fx' % r['speedup'] if r.get('ok') else r.get('error')} in {r['wall_s']:.1f} s"
+                      + (f", prompts {r['prompt_matches']}" if "prompt_matches" in r else ""), flush=True)
+                out.write_text(json.dumps({"command": " ".join(sys.argv), "versions": info,
+                                           "awaiting_model": sum(bool(r.get("awaiting_model")) for r in results),
+                                           "misses": str(args.misses), "results": results}, indent=1))
     print("\n| model | kernel | strategy | speedup | accepted | wall s | model calls |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
-        sp = f"{r['speedup']:.2f}x" if r.get("ok") else "error"
+        sp = f"{r['speedup']:.2f}x" if r.get("ok") else ("awaiting model" if r.get("awaiting_model") else "error")
         print(f"| {r['model']} | {r['kernel']} | {r['strategy_name']} | {sp} | {','.join(r.get('accepted') or [])} |"
               f" {r['wall_s']:.1f} | {r.get('llm_calls', '')} |")
     print(f"wrote {out}")
+    waiting = sum(bool(r.get("awaiting_model")) for r in results)
+    if waiting:
+        print(f"{waiting} run(s) await the model: answer {args.misses} on a CPU with"
+              f" benchmarks/transform_embedded.py answer, then run again")
 
 
 if __name__ == "__main__":
