@@ -23,7 +23,7 @@ from kerntune.evaluate.base import Evaluator
 from kerntune.runner import run_search
 from kerntune.store import Store
 from kerntune.strategies import Budget
-from kerntune.warmstart import past_winners, shape_distance, transfer_data
+from kerntune.warmstart import nearby_runs, past_winners, shape_distance, transfer_data
 
 Shape = tuple[int, ...]
 #: Strategies whose model learns from all past measurements (``ctx.transfer``); the others get
@@ -116,9 +116,10 @@ def tune_shapes(make_evaluator: Callable[[Shape], Evaluator], shapes: Sequence[S
             dev = ev.device()
             device = dev.get("name", "") or ""
             stack = f"torch={dev.get('torch')},triton={dev.get('triton')}" if dev.get("triton") else versions
-            winners = past_winners(store, name, size, ev.space, device) if warm else []
+            near = nearby_runs(store, name, size, device) if warm else []  # one scan for both uses
+            winners = past_winners(store, name, size, ev.space, device, runs=near) if warm else []
             use_transfer = warm and strategy in TRANSFER_STRATEGIES
-            transfer = transfer_data(store, name, size, ev.space, device) if use_transfer else []
+            transfer = transfer_data(store, name, size, ev.space, device, runs=near) if use_transfer else []
             res = run_search(ev, strategy, Budget(max_evals=per), seed, store=store, options=options, llm=llm,
                              label=f"shapes {'x'.join(map(str, shape))}",
                              warm_start=[] if use_transfer else [w.config for w in winners],

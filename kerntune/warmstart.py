@@ -36,10 +36,11 @@ class PastWinner:
     distance: float
 
 
-def _nearby_runs(store: Store, kernel_name: str, problem_size: Sequence[Any], device: str
+def nearby_runs(store: Store, kernel_name: str, problem_size: Sequence[Any], device: str
                  ) -> list[tuple[bool, float, str, str, list[Any]]]:
     """Finished runs of ``kernel_name`` on other shapes: (other device, distance, id, device, size),
-    same device and nearest shape first."""
+    same device and nearest shape first.  ``past_winners`` and ``transfer_data`` take its result
+    so that a caller wanting both (``tune --shapes``) scans the runs table once."""
     rows = store.conn.execute("SELECT id, evaluator_json, device FROM runs WHERE evaluator_json IS NOT NULL "
                               "AND status = 'done'").fetchall()
     runs = []
@@ -59,7 +60,8 @@ def _nearby_runs(store: Store, kernel_name: str, problem_size: Sequence[Any], de
 
 
 def transfer_data(store: Store, kernel_name: str, problem_size: Sequence[Any], space: Space, device: str = "",
-                  max_runs: int = 3) -> list[dict[str, float]]:
+                  max_runs: int = 3, runs: Sequence[tuple[bool, float, str, str, list[Any]]] | None = None
+                  ) -> list[dict[str, float]]:
     """Everything the nearest past runs measured, one dict per run (nearest first):
     config key -> log(time / that run's best), inf for a config that failed there.
 
@@ -70,7 +72,9 @@ def transfer_data(store: Store, kernel_name: str, problem_size: Sequence[Any], s
     from a few winners.
     """
     out: list[dict[str, float]] = []
-    for _, _dist, run_id, _dev, _size in _nearby_runs(store, kernel_name, problem_size, device)[:max_runs]:
+    if runs is None:
+        runs = nearby_runs(store, kernel_name, problem_size, device)
+    for _, _dist, run_id, _dev, _size in runs[:max_runs]:
         rows = store.conn.execute("SELECT config_json, status, time_ms FROM trials WHERE run_id=?",
                                   (run_id,)).fetchall()
         ok = [r["time_ms"] for r in rows if r["status"] == "ok" and r["time_ms"]]
@@ -89,10 +93,12 @@ def transfer_data(store: Store, kernel_name: str, problem_size: Sequence[Any], s
 
 
 def past_winners(store: Store, kernel_name: str, problem_size: Sequence[Any], space: Space, device: str = "",
-                 per_run: int = 3, max_runs: int = 3) -> list[PastWinner]:
+                 per_run: int = 3, max_runs: int = 3,
+                 runs: Sequence[tuple[bool, float, str, str, list[Any]]] | None = None) -> list[PastWinner]:
     """The best ``per_run`` configs of up to ``max_runs`` past runs of ``kernel_name`` on other
     shapes, nearest shape first; configs that are not valid in ``space`` are left out."""
-    runs = _nearby_runs(store, kernel_name, problem_size, device)
+    if runs is None:
+        runs = nearby_runs(store, kernel_name, problem_size, device)
     out: list[PastWinner] = []
     seen: set[str] = set()
     for _, dist, run_id, dev, size in runs[:max_runs]:
