@@ -29,6 +29,7 @@ from kerntune.errors import KerntuneError, SpaceError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.prune.edits import SpaceState, group_constraint
 from kerntune.space import Space, jsonable, space_from_dict
+from kerntune.space.io import read_space_dict
 from kerntune.space.params import param_from_dict
 
 
@@ -52,21 +53,6 @@ def is_space_file(path: Path) -> bool:
         return False
     # A kerntune table holds its space under "space"; a space file has "params" at the top.
     return isinstance(data, dict) and "params" in data and "format" not in data
-
-
-def read_dict(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KerntuneError(f"{path}: cannot read ({type(exc).__name__})") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else _yaml().load(text)
-    except Exception as exc:  # noqa: BLE001 - json and ruamel raise many types
-        raise KerntuneError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                            f"{str(exc).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise KerntuneError(f"{path}: a space file is a mapping with 'params'")
-    return data
 
 
 def state_from_dict(data: Mapping[str, Any], allow_new: Sequence[str] = ()) -> SpaceState:
@@ -104,7 +90,7 @@ def load_state(path: Path, replay: Path | None = None,
     if replay is not None and not replay.exists():
         raise KerntuneError(f"file not found: {replay}")
     if is_space_file(path):
-        state = state_from_dict(read_dict(path), allow_new)
+        state = state_from_dict(read_space_dict(path), allow_new)
         return state, ReplayEvaluator.from_file(replay) if replay is not None else None
     evaluator = ReplayEvaluator.from_file(replay or path)
     space = evaluator.space if replay is None else ReplayEvaluator.from_file(path).space

@@ -49,7 +49,10 @@ def _yaml() -> Any:
     return y
 
 
-def load_space(path: str | Path) -> Space:
+def read_space_dict(path: str | Path) -> dict[str, Any]:
+    """The mapping a JSON or YAML space file holds, before it becomes a Space: ``space expand``
+    needs the raw mapping too (its ``groups``, ``extensible`` and ``accepts`` entries), so both
+    readers share this one and its error messages."""
     path = Path(path)
     if not path.is_file():
         raise SpaceError(f"space file not found: {path}")
@@ -63,7 +66,13 @@ def load_space(path: str | Path) -> Space:
         data = json.loads(text) if path.suffix == ".json" else _yaml().load(text)
     except (json.JSONDecodeError, YAMLError) as exc:
         raise SpaceError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}".splitlines()[0]) from None
-    return space_from_dict(data)
+    if not isinstance(data, dict):
+        raise SpaceError(f"{path}: a space file is a mapping with 'params'")
+    return data
+
+
+def load_space(path: str | Path) -> Space:
+    return space_from_dict(read_space_dict(path))
 
 
 def save_space(space: Space, path: str | Path) -> None:
