@@ -1,6 +1,7 @@
 """Phase 2 of the embedded-model contender: answer the exact round-1 prompt on this machine.
 
     .venv/bin/python benchmarks/helion/embedded_answers.py SPACES_DIR [KERNEL ...] [--llm local:]
+    .venv/bin/python benchmarks/helion/embedded_answers.py SPACES_DIR attention --llm files:DIR --name strong
 
 The embedded model (Gemma 3 270M through llama-cpp-python) cannot travel to the GPU
 machine, so ``head_to_head.py dump`` writes each kernel's kerntune Space, layout, workload
@@ -58,14 +59,14 @@ class DumpedEvaluator(Evaluator):
         return dict(self.dump["device"])
 
 
-def answer(dump_path: Path, transcript: Path, llm: str) -> dict[str, Any]:
+def answer(dump_path: Path, transcript: Path, llm: str, contender: str = "embedded") -> dict[str, Any]:
     dump = json.loads(dump_path.read_text())
     layout = layout_from_dict(dump["layout"], name=dump["space"].get("name", ""))
     space = layout.space
     if space.to_dict() != dump["space"]:
         raise SystemExit(f"{dump_path}: the rebuilt Space differs from the dumped one")
     seeds = [space.normalize(s) for s in dump["seeds"]]
-    options = llm_options("embedded")
+    options = llm_options(contender)
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.unlink(missing_ok=True)
     client = LLMClient.from_spec(llm, transcript=transcript, timeout=1800)
@@ -90,12 +91,15 @@ def main() -> None:
     ap.add_argument("kernel", nargs="*")
     ap.add_argument("--llm", default="local:")
     ap.add_argument("--out", default=str(HERE / "transcripts"))
+    ap.add_argument("--name", default="embedded", choices=["embedded", "strong"],
+                    help="the contender the transcript is for (strong: a strong model through files:)")
     a = ap.parse_args()
     names = a.kernel or ["matmul", "softmax", "layer_norm", "attention"]
     log = []
     for name in names:
-        log.append(answer(Path(a.spaces) / f"{name}.space.json", Path(a.out) / f"{name}.embedded.jsonl", a.llm))
-    Path(a.out, "embedded_answers.log.json").write_text(json.dumps(log, indent=1))
+        log.append(answer(Path(a.spaces) / f"{name}.space.json", Path(a.out) / f"{name}.{a.name}.jsonl", a.llm,
+                          a.name))
+    Path(a.out, f"{a.name}_answers.log.json").write_text(json.dumps(log, indent=1))
 
 
 if __name__ == "__main__":

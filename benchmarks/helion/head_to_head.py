@@ -20,6 +20,8 @@ rounds, and checks it against PyTorch.  Contenders:
              (expert/KERNEL.json, served by the replay provider), then the GP
   embedded   kerntune ``llm-seeded``: round 1 is the embedded model's (Gemma 3 270M) answer to
              the exact prompt, recorded on the CPU machine (transcripts/KERNEL.embedded.jsonl)
+  strong     the same with a strong model's answer to the exact prompt (a model that saw the prompt
+             only, through the ``files:`` provider; transcripts/KERNEL.strong.jsonl)
 
 kerntune's search gets ``fraction`` x Helion's wall time of the same run minus ``overhead`` s
 (Helion's baseline run, the precompile pool start and the final re-timing are outside the
@@ -45,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
-CONTENDERS = ("helion", "classical", "scripted", "embedded")
+CONTENDERS = ("helion", "classical", "scripted", "embedded", "strong")
 START = time.perf_counter()  # --deadline counts from here, over all kernels of one ``run``
 #: Options of the llm-seeded round 1 (the embedded model's prompt is built with the same ones).
 EMBEDDED_INITIAL = 10
@@ -322,8 +324,8 @@ def run(out: Path, kernel: str, contenders: list[str], effort: str, fraction: fl
         if c == "scripted":
             path, n = scripted_transcript(kernel, out)
             argv += ["--transcript", str(path), "--n-expert", str(n)]
-        elif c == "embedded":
-            path = HERE / "transcripts" / f"{kernel}.embedded.jsonl"
+        elif c in ("embedded", "strong"):
+            path = HERE / "transcripts" / f"{kernel}.{c}.jsonl"
             if not path.exists():
                 summary["skipped"][c] = f"no transcript {path.name}"
                 continue
