@@ -148,3 +148,21 @@ def test_a_wall_clock_budget_cuts_the_last_batch_instead_of_overshooting(conv_ev
     rec = SearchContext(conv_evaluator.space, conv_evaluator, Budget(max_seconds=1e9), seed=0)
     rec.evaluate(configs[:2])
     assert all(t.status is not Status.UNMEASURED for t in rec.evaluate(configs[2:]))
+
+
+def test_time_spent_outside_measuring_does_not_shrink_the_next_batch(conv_evaluator) -> None:
+    """An LLM call between batches takes wall time but measures nothing: the per-config estimate
+    must come from measuring alone, or a slow first model call would cut its batch to one."""
+    import time
+
+    from kerntune.evaluate.trial import Status
+    from kerntune.strategies.base import SearchContext
+
+    ev = _WallClockReplay(conv_evaluator)
+    ctx = SearchContext(ev.space, ev, Budget(max_seconds=2.0), seed=0)  # type: ignore[arg-type]
+    configs = ev.space.sample(ctx.rng, 12)
+    ctx.evaluate(configs[:2])  # ~0.1 s of measuring
+    time.sleep(0.4)  # the model thinks
+    ctx.charge(0.4)
+    out = ctx.evaluate(configs[2:])  # 10 x 0.05 s fit easily in the ~1.5 s left
+    assert all(t.status is not Status.UNMEASURED for t in out)

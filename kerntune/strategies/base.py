@@ -91,6 +91,8 @@ class SearchContext:
         self._wall0 = time.perf_counter()
         self._wall_offset = 0.0  # wall seconds of a resumed run before this process
         self._stale_calls = 0
+        self._measure_s = 0.0  # wall seconds spent measuring fresh configs in this process
+        self._measured_n = 0
 
     # -- budget ----------------------------------------------------------------------------
     @property
@@ -186,10 +188,13 @@ class SearchContext:
                 results[i] = trial
         fresh = [(i, k, c) for i, k, c in new if k not in self.prior]
         if fresh:
+            t0 = time.perf_counter()
             for j, trial in self.evaluator.stream([c for _, _, c in fresh]):
                 i, key, _ = fresh[j]
                 self._record(key, trial, self._clock_after(trial), source, store=True)
                 results[i] = trial
+            self._measure_s += time.perf_counter() - t0
+            self._measured_n += len(fresh)
         # Configs cut by the budget stay None: report them as unmeasured to the caller.
         return [r if r is not None else Trial(dict(configs[i]), Status.UNMEASURED, error="over budget")
                 for i, r in enumerate(results)]
@@ -198,18 +203,19 @@ class SearchContext:
         """How many of ``n`` new configs to start so that a wall-clock budget is not overshot by a
         whole batch: a batch in flight is always finished, so near the end of ``max_seconds`` a
         batch of 16 slow compiles could run far past it (seen with Helion: 25 s budget, 44 s
-        spent).  The wall seconds per config so far (parallel compiles included) estimate the
-        cost; at least one config is always started so the search makes progress.  Recordings
-        (simulated clocks) add each trial's recorded cost and are left as they were."""
+        spent).  The wall seconds per measured config so far (parallel compiles included; LLM
+        calls and strategy time left out, or a slow first LLM call would shrink the model's
+        first batch to one config) estimate the cost; at least one config is always started so
+        the search makes progress.  Recordings (simulated clocks) add each trial's recorded cost
+        and are left as they were."""
         b = self.budget
-        if b.max_seconds is None or self.evaluator.simulated_clock or not self.history or n <= 1:
+        if b.max_seconds is None or self.evaluator.simulated_clock or not self._measured_n or n <= 1:
             return n
         self.charge(0.0)  # bring the clock up to the wall
-        per_config = self.clock_s / len(self.history)
-        left = b.max_seconds - self.clock_s
+        per_config = self._measure_s / self._measured_n
         if per_config <= 0:
             return n
-        return max(1, min(n, int(left / per_config)))
+        return max(1, min(n, int((b.max_seconds - self.clock_s) / per_config)))
 
     def _record(self, key: str, trial: Trial, clock: float, source: str, store: bool) -> None:
         self.clock_s = clock
