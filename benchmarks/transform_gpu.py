@@ -41,6 +41,7 @@ from kerntune.llm import LLMClient  # noqa: E402
 from kerntune.transform import (AutonomousTuningStrategy, ExplicitTuningStrategy, KernelTransformer,  # noqa: E402
                                 OnePromptTuningStrategy)
 from kerntune.transform.kernel import kernel_names  # noqa: E402
+from kerntune.transform.steps import default_steps  # noqa: E402
 from kerntune.transform.scripted import Script, ScriptedTransformProvider  # noqa: E402
 
 MATMUL_NAIVE = r"""
@@ -204,14 +205,28 @@ def expert_rules(k: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def strategy(name: str, model: str) -> Any:
-    small = not model.startswith("scripted")  # a real model: bound its steps so a run stays minutes
+def strategy(name: str, model: str, args: argparse.Namespace | None = None) -> Any:
+    """The strategy as run for ``model``.  A real model's runs are bounded so that a run stays minutes
+    (and, for the embedded model replayed in rounds, so that its answers fit a session on 2 CPU cores):
+    ``--explicit-steps`` picks steps of the default library, ``--autonomous-steps``, ``--replanning`` and
+    ``--breakdowns`` bound the autonomous strategy (the scripted expert always gets the full library)."""
+    small = not model.startswith("scripted")
     if name == "one-prompt":
         return OnePromptTuningStrategy()
     if name == "explicit":
-        return ExplicitTuningStrategy()
-    return AutonomousTuningStrategy(max_replanning=1 if small else 2, max_steps=6 if small else 20,
-                                    max_breakdowns=1)
+        wanted = getattr(args, "explicit_steps", None) if small else None
+        if not wanted:
+            return ExplicitTuningStrategy()
+        steps = {s.id: s for s in default_steps()}
+        unknown = [i for i in wanted.split(",") if i not in steps]
+        if unknown:
+            raise SystemExit(f"--explicit-steps: unknown step {unknown[0]!r}; the library has {', '.join(steps)}")
+        return ExplicitTuningStrategy([steps[i] for i in wanted.split(",")])
+    if not small:
+        return AutonomousTuningStrategy(max_replanning=2, max_steps=20, max_breakdowns=1)
+    return AutonomousTuningStrategy(max_replanning=getattr(args, "replanning", 1),
+                                    max_steps=getattr(args, "autonomous_steps", 6),
+                                    max_breakdowns=getattr(args, "breakdowns", 1))
 
 
 def check() -> None:
@@ -260,7 +275,7 @@ def run_one(kernel: str, strat: str, model: str, args: argparse.Namespace) -> di
     t0 = time.perf_counter()
     events: list[str] = []
     try:
-        kt = KernelTransformer(k["naive"], strategy=strategy(strat, model), llm=llm, backend=args.backend,
+        kt = KernelTransformer(k["naive"], strategy=strategy(strat, model, args), llm=llm, backend=args.backend,
                                problem_size=k["size"], args=k["args"](), tune_params=k["original"],
                                search=args.search, budget=args.budget, iterations=args.iterations,
                                timeout_s=args.timeout, max_tokens=args.max_tokens, memory_mb=args.memory_mb,
@@ -298,6 +313,10 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per config")
     ap.add_argument("--memory-mb", type=int, default=None)
     ap.add_argument("--max-tokens", type=int, default=4096)
+    ap.add_argument("--explicit-steps", default="", help="a real model's explicit runs: these library steps only")
+    ap.add_argument("--autonomous-steps", type=int, default=6, help="a real model's autonomous runs: at most N steps")
+    ap.add_argument("--replanning", type=int, default=1, help="a real model's autonomous runs: re-plans")
+    ap.add_argument("--breakdowns", type=int, default=1, help="a real model's autonomous runs: breakdowns")
     ap.add_argument("--check", action="store_true", help="CPU check of kernels and scripts; measures nothing")
     args = ap.parse_args()
     if args.check:
