@@ -3,13 +3,19 @@ acceptance 3): PLANT="oob" writes far out of bounds (illegal address: the
 worker dies), "slow_compile" unrolls a huge loop (the compile is killed at
 --compile-timeout), "wrong" computes 3 * x.  All three sit on the otherwise
 best-looking block size, so a tuner that misclassifies them picks a bad winner.
+
+The kernel is planted_faults.py's (issue 10 added three more faults to it); this
+file keeps issue 5's space of three faults, which its recorded results name.
 """
 
-import torch
-import triton
-import triton.language as tl
+import sys
+from pathlib import Path
 
-from kerntune.space import Choice, Space
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from planted_faults import bytes_moved, launch, make_inputs, reference  # noqa: E402,F401
+
+from kerntune.space import Choice, Space  # noqa: E402
 
 name = "planted_scale"
 description = "y = 2x, fp32, memory-bound; shape = N"
@@ -23,47 +29,3 @@ space = Space(
     constraints=["PLANT == 'none' or (BLOCK == 1024 and num_warps == 4)"],
     default={"BLOCK": 1024, "num_warps": 4, "PLANT": "none"},
 )
-
-
-@triton.jit
-def _scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    if MODE == 1:  # out of bounds: ~256 GiB past the buffer, unmasked
-        tl.store(y_ptr + offs + 68719476736, x * 2.0)
-    elif MODE == 2:  # a loop unrolled 20,000 times: compiles for minutes
-        acc = x
-        for i in tl.static_range(20000):
-            acc = acc * 1.0000001 + 0.0
-        tl.store(y_ptr + offs, acc * 0.0 + x * 2.0, mask=mask)
-    elif MODE == 3:
-        tl.store(y_ptr + offs, x * 3.0, mask=mask)
-    else:
-        tl.store(y_ptr + offs, x * 2.0, mask=mask)
-
-
-_MODES = {"none": 0, "oob": 1, "slow_compile": 2, "wrong": 3}
-
-
-def make_inputs(shape):
-    (n,) = shape
-    torch.manual_seed(0)
-    x = torch.randn(n, device="cuda", dtype=torch.float32)
-    return x, torch.empty_like(x)
-
-
-def launch(config, inputs):
-    x, y = inputs
-    n = x.numel()
-    _scale_kernel[(triton.cdiv(n, config["BLOCK"]),)](x, y, n, BLOCK=config["BLOCK"], MODE=_MODES[config["PLANT"]],
-                                                      num_warps=config["num_warps"])
-    return y
-
-
-def reference(inputs):
-    return inputs[0] * 2.0
-
-
-def bytes_moved(shape):
-    return 8.0 * shape[0]
