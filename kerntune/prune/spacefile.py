@@ -29,15 +29,12 @@ from kerntune.errors import KerntuneError, SpaceError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.prune.edits import SpaceState, group_constraint
 from kerntune.space import Space, jsonable, space_from_dict
-from kerntune.space.io import read_space_dict
+from kerntune.space.io import read_space_dict, space_yaml
 from kerntune.space.params import param_from_dict
 
 
 def _yaml() -> Any:
-    from ruamel.yaml import YAML
-
-    y = YAML(typ="safe")
-    y.default_flow_style = None
+    y = space_yaml()
     y.sort_base_mapping_type_on_output = False  # keep name, params, constraints, default first
     return y
 

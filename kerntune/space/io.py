@@ -40,7 +40,7 @@ def _space_from_dict(data: Mapping[str, Any]) -> Space:
                  description=data.get("description", ""))
 
 
-def _yaml() -> Any:
+def space_yaml() -> Any:
     # Imported here: the GPU worker processes import kerntune.space without needing YAML.
     from ruamel.yaml import YAML
 
@@ -63,7 +63,7 @@ def read_space_dict(path: str | Path) -> dict[str, Any]:
     from ruamel.yaml.error import YAMLError
 
     try:
-        data = json.loads(text) if path.suffix == ".json" else _yaml().load(text)
+        data = json.loads(text) if path.suffix == ".json" else space_yaml().load(text)
     except (json.JSONDecodeError, YAMLError) as exc:
         raise SpaceError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}".splitlines()[0]) from None
     if not isinstance(data, dict):
@@ -82,7 +82,7 @@ def save_space(space: Space, path: str | Path) -> None:
         path.write_text(json.dumps(data, indent=2) + "\n")
     else:
         buf = io.StringIO()
-        _yaml().dump(data, buf)
+        space_yaml().dump(data, buf)
         path.write_text(buf.getvalue())
 
 
