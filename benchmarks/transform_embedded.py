@@ -43,8 +43,9 @@ import os
 import re
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -165,8 +166,39 @@ class RecordedModel(Provider):
 
 
 # -- phase 2: the real model answers the misses -------------------------------------------------------
-def answer(misses: Path, transcript: Path = TRANSCRIPT, spec: str = "local:", timeout: float = 3600.0,
-           limit: int | None = None) -> int:
+def ask_live(provider: Provider, m: dict[str, Any], transcript: Path, label: str = "") -> dict[str, Any] | None:
+    """Ask the live model one recorded request ``m`` (messages, schema, temperature, max_tokens, key) and
+    append the answer (or the model's ``LLMError``, replayed as such) to ``transcript``.  None on a
+    transient error: not an answer, so nothing is recorded and the request stays open."""
+    msgs = [Message(d["role"], d["content"]) for d in m["messages"]]
+    entry: dict[str, Any] = {"key": m["key"], "messages": m["messages"], "schema": m.get("schema"),
+                             "temperature": m["temperature"], "max_tokens": m["max_tokens"]}
+    what = f"{label}{m.get('run', '')} {kind_of(m['messages'])}"
+    t1 = time.perf_counter()
+    try:
+        raw = provider.send(msgs, m.get("schema"), m["temperature"], m["max_tokens"], 3600.0)
+    except TransientError as exc:
+        print(f"{what}: transient error, not recorded: {exc}", flush=True)
+        return None
+    except LLMError as exc:  # what the live model would have raised: replayed as such
+        seconds = time.perf_counter() - t1
+        entry.update(error=str(exc), model=provider.model, usage={"input_tokens": 0, "output_tokens": 0},
+                     seconds=seconds, run=m.get("run", ""))
+        append_jsonl(transcript, entry)
+        print(f"{what}: model error in {seconds:.1f} s: {exc}", flush=True)
+        return entry
+    seconds = time.perf_counter() - t1
+    entry.update(response=raw.text, model=raw.model or provider.model,
+                 usage={"input_tokens": raw.usage.input_tokens, "output_tokens": raw.usage.output_tokens},
+                 seconds=seconds, run=m.get("run", ""))
+    append_jsonl(transcript, entry)
+    out = raw.usage.output_tokens
+    print(f"{what}: {raw.usage.input_tokens} in, {out} out tokens in {seconds:.1f} s"
+          f" ({out / max(seconds, 1e-9):.1f} tokens/s)", flush=True)
+    return entry
+
+
+def answer(misses: Path, transcript: Path = TRANSCRIPT, spec: str = "local:", limit: int | None = None) -> int:
     """Ask the model (``spec``, default the embedded one) every missing request not yet in ``transcript``;
     append each answer at once, so an interrupted session resumes where it stopped.  Returns how many
     requests were answered now."""
@@ -190,37 +222,66 @@ def answer(misses: Path, transcript: Path = TRANSCRIPT, spec: str = "local:", ti
     answered = 0
     try:
         for i, m in enumerate(todo, 1):
-            msgs = [Message(d["role"], d["content"]) for d in m["messages"]]
-            entry: dict[str, Any] = {"key": m["key"], "messages": m["messages"], "schema": m.get("schema"),
-                                     "temperature": m["temperature"], "max_tokens": m["max_tokens"]}
-            t1 = time.perf_counter()
-            try:
-                raw = provider.send(msgs, m.get("schema"), m["temperature"], m["max_tokens"], timeout)
-            except TransientError as exc:  # not an answer: leave it for the next session
-                print(f"[{i}/{len(todo)}] {m.get('run', '')} {kind_of(m['messages'])}: transient error, not"
-                      f" recorded: {exc}", flush=True)
-                continue
-            except LLMError as exc:  # what the live model would have raised: replayed as such
-                seconds = time.perf_counter() - t1
-                entry.update(error=str(exc), model=provider.model, usage={"input_tokens": 0, "output_tokens": 0},
-                             seconds=seconds, run=m.get("run", ""))
-                append_jsonl(transcript, entry)
-                answered += 1
-                print(f"[{i}/{len(todo)}] {m.get('run', '')} {kind_of(m['messages'])}: model error in"
-                      f" {seconds:.1f} s: {exc}", flush=True)
-                continue
-            seconds = time.perf_counter() - t1
-            entry.update(response=raw.text, model=raw.model or provider.model,
-                         usage={"input_tokens": raw.usage.input_tokens, "output_tokens": raw.usage.output_tokens},
-                         seconds=seconds, run=m.get("run", ""))
-            append_jsonl(transcript, entry)
-            answered += 1
-            out = raw.usage.output_tokens
-            print(f"[{i}/{len(todo)}] {m.get('run', '')} {kind_of(m['messages'])}: {raw.usage.input_tokens} in,"
-                  f" {out} out tokens in {seconds:.1f} s ({out / max(seconds, 1e-9):.1f} tokens/s)", flush=True)
+            answered += ask_live(provider, m, transcript, label=f"[{i}/{len(todo)}] ") is not None
     finally:
         provider.close()
     return answered
+
+
+# -- speculation: answer on the CPU, ahead of the GPU, what does not depend on a measurement -----------
+class NeedsGPU(Exception):
+    """A speculative run reached the point where a rewrite must be compiled and measured: what the model is
+    asked next depends on that measurement, so the speculation of this run ends here."""
+
+
+class LiveRecorder(RecordedModel):
+    """A ``RecordedModel`` that asks the live model at once for a request the transcript lacks (and records
+    the answer) instead of stopping the run: used by ``transform_gpu.py --speculate`` on the CPU."""
+
+    def __init__(self, live: Provider, transcript: str | Path = TRANSCRIPT, run: str = "") -> None:
+        super().__init__(transcript, misses=os.devnull, run=run)
+        self.live = live
+
+    def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
+             max_tokens: int, timeout: float) -> RawReply:
+        msgs = messages_of(messages)
+        key = request_key(msgs, schema, temperature, max_tokens)
+        if key not in self.entries:
+            entry = ask_live(self.live, {"key": key, "messages": msgs, "schema": schema, "temperature": temperature,
+                                         "max_tokens": max_tokens, "run": self.run}, self.transcript, label="  live ")
+            if entry is None:
+                raise TransientError("the live model gave no answer (transient error)")
+            self.entries[key] = entry
+        return super().send(messages, schema, temperature, max_tokens, timeout)
+
+
+@contextmanager
+def speculation(device: str, max_threads: int) -> Iterator[None]:
+    """Run ``KernelTransformer`` on a machine without the GPU, up to the first measurement that decides a prompt.
+
+    Why this is sound: the GPU run is the only one whose results count, and it looks every request up by
+    its key, so an answer made here is used only if the GPU run asks exactly the same request (measured
+    numbers masked).  What stands in for the GPU here: the original kernel's time (a masked number in
+    every prompt; 1 ms), its best configuration (the only one: the originals have one value per
+    parameter), the device's name and its thread limit (as the GPU machine reports them).  A rewrite that
+    must be compiled and tuned raises ``NeedsGPU``: what comes next depends on the measurement.
+    """
+    from unittest import mock
+
+    from kerntune.transform.context import KernelState, TransformContext
+
+    def measure_original(self: Any) -> Any:
+        self.session.device_name, self.session.max_threads = device, max_threads
+        self.original_state = self.current = KernelState(self.original, dict(self.original.space().default), 1.0)
+        self.on_event("original kernel: not measured (CPU speculation)")
+        return self.current
+
+    def tune(self: Any, spec: Any, rec: Any) -> None:
+        raise NeedsGPU(f"step {rec.id}: its rewrite must be compiled and measured on the GPU")
+
+    with mock.patch.object(TransformContext, "measure_original", measure_original), \
+            mock.patch.object(TransformContext, "_tune", tune):
+        yield
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,11 +291,10 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("misses", type=Path)
     a.add_argument("--transcript", type=Path, default=TRANSCRIPT)
     a.add_argument("--llm", default="local:", help="the model (default: the embedded one, local:)")
-    a.add_argument("--timeout", type=float, default=3600.0, help="seconds per request (the local model ignores it)")
     a.add_argument("--limit", type=int, default=None, help="answer at most this many now")
     args = ap.parse_args(argv)
     if args.cmd == "answer":
-        answer(args.misses, args.transcript, args.llm, args.timeout, args.limit)
+        answer(args.misses, args.transcript, args.llm, args.limit)
     return 0
 
 

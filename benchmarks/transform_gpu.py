@@ -36,7 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.transform_embedded import TRANSCRIPT, AwaitingModelAnswer, RecordedModel  # noqa: E402
+from benchmarks.transform_embedded import (TRANSCRIPT, AwaitingModelAnswer, LiveRecorder, NeedsGPU,  # noqa: E402
+                                           RecordedModel, speculation)
 from kerntune.llm import LLMClient  # noqa: E402
 from kerntune.transform import (AutonomousTuningStrategy, ExplicitTuningStrategy, KernelTransformer,  # noqa: E402
                                 OnePromptTuningStrategy)
@@ -262,11 +263,14 @@ def versions() -> dict[str, Any]:
     return out
 
 
-def run_one(kernel: str, strat: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_one(kernel: str, strat: str, model: str, args: argparse.Namespace, live: Any = None) -> dict[str, Any]:
     k = KERNELS[kernel]
-    recorded = None
+    recorded: RecordedModel | None = None
     if model == "scripted":
         llm: Any = ScriptedTransformProvider(expert_rules(k))
+    elif model == "embedded" and live is not None:  # --speculate: misses are answered live, on the CPU
+        recorded = LiveRecorder(live, args.transcript, run=f"{kernel}/{strat}")
+        llm = LLMClient(recorded)
     elif model == "embedded":  # the client exactly as for a spec string (make_client): only the provider differs
         recorded = RecordedModel(args.transcript, args.misses, run=f"{kernel}/{strat}")
         llm = LLMClient(recorded)
@@ -287,6 +291,8 @@ def run_one(kernel: str, strat: str, model: str, args: argparse.Namespace) -> di
         out.update(ok=True)
     except AwaitingModelAnswer as exc:  # not a model failure: the run resumes once the model has answered
         out = {"ok": False, "awaiting_model": True, "error": str(exc)}
+    except NeedsGPU as exc:  # --speculate: the rest of this run depends on a measurement
+        out = {"ok": False, "needs_gpu": True, "error": str(exc)}
     except Exception as exc:  # one failed run is a result, not the end of the benchmark
         out = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
     out.update(kernel=kernel, strategy_name=strat, model=model, wall_s=time.perf_counter() - t0, events=events)
@@ -318,9 +324,17 @@ def main() -> None:
     ap.add_argument("--replanning", type=int, default=1, help="a real model's autonomous runs: re-plans")
     ap.add_argument("--breakdowns", type=int, default=1, help="a real model's autonomous runs: breakdowns")
     ap.add_argument("--check", action="store_true", help="CPU check of kernels and scripts; measures nothing")
+    ap.add_argument("--speculate", action="store_true",
+                    help="CPU, embedded model: answer live, ahead of the GPU call, every request up to each run's first"
+                         " measured rewrite (benchmarks/transform_embedded.py, speculation); measures nothing")
+    ap.add_argument("--device-name", default="NVIDIA H100 80GB HBM3", help="--speculate: the GPU's name as it reports it")
+    ap.add_argument("--max-threads", type=int, default=1024, help="--speculate: the GPU's threads per block")
     args = ap.parse_args()
     if args.check:
         check()
+        return
+    if args.speculate:
+        speculate(args)
         return
     results = []
     out = Path(args.out)
@@ -351,6 +365,27 @@ def main() -> None:
     if waiting:
         print(f"{waiting} run(s) await the model: answer {args.misses} on a CPU with"
               f" benchmarks/transform_embedded.py answer, then run again")
+
+
+def speculate(args: argparse.Namespace) -> None:
+    """Every (kernel, strategy) of ``--models embedded`` on the CPU, with the same options as the GPU call,
+    the embedded model answering live every request the transcript lacks, up to the first rewrite that must
+    be measured; afterwards the GPU call replays these answers and goes on from there."""
+    from kerntune.llm.providers import make_provider
+
+    if args.models != "embedded":
+        raise SystemExit("--speculate runs the embedded model only: pass --models embedded")
+    live = make_provider("local:")
+    try:
+        with speculation(args.device_name, args.max_threads):
+            for kernel in args.kernels.split(","):
+                for strat in args.strategies.split(","):
+                    print(f"== speculate embedded / {kernel} / {strat}", flush=True)
+                    r = run_one(kernel, strat, "embedded", args, live=live)
+                    print(f"   -> {'complete' if r.get('ok') else r.get('error')} in {r['wall_s']:.1f} s, prompts"
+                          f" {r['prompt_matches']}", flush=True)
+    finally:
+        live.close()
 
 
 if __name__ == "__main__":

@@ -146,3 +146,66 @@ def test_recorded_model_miss_stops_a_real_kernel_transformer_run_on_pocl(tmp_pat
     repair = later[1]["messages"]
     assert [m["role"] for m in repair] == ["system", "user", "assistant", "user"]
     assert repair[2]["content"] == entry["response"] and "could not be used" in repair[3]["content"]
+
+
+def _pocl_device() -> str:
+    """The name Kernel Tuner's OpenCL backend reports for platform 0, device 0 (skip without PoCL)."""
+    pyopencl = pytest.importorskip("pyopencl")
+    pytest.importorskip("kernel_tuner")
+    try:
+        platforms = pyopencl.get_platforms()
+    except pyopencl.Error:
+        platforms = []
+    if not platforms or not platforms[0].get_devices():
+        pytest.skip("no OpenCL platform")
+    return platforms[0].get_devices()[0].name
+
+
+def test_speculation_with_a_scripted_live_model_then_a_real_pocl_run_replays_it_without_a_miss(tmp_path):
+    """CPU speculation (transform_gpu.py --speculate) answers ahead every request up to the first rewrite
+    that must be measured; the real run (PoCL here, the GPU there) then finds every answer it needs up to
+    that point in the transcript, and only the requests after the measurement are misses."""
+    from benchmarks.transform_embedded import LiveRecorder, NeedsGPU, speculation
+    from kerntune.transform import ExplicitTuningStrategy, KernelTransformer
+    from kerntune.transform.scripted import ScriptedTransformProvider
+    from kerntune.transform.steps import default_steps
+
+    device = _pocl_device()
+    transcript, misses = tmp_path / "t.jsonl", tmp_path / "m.jsonl"
+    tiled = (DATA / "matmul_tiled.cl").read_text()
+    live = ScriptedTransformProvider([  # a scripted stand-in for the embedded model
+        {"kind": "execute", "contains": "Tunable thread-block size", "times": 2, "reply": {"explanation": "no code"}},
+        {"kind": "evaluate-step", "reply": {"apply": True, "reason": "tiles pay"}},
+        {"kind": "execute", "contains": "Tiling in shared", "reply": {
+            "code": tiled, "tune_params": {"block_size_x": [16], "block_size_y": [4], "WPT": [4]},
+            "grid_div_y": ["block_size_y", "WPT"], "explanation": "tiles"}},
+        {"kind": "restrictions", "reply": {"restrictions": []}},
+        {"kind": "replan", "reply": {"steps": []}},
+    ])
+    steps = {s.id: s for s in default_steps()}
+
+    def transformer(provider: object) -> KernelTransformer:
+        return KernelTransformer((DATA / "matmul_naive.cl").read_text(),
+                                 strategy=ExplicitTuningStrategy([steps["thread_block_size"],
+                                                                  steps["shared_memory_tiling"]]),
+                                 llm=LLMClient(provider), backend="opencl", problem_size=(32, 32),  # type: ignore[arg-type]
+                                 args_generator=DATA / "matmul_args.py",
+                                 tune_params={"block_size_x": [16], "block_size_y": [16]}, iterations=1, budget=2)
+
+    ahead = LiveRecorder(live, transcript, run="matmul/explicit")
+    with speculation(device, 256), pytest.raises(NeedsGPU, match="shared_memory_tiling"):
+        transformer(ahead).run()
+    kinds = [k for k, _ in live.script.log]
+    assert kinds == ["execute", "execute", "evaluate-step", "execute", "restrictions"]  # the repair is asked too
+    assert len(read_jsonl(transcript)) == 5
+
+    # the real run: the original kernel and the tiled rewrite are measured on PoCL; every request up to the
+    # measurement is answered from the transcript (masked where a prompt holds the original's real time)
+    replay = RecordedModel(transcript, misses, run="matmul/explicit")
+    result = transformer(replay).run()
+    matches = [c["match"] for c in replay.calls]
+    assert len(matches) == 5 and set(matches) <= {"exact", "masked"} and "masked" in matches
+    assert not misses.exists()
+    assert [s.status for s in result.steps] == ["failed", "accepted"] or \
+        [s.status for s in result.steps] == ["failed", "rejected"]
+    assert result.steps[1].evaluations == 1  # measured for real: one config
