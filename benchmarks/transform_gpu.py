@@ -152,9 +152,12 @@ def transpose_args(n: int) -> list[Any]:
 
 
 def reduce_args(n: int) -> list[Any]:
-    # small integers: every partial sum is exact in float32 (< 2**24), whatever the order of the adds
+    # zeros and ones: every partial sum is an integer below n <= 2**24, so exact in float32 whatever the order
+    # of the adds (the naive kernel's atomicAdd order changes from run to run).  Values up to 3 made sums
+    # above 2**24, whose rounding depends on that order: a correct rewrite was rejected at 1.3e-4 relative.
+    assert n <= 1 << 24
     rng = np.random.default_rng(0)
-    return [np.zeros(1, np.float32), rng.integers(0, 4, n).astype(np.float32), np.int32(n)]
+    return [np.zeros(1, np.float32), rng.integers(0, 2, n).astype(np.float32), np.int32(n)]
 
 
 #: name -> naive source, expert reply, its restrictions, the step text of the plan, problem size, args,
