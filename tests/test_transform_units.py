@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -303,3 +304,22 @@ def test_a_rewrite_wrong_for_some_parameter_values_is_rejected():
     assert rec.status == "rejected" and rec.reason.startswith("incorrect")
     assert '"T": 4' in rec.reason and "1 of 3 measured configs wrong" in rec.reason
     assert ctx.current.step == "original"
+
+
+def test_worker_limits_never_raise_an_inherited_hard_limit():
+    """A worker started under a tighter hard limit (a batch system, a parent's ulimit) keeps it instead of
+    failing in setrlimit, which an unprivileged process may not raise."""
+    import subprocess
+
+    code = ("import resource\n"
+            "resource.setrlimit(resource.RLIMIT_CPU, (100, 200))\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))\n"
+            "from kerntune.transform.worker import apply_limits\n"
+            "apply_limits({'cpu_s': 1000, 'memory_mb': 16384})\n"
+            "print(resource.getrlimit(resource.RLIMIT_CPU), resource.getrlimit(resource.RLIMIT_AS))\n"
+            "apply_limits({'cpu_s': 50, 'memory_mb': 4096})\n"
+            "print(resource.getrlimit(resource.RLIMIT_CPU), resource.getrlimit(resource.RLIMIT_AS))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    first, second = out.stdout.splitlines()
+    assert first == f"(200, 200) ({8 << 30}, {8 << 30})"   # clamped to the inherited hard limits
+    assert second == f"(50, 55) ({4 << 30}, {4 << 30})"    # a tighter request still applies

@@ -29,14 +29,24 @@ from typing import Any, Callable
 LIMITS_ENV = "KERNTUNE_TRANSFORM_LIMITS"
 
 
+def _lower(which: int, soft: int, hard: int) -> None:
+    """Set a limit, never above the one the worker inherited: raising a hard limit needs privileges, and a
+    parent that already set a tighter limit meant it."""
+    cur_soft, cur_hard = resource.getrlimit(which)
+    if cur_hard != resource.RLIM_INFINITY:
+        hard = min(hard, cur_hard)
+        soft = min(soft, hard)
+    resource.setrlimit(which, (soft, hard))
+
+
 def apply_limits(limits: dict[str, Any]) -> None:
     mb = int(limits.get("memory_mb") or 0)
     if mb > 0:
         which = resource.RLIMIT_AS if limits.get("memory_kind", "as") == "as" else resource.RLIMIT_DATA
-        resource.setrlimit(which, (mb << 20, mb << 20))
+        _lower(which, mb << 20, mb << 20)
     cpu = int(limits.get("cpu_s") or 0)
     if cpu > 0:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+        _lower(resource.RLIMIT_CPU, cpu, cpu + 5)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
