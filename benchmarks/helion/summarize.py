@@ -71,7 +71,8 @@ LATER_RUNS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
                             "classical": ("run5", "run5"), "embedded": ("run5", "run5"),
                             "scripted, run 5": ("run5", "run5")}),
     "attention": ("run6", {"helion": ("run6", "run6"), "scripted": ("run6", "run6"),
-                           "classical": ("run6", "run6"), "embedded": ("run6", "run6")}),
+                           "classical": ("run6", "run6"), "embedded": ("run6", "run6"),
+                           "strong": ("run8", "run8")}),
 }
 
 
