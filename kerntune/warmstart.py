@@ -26,6 +26,17 @@ def shape_distance(a: Sequence[float], b: Sequence[float]) -> float:
     return sum(abs(math.log2(max(x, 1)) - math.log2(max(y, 1))) for x, y in zip(a, b))
 
 
+class PastRun(dict):  # type: ignore[type-arg]
+    """What one past run measured: config key -> log(time / that run's best), inf where the config
+    failed; a dict, so that anything taking ``ctx.transfer`` as plain dicts still works, plus how far
+    the run's shape is from the new one (``shape_distance``), which the GP's prior weighs runs by."""
+
+    def __init__(self, measured: dict[str, float], distance: float = 0.0, problem_size: Sequence[Any] = ()) -> None:
+        super().__init__(measured)
+        self.distance = float(distance)
+        self.problem_size = list(problem_size)
+
+
 @dataclass
 class PastWinner:
     config: Config
@@ -61,8 +72,8 @@ def nearby_runs(store: Store, kernel_name: str, problem_size: Sequence[Any], dev
 
 def transfer_data(store: Store, kernel_name: str, problem_size: Sequence[Any], space: Space, device: str = "",
                   max_runs: int = 3, runs: Sequence[tuple[bool, float, str, str, list[Any]]] | None = None
-                  ) -> list[dict[str, float]]:
-    """Everything the nearest past runs measured, one dict per run (nearest first):
+                  ) -> list[PastRun]:
+    """Everything the nearest past runs measured, one ``PastRun`` per run (nearest first):
     config key -> log(time / that run's best), inf for a config that failed there.
 
     Why all of it and not only the winners: on the recorded H100 matmuls the ranking of configs
@@ -71,10 +82,10 @@ def transfer_data(store: Store, kernel_name: str, problem_size: Sequence[Any], s
     ranking, and how far to trust it, finds a new shape's optimum sooner than one that starts
     from a few winners.
     """
-    out: list[dict[str, float]] = []
+    out: list[PastRun] = []
     if runs is None:
         runs = nearby_runs(store, kernel_name, problem_size, device)
-    for _, _dist, run_id, _dev, _size in runs[:max_runs]:
+    for _, dist, run_id, _dev, size in runs[:max_runs]:
         rows = store.conn.execute("SELECT config_json, status, time_ms FROM trials WHERE run_id=?",
                                   (run_id,)).fetchall()
         ok = [r["time_ms"] for r in rows if r["status"] == "ok" and r["time_ms"]]
@@ -88,7 +99,7 @@ def transfer_data(store: Store, kernel_name: str, problem_size: Sequence[Any], s
                 continue
             ok_trial = r["status"] == "ok" and r["time_ms"]
             run[space.key(cfg)] = math.log(r["time_ms"] / best) if ok_trial else math.inf
-        out.append(run)
+        out.append(PastRun(run, dist, size))
     return out
 
 

@@ -28,13 +28,16 @@ matmul recordings (H100); methodology score at 200 evaluations, means over
   default + 4 random) leaves more of the budget to the model.
 
 With ``ctx.transfer`` (past runs of the kernel on nearby shapes, see
-``kerntune.warmstart``) it is a multi-task GP: the past runs' measurements
-are observations too, each run a task, and the kernel gains one Hamming term
-on the task, so the correlation between shapes is fitted by the same
-marginal likelihood as the length-scales.  The first picks are the past
-ranking's best (no random start is spent); when the new shape disagrees,
-the fitted correlation drops and the model leans on its own measurements.
-Configs that only ever failed in the past runs are tried last.
+``kerntune.warmstart``) the past runs' prediction for this shape is the GP's
+prior mean (``kerntune.strategies.gp_prior``: one GP per past run, shrunk to
+a neutral value away from what the run measured, runs weighted by shape
+distance) and the GP models the residual; the first pick is the prior's best.
+``transfer_model="task"`` keeps the earlier design, a multi-task GP: the past
+measurements are observations too, the kernel gains one Hamming term on the
+task (its correlation fitted by marginal likelihood), no random start, and
+configs that only ever failed in the past runs are tried last.  The prior
+needs about half the evaluations of the task design on two of the three
+recorded H100 matmul shapes and loses on the third (gp_prior's docstring).
 
 The Cholesky factor's inverse and ``V = K(pool, obs) L^-T`` grow by one column
 per observation, so a step costs O(pool * n); only a change of length-scales
@@ -169,6 +172,14 @@ class _GP:
         s2 = max(z @ z / self.n, 1e-12)
         return self.v[:, : self.n] @ z, np.sqrt(s2 * np.maximum(1.0 - self.vsq, 1e-12))
 
+    def predict_at(self, feats: np.ndarray, yn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``predict`` at other points than the pool, which is left as it is."""
+        n = self.n
+        v = self.kernel(feats, self.obs[:n]) @ self.linv[:n, :n].T
+        z = self.linv[:n, :n] @ yn
+        s2 = max(z @ z / n, 1e-12)
+        return v @ z, np.sqrt(s2 * np.maximum(1.0 - np.sum(v * v, 1), 1e-12))
+
 
 def _past_observations(space: Space, transfer: Sequence[dict[str, float]], total: int = _FIT_UNTIL * 2 // 3
                        ) -> list[tuple[int, Config, float]]:
@@ -188,14 +199,19 @@ def _past_observations(space: Space, transfer: Sequence[dict[str, float]], total
 
 
 def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, local_share: float = 0.3,
-           refit_every: int = 5, batch_size: int | None = None) -> None:
+           refit_every: int = 5, batch_size: int | None = None, transfer_model: str = "prior") -> None:
     """``batch_size`` configs per step (default: 1 on a recording, the evaluator's parallelism
-    up to 8 on a real one, where a batch compiles in parallel)."""
+    up to 8 on a real one, where a batch compiles in parallel).  ``transfer_model`` says how past runs
+    (``ctx.transfer``) are used: ``prior`` (their shrunk, distance-weighted prediction as the GP's prior
+    mean, ``kerntune.strategies.gp_prior``), ``task`` (their measurements as a second task of one GP,
+    the earlier design) or ``none``."""
     space = ctx.space
+    if transfer_model not in ("prior", "task", "none"):
+        raise ValueError(f"gp: transfer_model must be prior, task or none, not {transfer_model!r}")
     if batch_size is None:
         batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
     cap = min(ctx.remaining_evals or _MAX_OBS, _MAX_OBS)
-    past = _past_observations(space, ctx.transfer)
+    past = _past_observations(space, ctx.transfer) if transfer_model == "task" else []
     # One extra encoded column with past runs: which run an observation is from (0 = this one).
     # (A second column marking this run, so that past runs may agree with each other more than
     # with this shape, was tried: better on 4096^3, never within 2% on 8192x8192x512.)
@@ -210,6 +226,8 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
     configs: list[Config] = []
     index: dict[str, int] = {}
     measured: list[bool] = []
+    prior = None                    # the past runs' prediction (transfer_model "prior")
+    prior_of: list[float] = []      # ... for each pool entry
 
     def grow(cfgs: Sequence[Config], keys: Sequence[str] | None = None, feats: np.ndarray | None = None) -> None:
         keys = keys if keys is not None else [space.key(c) for c in cfgs]
@@ -221,6 +239,8 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
         if new:
             f = feats[new] if feats is not None else _encode(space, [cfgs[i] for i in new])
             model.add_pool(np.hstack([f, np.tile(here, (len(new), 1))]))
+            if prior is not None:
+                prior_of.extend(prior.predict(f))
 
     if space.cartesian_size <= _ENUMERATE_LIMIT:
         cfgs, keys, feats = _enumerated(space)
@@ -232,6 +252,15 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
         grow(ctx.sample_unmeasured(_POOL_MAX))
     live = np.ptp(model.pool, axis=0) > 0 if len(configs) else np.zeros(model.pool.shape[1], bool)
     past_y = np.array([y for _, _, y in past])
+    if ctx.transfer and transfer_model == "prior":
+        from kerntune.strategies.gp_prior import PastPrior
+
+        prior = PastPrior(space, ctx.transfer, live) if len(configs) else None
+        if prior:
+            prior_of[:] = list(prior.predict(model.pool))
+            ctx.notes.append(f"gp: prior mean from {len(prior.runs)} past run(s) on nearby shapes")
+        else:
+            prior = None
     failed_before: set[str] = set()
     if past:
         live[-1] = True
@@ -242,6 +271,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
         ctx.notes.append(f"gp: {len(past)} measurements of {len(ctx.transfer)} past run(s) on nearby shapes "
                          "as a second task")
     ys: list[float] = []
+    ys_prior: list[float] = []      # the prior at each of ys's configs
     seen: set[str] = set()
 
     def record(batch: Sequence[Config], trials: Sequence[Trial]) -> None:
@@ -255,6 +285,8 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
             if t.ok and model.n < cap:
                 ys.append(math.log(max(t.time_ms, 1e-12)))  # type: ignore[arg-type]
                 model.add_obs(enc([cfg])[0])
+                if prior is not None:
+                    ys_prior.append(prior_of[index[key]] if key in index else float(prior.predict(enc([cfg]))[0]))
 
     if startup is None:
         startup = _TRANSFER_STARTUP if past else 5
@@ -262,7 +294,10 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
     # first; the random start only tops them up to ``startup``.
     earlier = list(ctx.history)
     record([t.config for t in earlier], earlier)
-    first = ctx.unmeasured([space.default])[: max(startup - len(earlier), 0)]
+    if prior is not None:  # the prior's best, then random (measured: better than the default first)
+        first = [configs[i] for i in np.argsort(prior_of) if not measured[i]][: min(1, max(startup - len(earlier), 0))]
+    else:
+        first = ctx.unmeasured([space.default])[: max(startup - len(earlier), 0)]
     first += ctx.sample_unmeasured(max(startup - len(earlier) - len(first), 0))
     if first:
         record(first, ctx.evaluate(first, source="gp:startup"))
@@ -281,7 +316,16 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
             record(batch, ctx.evaluate(batch, source="gp:random"))
             continue
         y = np.array(ys)
-        if past:
+        offset = None  # with a prior: the prior mean of every pool entry, in the units of yn
+        if prior is not None:
+            # The GP models the residual log-time - prior; its scale is this run's spread, floored
+            # at half the prior's (one or two measurements say little about the spread).
+            resid = y - np.array(ys_prior)
+            scale = max(float(y.std()) if len(y) > 1 else 0.0, 0.5 * float(np.std(prior_of))) or 1.0
+            centre = float(resid.mean()) if len(resid) else 0.0
+            yn = (resid - centre) / scale
+            offset = (np.array(prior_of) - centre) / scale
+        elif past:
             # Each task is centred on its own mean (shapes differ in level), then one scale.
             allc = np.concatenate([past_y, y - y.mean() if len(y) else y])
             yn = allc / (allc.std() or 1.0)
@@ -295,7 +339,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
         late = np.array([k in failed_before for k in index], dtype=bool) if failed_before else None
         for q in range(batch_size):
             mu, sd = model.predict(yn)
-            score = mu - kappa * sd
+            score = (mu if offset is None else mu + offset) - kappa * sd
             if local_share and ctx.best is not None and ctx.rng.random() < local_share:
                 near = [index[k] for k in map(space.key, space.neighbours(ctx.best.config, "hamming")) if k in index]
                 near = [i for i in near if not mask[i]]
