@@ -16,6 +16,13 @@ done in rounds:
    the transcript are skipped.
 3. Repeat until no run has misses; the last GPU call's results are the embedded model's results.
 
+Speculation (``transform_gpu.py --speculate``, CPU) cuts the rounds: before a GPU call it runs every
+(kernel, strategy) with ``LiveRecorder`` (a miss is asked of the live model at once and recorded) and
+the GPU stood in for by ``speculation()`` up to the first rewrite that must be compiled and measured,
+so the requests that do not depend on a measurement (repairs of unusable answers, judgements, plans,
+the next step after a rewrite the checks refused) are answered before the GPU call asks them.  It
+decides nothing: the GPU run still looks every request up by its key.
+
 The lookup key.  Prompts carry measured numbers (the original kernel's time, speedups, the times in
 a rejected step's reason) that differ slightly from one GPU call to the next, so the key is a hash
 of the request with those numbers masked: every decimal number (``\\d+\\.\\d+`` with an optional

@@ -44,7 +44,7 @@ class PastPrior:
 
     def __init__(self, space: Space, transfer: Sequence[dict[str, float]], live: np.ndarray) -> None:
         self.space = space
-        self.runs: list[tuple[_GP, np.ndarray, float, float, float]] = []  # gp, z, mean, std, weight
+        self.runs: list[tuple[_GP, np.ndarray, float, float, float]] = []  # gp, its standardised log-ratios, their mean and std, the run's weight
         for run in transfer:
             finite = [(k, v) for k, v in run.items() if math.isfinite(v)]
             if len(finite) < MIN_FINITE:
