@@ -74,3 +74,13 @@ def test_prior_trusts_a_run_only_near_what_it_measured(ev):
     assert np.all(values <= np.maximum(raw_mu[0], neutral) + 1e-9)
     assert np.median(values[far]) < np.median(raw_mu[0][far])  # pulled towards neutral where unmeasured
     assert abs(np.median(values[far]) - neutral) < abs(np.median(raw_mu[0][far]) - neutral)
+
+
+def test_prior_with_batches_measures_distinct_configs(ev):
+    """On a GPU the GP picks batches (kriging believer, in the residual's units with a prior): every
+    config of a batch is new and the search uses its whole budget."""
+    transfer, right_best, _ = runs(ev, True)
+    res = run_search(ev, "bayes", Budget(max_evals=24), 1, transfer=transfer, options={"batch_size": 4})
+    keys = [ev.space.key(t.config) for t in res.history]
+    assert len(keys) == 24 == len(set(keys))
+    assert keys[0] == right_best
