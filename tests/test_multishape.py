@@ -148,6 +148,19 @@ def test_the_decorator_uses_a_shipped_dispatch_table_and_the_nearest_shape(tmp_p
     k[(1,)](x, 4096, 128)    # unseen: nearest is 8192x64 (distance 2)
     assert k.fn.launched == [64, 32, 128]
     assert k.tuned_keys == [] and k.queued == ['{"M": 128, "N": 8192}', '{"M": 4096, "N": 128}']
+    # later launches of the same keys are served from memory: the store is not asked again
+    asked: list[str] = []
+    store = k.store
+    get_best, iter_best = store.get_best, store.iter_best
+    store.get_best = lambda *a, **kw: (asked.append("get_best"), get_best(*a, **kw))[1]  # type: ignore[method-assign]
+    store.iter_best = lambda *a, **kw: (asked.append("iter_best"), iter_best(*a, **kw))[1]  # type: ignore[method-assign]
+    for _ in range(3):
+        k[(1,)](x, 1024, 1024)
+        k[(1,)](x, 128, 8192)
+        k[(1,)](x, 4096, 128)
+    assert k.fn.launched[3:] == [64, 32, 128] * 3 and asked == []
+    k[(1,)](x, 2048, 2048)   # a new key still consults the store (and the table's nearest shape)
+    assert "get_best" in asked and k.fn.launched[-1] == 64
     with pytest.raises(KerntuneError, match="not a kerntune-dispatch/1"):
         kerntune.autotune(space=space, key=["M", "N"], dispatch={"entries": []})(TableKernel())
 
