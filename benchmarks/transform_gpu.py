@@ -14,6 +14,7 @@ step's outcome, model calls and wall times.
     PYTHONPATH=$PWD python benchmarks/transform_gpu.py --out benchmarks/results/transform_gpu_h100.json
     PYTHONPATH=$PWD python benchmarks/transform_gpu.py --check      # CPU: import and script check only
     PYTHONPATH=$PWD python benchmarks/transform_gpu.py --models embedded --out embedded.json  # misses: embedded.misses.jsonl
+    PYTHONPATH=$PWD python benchmarks/transform_gpu.py --models embedded --speculate  # CPU: answer ahead of the GPU call
 
 Needs kernel_tuner and CuPy (or cuda-python / PyCUDA) on the GPU machine; ``local:`` needs the
 ``[local]`` extra.  Everything runs through the public API (``KernelTransformer``), each config in
