@@ -46,6 +46,10 @@ from kerntune.transform.kernel import kernel_names  # noqa: E402
 from kerntune.transform.steps import default_steps  # noqa: E402
 from kerntune.transform.scripted import Script, ScriptedTransformProvider  # noqa: E402
 
+#: replayed models (``--models``): name -> its recorded answers.  ``embedded`` is the embedded model
+#: (local:); ``strong`` a strong model's answers written from the prompt alone through ``files:``.
+TRANSCRIPTS = {"embedded": TRANSCRIPT, "strong": TRANSCRIPT.with_name("strong.jsonl")}
+
 MATMUL_NAIVE = r"""
 extern "C" __global__ void matmul(float* C, const float* A, const float* B, const int n) {
     int x = blockIdx.x * blockDim.x + threadIdx.x;
@@ -215,7 +219,7 @@ def strategy(name: str, model: str, args: argparse.Namespace | None = None) -> A
     (and, for the embedded model replayed in rounds, so that its answers fit a session on 2 CPU cores):
     ``--explicit-steps`` picks steps of the default library, ``--autonomous-steps``, ``--replanning`` and
     ``--breakdowns`` bound the autonomous strategy (the scripted expert always gets the full library)."""
-    small = not model.startswith("scripted")
+    small = not model.startswith("scripted")  # a real model, replayed or live
     if name == "one-prompt":
         return OnePromptTuningStrategy()
     if name == "explicit":
@@ -272,11 +276,11 @@ def run_one(kernel: str, strat: str, model: str, args: argparse.Namespace, live:
     recorded: RecordedModel | None = None
     if model == "scripted":
         llm: Any = ScriptedTransformProvider(expert_rules(k))
-    elif model == "embedded" and live is not None:  # --speculate: misses are answered live, on the CPU
-        recorded = LiveRecorder(live, args.transcript, run=f"{kernel}/{strat}")
+    elif model in TRANSCRIPTS and live is not None:  # --speculate: misses are answered live, on the CPU
+        recorded = LiveRecorder(live, args.transcript or TRANSCRIPTS[model], run=f"{kernel}/{strat}")
         llm = LLMClient(recorded)
-    elif model == "embedded":  # the client exactly as for a spec string (make_client): only the provider differs
-        recorded = RecordedModel(args.transcript, args.misses, run=f"{kernel}/{strat}")
+    elif model in TRANSCRIPTS:  # the client exactly as for a spec string (make_client): only the provider differs
+        recorded = RecordedModel(args.transcript or TRANSCRIPTS[model], args.misses, run=f"{kernel}/{strat}")
         llm = LLMClient(recorded)
     else:
         llm = model
@@ -312,8 +316,9 @@ def main() -> None:
     ap.add_argument("--kernels", default="matmul,transpose,reduction")
     ap.add_argument("--strategies", default="one-prompt,explicit,autonomous")
     ap.add_argument("--models", default="scripted,local:",
-                    help="scripted, embedded (the embedded model replayed from --transcript) and/or any --llm spec")
-    ap.add_argument("--transcript", type=Path, default=TRANSCRIPT, help="the embedded model's recorded answers")
+                    help="scripted, embedded or strong (replayed from their transcripts) and/or any --llm spec")
+    ap.add_argument("--transcript", type=Path, default=None,
+                    help="a replayed model's recorded answers (default: benchmarks/transcripts/transform/MODEL.jsonl)")
     ap.add_argument("--misses", type=Path, default=None,
                     help="where requests with no recorded answer go (default: next to --out, OUT.misses.jsonl)")
     ap.add_argument("--backend", default="cuda", help="cuda (Kernel Tuner picks CuPy/cuda-python/PyCUDA) or cupy")
@@ -331,6 +336,9 @@ def main() -> None:
     ap.add_argument("--speculate", action="store_true",
                     help="CPU, embedded model: answer live, ahead of the GPU call, every request up to each run's first"
                          " measured rewrite (benchmarks/transform_embedded.py, speculation); measures nothing")
+    ap.add_argument("--live", default="local:",
+                    help="--speculate: the model that answers live (local: for embedded; files:DIR for a strong model "
+                         "answered by a person or an agent from the prompt alone)")
     ap.add_argument("--device-name", default="NVIDIA H100 80GB HBM3", help="--speculate: the GPU's name as it reports it")
     ap.add_argument("--max-threads", type=int, default=1024, help="--speculate: the GPU's threads per block")
     args = ap.parse_args()
@@ -345,7 +353,7 @@ def main() -> None:
     info = versions()
     if args.misses is None:
         args.misses = out.with_name(out.stem + ".misses.jsonl")
-    if "embedded" in args.models.split(","):
+    if set(args.models.split(",")) & set(TRANSCRIPTS):
         args.misses.unlink(missing_ok=True)  # this call's misses only: none left means the runs are complete
     for model in args.models.split(","):
         for kernel in args.kernels.split(","):
@@ -377,15 +385,15 @@ def speculate(args: argparse.Namespace) -> None:
     be measured; afterwards the GPU call replays these answers and goes on from there."""
     from kerntune.llm.providers import make_provider
 
-    if args.models != "embedded":
-        raise SystemExit("--speculate runs the embedded model only: pass --models embedded")
-    live = make_provider("local:")
+    if args.models not in TRANSCRIPTS:
+        raise SystemExit(f"--speculate runs one replayed model: pass --models {' or '.join(TRANSCRIPTS)}")
+    live = make_provider(args.live)
     try:
         with speculation(args.device_name, args.max_threads):
             for kernel in args.kernels.split(","):
                 for strat in args.strategies.split(","):
-                    print(f"== speculate embedded / {kernel} / {strat}", flush=True)
-                    r = run_one(kernel, strat, "embedded", args, live=live)
+                    print(f"== speculate {args.models} / {kernel} / {strat}", flush=True)
+                    r = run_one(kernel, strat, args.models, args, live=live)
                     print(f"   -> {'complete' if r.get('ok') else r.get('error')} in {r['wall_s']:.1f} s, prompts"
                           f" {r['prompt_matches']}", flush=True)
     finally:
