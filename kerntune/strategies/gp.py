@@ -228,9 +228,10 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
     index: dict[str, int] = {}
     measured: list[bool] = []
     prior = None                    # the past runs' prediction (transfer_model "prior")
-    prior_of: list[float] = []      # ... for each pool entry
+    prior_of = np.empty(0)          # ... for each pool entry
 
     def grow(cfgs: Sequence[Config], keys: Sequence[str] | None = None, feats: np.ndarray | None = None) -> None:
+        nonlocal prior_of
         keys = keys if keys is not None else [space.key(c) for c in cfgs]
         new = [i for i, k in enumerate(keys) if k not in index]
         for i in new:
@@ -241,7 +242,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
             f = feats[new] if feats is not None else _encode(space, [cfgs[i] for i in new])
             model.add_pool(np.hstack([f, np.tile(here, (len(new), 1))]))
             if prior is not None:
-                prior_of.extend(prior.predict(f))
+                prior_of = np.concatenate([prior_of, prior.predict(f)])
 
     if space.cartesian_size <= _ENUMERATE_LIMIT:
         cfgs, keys, feats = _enumerated(space)
@@ -258,7 +259,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
 
         prior = PastPrior(space, ctx.transfer, live) if len(configs) else None
         if prior:
-            prior_of[:] = list(prior.predict(model.pool))
+            prior_of = prior.predict(model.pool)
             ctx.notes.append(f"gp: prior mean from {len(prior.runs)} past run(s) on nearby shapes")
         else:
             prior = None
@@ -287,7 +288,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
                 ys.append(math.log(max(t.time_ms, 1e-12)))  # type: ignore[arg-type]
                 model.add_obs(enc([cfg])[0])
                 if prior is not None:
-                    ys_prior.append(prior_of[index[key]] if key in index else float(prior.predict(enc([cfg]))[0]))
+                    ys_prior.append(float(prior_of[index[key]]) if key in index else float(prior.predict(enc([cfg]))[0]))
 
     if startup is None:
         startup = _TRANSFER_STARTUP if past else 5
@@ -325,7 +326,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
             scale = max(float(y.std()) if len(y) > 1 else 0.0, 0.5 * float(np.std(prior_of))) or 1.0
             centre = float(resid.mean()) if len(resid) else 0.0
             yn = (resid - centre) / scale
-            offset = (np.array(prior_of) - centre) / scale
+            offset = (prior_of - centre) / scale
         elif past:
             # Each task is centred on its own mean (shapes differ in level), then one scale.
             allc = np.concatenate([past_y, y - y.mean() if len(y) else y])

@@ -43,7 +43,6 @@ class PastPrior:
     """Per-run GPs over the past runs' finite log-ratios and their shrunk, distance-weighted mean."""
 
     def __init__(self, space: Space, transfer: Sequence[dict[str, float]], live: np.ndarray) -> None:
-        self.space = space
         self.runs: list[tuple[_GP, np.ndarray, float, float, float]] = []  # gp, its standardised log-ratios, their mean and std, the run's weight
         for run in transfer:
             finite = [(k, v) for k, v in run.items() if math.isfinite(v)]
