@@ -276,11 +276,11 @@ def run_one(kernel: str, strat: str, model: str, args: argparse.Namespace, live:
     recorded: RecordedModel | None = None
     if model == "scripted":
         llm: Any = ScriptedTransformProvider(expert_rules(k))
-    elif model in TRANSCRIPTS and live is not None:  # --speculate: misses are answered live, on the CPU
-        recorded = LiveRecorder(live, args.transcript or TRANSCRIPTS[model], run=f"{kernel}/{strat}")
-        llm = LLMClient(recorded)
     elif model in TRANSCRIPTS:  # the client exactly as for a spec string (make_client): only the provider differs
-        recorded = RecordedModel(args.transcript or TRANSCRIPTS[model], args.misses, run=f"{kernel}/{strat}")
+        transcript, run = args.transcript or TRANSCRIPTS[model], f"{kernel}/{strat}"
+        # --speculate (live): a miss is answered live, on the CPU; otherwise it stops the run
+        recorded = LiveRecorder(live, transcript, run=run) if live is not None else \
+            RecordedModel(transcript, args.misses, run=run)
         llm = LLMClient(recorded)
     else:
         llm = model
