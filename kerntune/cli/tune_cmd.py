@@ -30,7 +30,8 @@ def tune(
                              " --ray-address, the number of actors (default: every GPU of the cluster)"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Evaluate on Ray actors: auto (this"
                                               " machine's cluster), ray://HOST:PORT, or local (a private one)"),
-    retime: int = typer.Option(3, "--retime", help="Re-time this many leaders before declaring the winner"),
+    retime: int = typer.Option(5, "--retime", help="Re-time this many leaders, beside the default config, in "
+                               "interleaved rounds before declaring the winner (0: none)"),
     strategy: str = typer.Option("genetic", "--strategy", help="Strategy name"),
     budget: Optional[int] = typer.Option(100, "--budget", help="Maximum evaluations"),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="Maximum tuning seconds on the evaluator's clock"),
@@ -81,11 +82,7 @@ def tune(
         err_console.print(f"[yellow]note:[/yellow] {note}")
     best = res.best
     if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
-        leaders = sorted((t for t in res.history if t.ok), key=lambda t: t.time_ms)[:retime]
-        again = [t for t in evaluator.retime([t.config for t in leaders]) if t.ok]
-        if again:
-            best = min(again, key=lambda t: t.time_ms)
-            err_console.print(f"re-timed {len(leaders)} leaders: " + ", ".join(f"{t.time_ms:.4g} ms" for t in again))
+        best = _confirm(evaluator, res.history, retime) or best
     if best is None:
         console.print(f"no successful config in {len(res.history)} evaluations ({res.stop_reason})")
     else:
@@ -104,6 +101,25 @@ def tune(
     if not no_report and res.run_id is not None:
         write_after_run(st, res.run_id, report)
     st.close()
+
+
+def _confirm(evaluator, history, n: int):  # noqa: ANN001, ANN202 - Evaluator, list[Trial] -> Trial | None
+    """Re-time the leaders beside the space's default and print what that found."""
+    from kerntune.evaluate.retime import confirm
+
+    found = confirm(evaluator, history, n_leaders=n, baseline=evaluator.space.default)
+    for t in found.retimed:
+        if t.ok:
+            lo, hi = t.extra.get("ci_ms", (t.time_ms, t.time_ms))
+            err_console.print(f"re-timed: {t.time_ms:.4g} ms [{lo:.4g}, {hi:.4g}] over {len(t.times_ms)} rounds"
+                              f"{' (default config)' if t is found.baseline else ''}")
+    for note in found.notes:
+        err_console.print(f"[yellow]note:[/yellow] {note}")
+    if found.speedup is not None:
+        s = found.speedup
+        console.print(f"speedup over the default config: {s.median:.3f}x [{s.lo:.3f}, {s.hi:.3f}] "
+                      f"({found.verdict}, {s.n} paired rounds)")
+    return found.winner
 
 
 def _parse_gpus(text: str) -> int | None:

@@ -176,7 +176,7 @@ class EvalActor:
                     self.cond.notify_all()
                 return
 
-    def retime(self, configs: list[Config], rep_ms: int, rounds: int) -> list[Trial]:
+    def retime(self, configs: list[Config], rep_ms: int | None, rounds: int | None) -> list[Trial]:
         with self.busy:
             return self.ev.retime(configs, rep_ms=rep_ms, rounds=rounds)  # type: ignore[attr-defined]
 
@@ -352,8 +352,9 @@ class RayEvaluator(Evaluator):
         self.stats.restarts += 1
         slot.actor = self._new_actor()
 
-    def retime(self, configs: Sequence[Config], rep_ms: int = 100, rounds: int = 3) -> list[Trial]:
-        """Re-time the leaders on one actor (one GPU), so that their times compare."""
+    def retime(self, configs: Sequence[Config], rep_ms: int | None = None, rounds: int | None = None) -> list[Trial]:
+        """Re-time the leaders on one actor (one GPU), so that their times compare (the inner
+        evaluator's protocol when ``rep_ms``/``rounds`` are None)."""
         if not self.can_retime:
             return self.evaluate(configs)
         slot = next(s for s in self.slots if s.alive)

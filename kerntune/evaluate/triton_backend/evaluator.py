@@ -34,12 +34,15 @@ import sys
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.base import Evaluator
+from kerntune.evaluate.protocol import DEFAULT as DEFAULT_PROTOCOL
+from kerntune.evaluate.protocol import Protocol, estimate
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.evaluate.triton_backend.kernel_file import describe, load_kernel_module, module_space, source_hash
 from kerntune.space import Config, jsonable
@@ -68,10 +71,10 @@ class _Worker:
     """One worker process and its pipe; restarted after a crash or timeout."""
 
     def __init__(self, path: str, shape: tuple[int, ...], env: dict[str, str], compile_only: bool = False,
-                 memory_mb: int = 0) -> None:
+                 memory_mb: int = 0, keep_warm: bool = False) -> None:
         self.args = [sys.executable, "-m", "kerntune.evaluate.triton_backend.worker", path,
                      "x".join(map(str, shape))] + (["--compile-only"] if compile_only else []) \
-            + ([f"--memory-mb={memory_mb}"] if memory_mb > 0 else [])
+            + ([f"--memory-mb={memory_mb}"] if memory_mb > 0 else []) + (["--keep-warm"] if keep_warm else [])
         self.env = env
         self.proc: subprocess.Popen[str] | None = None
         self._buf = b""  # bytes of results read from the pipe but not yet returned
@@ -185,10 +188,11 @@ class TritonEvaluator(Evaluator):
     name = "triton"
 
     def __init__(self, kernel_file: str | Path, shape: tuple[int, ...], compile_workers: int | None = None,
-                 compile_timeout: float = 60.0, bench_timeout: float = 60.0, rep_ms: int = 20,
+                 compile_timeout: float = 60.0, bench_timeout: float = 60.0, rep_ms: int | None = None,
                  gpus: int | None = None, devices: Sequence[str | None] | None = None,
-                 memory_limit_mb: int | None = None) -> None:
-        """``gpus``: how many of the visible GPUs get a benchmark worker (None: all).
+                 memory_limit_mb: int | None = None, protocol: Protocol | None = None) -> None:
+        """``protocol``: how every config is timed (kerntune.evaluate.protocol); ``rep_ms``
+        shortens its window (tests).  ``gpus``: how many of the visible GPUs get a benchmark worker (None: all).
         ``devices``: the exact ``CUDA_VISIBLE_DEVICES`` value of each benchmark worker
         (None: leave the environment as it is); tests pass labels such as ``["0", "1"]``.
         ``memory_limit_mb``: each worker's heap limit (None: ``default_memory_limit_mb()``, 0: none)."""
@@ -198,7 +202,10 @@ class TritonEvaluator(Evaluator):
         self.shape = tuple(shape)
         self.compile_timeout = compile_timeout
         self.bench_timeout = bench_timeout
-        self.rep_ms = rep_ms
+        p = protocol or DEFAULT_PROTOCOL
+        if rep_ms is not None:
+            p = replace(p, rep_ms=rep_ms, warmup_ms=min(p.warmup_ms, rep_ms))
+        self.protocol = p
         self.devices: list[str | None] = list(devices) if devices is not None else _pick_devices(gpus)
         if not self.devices:
             raise KerntuneError("no device to benchmark on")
@@ -210,7 +217,7 @@ class TritonEvaluator(Evaluator):
         # Compile workers are spread over the GPUs too: their CUDA contexts and inputs are shared out.
         self.compilers = [_Worker(self.path, self.shape, envs[i % len(envs)], compile_only=True, memory_mb=mem)
                           for i in range(n)]
-        self.benchers = [_Worker(self.path, self.shape, e, memory_mb=mem) for e in envs]
+        self.benchers = [_Worker(self.path, self.shape, e, memory_mb=mem, keep_warm=p.keep_warm) for e in envs]
         # Configs in flight at once: one per compile worker plus one on each GPU.
         self.parallelism = n + len(self.benchers)
         self._device: dict[str, Any] | None = None
@@ -309,7 +316,8 @@ class TritonEvaluator(Evaluator):
             bench_pool.shutdown(wait=True)
 
     def _bench_task(self, cfg: Config) -> dict[str, Any]:
-        return {"mode": "bench", "config": {k: jsonable(v) for k, v in cfg.items()}, "rep_ms": self.rep_ms}
+        return {"mode": "bench", "config": {k: jsonable(v) for k, v in cfg.items()}, "rep_ms": self.protocol.rep_ms,
+                "warmup_ms": self.protocol.warmup_ms}
 
     def _trial(self, g: int, cfg: Config, compile_s: float, b: dict[str, Any], waited_s: float) -> Trial:
         bench_s = b.get("bench_s", waited_s)
@@ -329,28 +337,39 @@ class TritonEvaluator(Evaluator):
             out["GB/s"] = w["bytes"] / (time_ms * 1e-3) / 1e9
         return out
 
-    def retime(self, configs: Sequence[Config], rep_ms: int = 100, rounds: int = 3) -> list[Trial]:
-        """Measure the leaders again before declaring a winner: ``rounds`` interleaved rounds,
-        each config's time the median of its rounds.  Interleaving (rather than one long run
-        per config) keeps clock and thermal drift of the GPU from favouring whichever config
-        ran first: a 500 ms run of a 640 TFLOP/s matmul already measures ~10% slower.
-        All rounds run on the first GPU: two GPUs of one model still differ by a few percent."""
-        saved, self.rep_ms = self.rep_ms, rep_ms
-        try:
-            runs = [[t for _, t in sorted(self._stream(configs, [0]), key=lambda it: it[0])]
-                    for _ in range(max(rounds, 1))]
-        finally:
-            self.rep_ms = saved
+    def retime(self, configs: Sequence[Config], rep_ms: int | None = None, rounds: int | None = None) -> list[Trial]:
+        """Measure the leaders (and any baselines the caller adds) again before declaring a
+        winner: ``rounds`` interleaved rounds (the protocol's by default) in the first GPU's
+        benchmark worker, each config one window of the same settings as screening, the order
+        rotated every round so that no config always follows the same neighbour.  Each trial's
+        time is the median of its rounds; ``extra["rounds_ms"]`` keeps them (paired by round
+        across configs, for speedups) and ``extra["ci_ms"]`` the median's 95% interval.  All
+        rounds run on one GPU: two GPUs of one model still differ by a few percent."""
+        task_rep = self.protocol.rep_ms if rep_ms is None else rep_ms
+        n_rounds = max(self.protocol.rounds if rounds is None else rounds, 1)
+        w = self.benchers[0]
+        results: list[list[dict[str, Any]]] = [[] for _ in configs]
+        for r in range(n_rounds):
+            order = [(i + r) % len(configs) for i in range(len(configs))]
+            for i in order:
+                task = {**self._bench_task(configs[i]), "rep_ms": task_rep}
+                try:
+                    results[i].append(w.run(task, self.bench_timeout))
+                except Exception as exc:  # noqa: BLE001 - a bad reply costs this config
+                    w.kill()
+                    results[i].append({"status": "runtime_error", "error": f"re-timing failed: {exc}"})
         out = []
-        for i, cfg in enumerate(configs):
-            trials = [r[i] for r in runs]
-            ok = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms)  # type: ignore[arg-type,return-value]
-            if len(ok) < len(trials):
-                out.append(next(t for t in trials if not t.ok))
+        for cfg, res in zip(configs, results):
+            bad = next((b for b in res if b.get("status") != "ok"), None)
+            if bad is not None:
+                out.append(Trial(dict(cfg), Status(bad["status"]), error=bad.get("error")))
                 continue
-            mid = ok[len(ok) // 2]
-            out.append(Trial(dict(cfg), Status.OK, mid.time_ms, sorted(x for t in ok for x in t.times_ms),
-                             sum(t.compile_s for t in ok), sum(t.bench_s for t in ok), None, mid.extra))
+            rounds_ms = [float(b["time_ms"]) for b in res]
+            est = estimate(rounds_ms)
+            extra = {**self._rates(est.median), "rounds_ms": rounds_ms, "ci_ms": [est.lo, est.hi],
+                     "protocol": self.protocol.to_dict()}
+            out.append(Trial(dict(cfg), Status.OK, est.median, sorted(rounds_ms), 0.0,
+                             sum(float(b.get("bench_s", 0.0)) for b in res), None, extra))
         return out
 
     def device(self) -> dict[str, Any]:

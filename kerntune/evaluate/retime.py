@@ -1,0 +1,83 @@
+"""The last step of a GPU run: re-time the leaders beside the baseline, then name the winner.
+
+Screening gives each config one window; the leaders of a search are close to each other, often
+within the sustained state's noise (kerntune.evaluate.protocol).  So the leaders and the
+baseline (the kernel's default: the package's shipped choice, or the kernel file's default) are
+timed again in interleaved rounds in one worker, the winner is the lowest median, and its speedup
+over the baseline is the median of the per-round ratios with its confidence interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from kerntune.evaluate.protocol import Estimate, speedup, verdict
+from kerntune.evaluate.trial import Trial
+from kerntune.space import Config
+
+
+@dataclass
+class Confirmed:
+    """What re-timing found: every re-timed trial, the winner, and the baseline's figures."""
+
+    retimed: list[Trial]
+    winner: Trial | None
+    baseline: Trial | None = None
+    speedup: Estimate | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str | None:
+        return verdict(self.speedup) if self.speedup is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"retimed": [t.to_dict() for t in self.retimed],
+                               "winner": self.winner.to_dict() if self.winner else None,
+                               "baseline": self.baseline.to_dict() if self.baseline else None}
+        if self.speedup is not None:
+            s = self.speedup
+            out["speedup"] = {"median": s.median, "lo": s.lo, "hi": s.hi, "rounds": s.n, "verdict": self.verdict}
+        return out
+
+
+def leaders(history: Sequence[Trial], n: int) -> list[Config]:
+    """The ``n`` fastest distinct successful configs of a search."""
+    seen, out = set(), []
+    for t in sorted((t for t in history if t.ok), key=lambda t: t.time_ms):  # type: ignore[arg-type,return-value]
+        key = tuple(sorted((k, repr(v)) for k, v in t.config.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(t.config)
+        if len(out) == n:
+            break
+    return out
+
+
+def confirm(evaluator: Any, history: Sequence[Trial], n_leaders: int = 5, baseline: Config | None = None,
+            rounds: int | None = None) -> Confirmed:
+    """Re-time the ``n_leaders`` best configs of ``history`` and ``baseline`` together."""
+    configs = leaders(history, n_leaders)
+    base_index = None
+    if baseline is not None:
+        canon = evaluator.space.canonical(baseline)
+        base_index = next((i for i, c in enumerate(configs) if evaluator.space.canonical(c) == canon), None)
+        if base_index is None:
+            configs.append(canon)
+            base_index = len(configs) - 1
+    if not configs:
+        return Confirmed([], None)
+    retimed = evaluator.retime(configs, rounds=rounds)
+    ok = [t for t in retimed if t.ok]
+    winner = min(ok, key=lambda t: t.time_ms) if ok else None  # type: ignore[arg-type,return-value]
+    out = Confirmed(retimed, winner)
+    if base_index is not None:
+        out.baseline = retimed[base_index]
+        if not out.baseline.ok:
+            out.notes.append(f"the baseline config failed when re-timed ({out.baseline.status.value}: "
+                             f"{out.baseline.error})")
+        elif winner is not None:
+            b, w = out.baseline.extra.get("rounds_ms"), winner.extra.get("rounds_ms")
+            if b and w and len(b) == len(w):
+                out.speedup = speedup(b, w)
+    return out

@@ -1,0 +1,121 @@
+"""The timing protocol's statistics (kerntune.evaluate.protocol): intervals, speedups, verdicts.
+
+Real numbers, no GPU: the coverage test draws thousands of samples from known distributions and
+checks that the intervals hold the true median as often as they promise.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from kerntune.evaluate.protocol import Protocol, estimate, speedup, verdict
+from kerntune.evaluate.retime import leaders
+from kerntune.evaluate.trial import Status, Trial
+
+
+def test_interval_brackets_the_median_with_order_statistics() -> None:
+    xs = [1.0, 5.0, 2.0, 4.0, 3.0, 9.0, 7.0, 6.0, 8.0, 10.0]
+    e = estimate(xs)
+    assert e.median == pytest.approx(5.5)
+    # n = 10 at 95%: the 2nd and 9th smallest (coverage 1 - 2 * 11/1024 = 97.9%)
+    assert (e.lo, e.hi) == (2.0, 9.0)
+    assert e.n == 10 and e.lo <= e.median <= e.hi
+
+
+def test_too_few_samples_fall_back_to_the_extremes() -> None:
+    e = estimate([3.0, 1.0, 2.0])
+    assert (e.lo, e.median, e.hi) == (1.0, 2.0, 3.0)
+    with pytest.raises(ValueError):
+        estimate([])
+
+
+@pytest.mark.parametrize("n", [6, 10, 25])
+def test_interval_coverage_is_at_least_what_it_promises(n: int) -> None:
+    rng = random.Random(n)
+    hits, trials = 0, 4000
+    true_median = math.exp(0.0)  # lognormal(0, 0.3): a skewed, timing-like distribution
+    for _ in range(trials):
+        e = estimate([rng.lognormvariate(0.0, 0.3) for _ in range(n)])
+        hits += e.lo <= true_median <= e.hi
+    assert hits / trials >= 0.95 - 3 * math.sqrt(0.05 * 0.95 / trials)
+
+
+def test_speedup_pairs_rounds_and_cancels_shared_drift() -> None:
+    # The GPU's state drifts by 20% across rounds; the candidate is 10% faster in every round.
+    drift = [1.0, 1.2, 0.9, 1.1, 1.15, 0.95, 1.05, 1.0, 1.2, 0.85]
+    base = [0.2 * d for d in drift]
+    cand = [0.2 / 1.1 * d for d in drift]
+    s = speedup(base, cand)
+    assert s.median == pytest.approx(1.1) and s.lo == pytest.approx(1.1) and verdict(s) == "faster"
+    # unpaired, the same numbers could not tell the two apart
+    assert estimate(base).lo < estimate(cand).hi
+
+
+def test_verdicts_need_the_whole_interval_beyond_one() -> None:
+    assert verdict(speedup([1.0, 1.02, 0.99, 1.01, 1.0, 0.98], [1.0] * 6)) == "same within noise"
+    assert verdict(speedup([0.8] * 6, [1.0] * 6)) == "slower"
+    with pytest.raises(ValueError):
+        speedup([1.0, 2.0], [1.0])
+
+
+def test_protocol_defaults_are_one_setting_for_screening_and_retiming() -> None:
+    p = Protocol()
+    assert p.to_dict() == {"warmup_ms": p.warmup_ms, "rep_ms": p.rep_ms, "rounds": p.rounds, "keep_warm": True}
+    assert p.rounds >= 6  # fewer rounds cannot give a 95% interval of the median
+
+
+def test_leaders_are_distinct_and_fastest_first() -> None:
+    hist = [Trial({"a": 1}, Status.OK, 2.0), Trial({"a": 2}, Status.OK, 1.0), Trial({"a": 1}, Status.OK, 1.5),
+            Trial({"a": 3}, Status.RUNTIME_ERROR), Trial({"a": 4}, Status.OK, 3.0)]
+    assert leaders(hist, 2) == [{"a": 2}, {"a": 1}]
+    assert leaders(hist, 10) == [{"a": 2}, {"a": 1}, {"a": 4}]
+
+
+def test_keep_warm_runs_the_last_kernel_while_idle_then_rests() -> None:
+    import time
+
+    from kerntune.evaluate.triton_backend.worker import KeepWarm
+
+    calls = []
+    keep = KeepWarm(True, limit_s=0.2, rested_warmup_ms=300)
+    assert keep.warmup_ms(25) == 300  # nothing measured yet: the GPU may have rested
+    assert not keep.step(lambda: None)  # nothing to run yet
+    keep.set(lambda: calls.append(1), median_ms=2.0)  # about 10 ms of launches per step
+    assert keep.warmup_ms(25) == 25
+    assert keep.step(lambda: None) and len(calls) == 5 and keep.dirty
+    time.sleep(0.25)
+    assert not keep.step(lambda: None) and keep.warmup_ms(25) == 300  # idle too long: rested again
+    off = KeepWarm(False)
+    off.set(lambda: calls.append(1), 1.0)
+    assert not off.step(lambda: None) and off.warmup_ms(25) == 25
+
+
+def test_read_tasks_warms_only_while_no_task_waits() -> None:
+    import os
+    import threading
+    import time
+
+    from kerntune.evaluate.triton_backend.worker import read_tasks
+
+    r, w = os.pipe()
+    idles = []
+
+    def idle() -> bool:
+        idles.append(time.monotonic())
+        time.sleep(0.01)
+        return len(idles) < 1000
+
+    def writer() -> None:
+        time.sleep(0.1)
+        os.write(w, b'{"a": 1}\n{"a": 2}\n')
+        time.sleep(0.1)
+        os.close(w)
+
+    threading.Thread(target=writer).start()
+    lines = list(read_tasks(r, idle))
+    os.close(r)
+    assert lines == [b'{"a": 1}', b'{"a": 2}']
+    assert 3 <= len(idles) < 1000  # it warmed while it waited, and stopped at end of input
