@@ -76,8 +76,10 @@ def tune(
         if not llm:
             raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
         client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
+    # A package kernel: its own choice is measured first, so the search starts from it and can only improve on it.
+    shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
     res = run_search(evaluator, strategy, b, seed, store=st, run_id=resume, progress=progress, llm=client,
-                     options=options)
+                     options=options, warm_start=[shipped] if shipped else ())
     for note in res.notes:
         err_console.print(f"[yellow]note:[/yellow] {note}")
     best = res.best
@@ -107,17 +109,23 @@ def _confirm(evaluator, history, n: int):  # noqa: ANN001, ANN202 - Evaluator, l
     """Re-time the leaders beside the space's default and print what that found."""
     from kerntune.evaluate.retime import confirm
 
-    found = confirm(evaluator, history, n_leaders=n, baseline=evaluator.space.default)
+    shipped, info = evaluator.baseline() if hasattr(evaluator, "baseline") else (None, {})
+    what = "the package's own choice" if shipped is not None else "the default config"
+    if shipped is not None:
+        err_console.print(f"baseline: {json.dumps(shipped)} (launched by the package's own code"
+                          + (f"; its first call took {info['autotune_s']:.1f} s" if info.get("autotune_s") else "")
+                          + ")")
+    found = confirm(evaluator, history, n_leaders=n, baseline=shipped or evaluator.space.default)
     for t in found.retimed:
         if t.ok:
             lo, hi = t.extra.get("ci_ms", (t.time_ms, t.time_ms))
             err_console.print(f"re-timed: {t.time_ms:.4g} ms [{lo:.4g}, {hi:.4g}] over {len(t.times_ms)} rounds"
-                              f"{' (default config)' if t is found.baseline else ''}")
+                              f"{f' ({what})' if t is found.baseline else ''}")
     for note in found.notes:
         err_console.print(f"[yellow]note:[/yellow] {note}")
     if found.speedup is not None:
         s = found.speedup
-        console.print(f"speedup over the default config: {s.median:.3f}x [{s.lo:.3f}, {s.hi:.3f}] "
+        console.print(f"speedup over {what}: {s.median:.3f}x [{s.lo:.3f}, {s.hi:.3f}] "
                       f"({found.verdict}, {s.n} paired rounds)")
     return found.winner
 

@@ -44,7 +44,8 @@ from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.protocol import DEFAULT as DEFAULT_PROTOCOL
 from kerntune.evaluate.protocol import Protocol, estimate
 from kerntune.evaluate.trial import Status, Trial
-from kerntune.evaluate.triton_backend.kernel_file import describe, load_kernel_module, module_space, source_hash
+from kerntune.evaluate.triton_backend.kernel_file import (describe, is_adapter_spec, load_kernel_module, module_space,
+                                                          source_hash)
 from kerntune.space import Config, jsonable
 
 
@@ -196,10 +197,10 @@ class TritonEvaluator(Evaluator):
         ``devices``: the exact ``CUDA_VISIBLE_DEVICES`` value of each benchmark worker
         (None: leave the environment as it is); tests pass labels such as ``["0", "1"]``.
         ``memory_limit_mb``: each worker's heap limit (None: ``default_memory_limit_mb()``, 0: none)."""
-        self.path = str(Path(kernel_file).resolve())
+        self.path = str(kernel_file) if is_adapter_spec(kernel_file) else str(Path(kernel_file).resolve())
         self.module = load_kernel_module(self.path)
-        super().__init__(module_space(self.module))
         self.shape = tuple(shape)
+        super().__init__(module_space(self.module, self.shape))
         self.compile_timeout = compile_timeout
         self.bench_timeout = bench_timeout
         p = protocol or DEFAULT_PROTOCOL
@@ -372,6 +373,18 @@ class TritonEvaluator(Evaluator):
                              sum(float(b.get("bench_s", 0.0)) for b in res), None, extra))
         return out
 
+    def baseline(self) -> tuple[Config | None, dict[str, Any]]:
+        """The config a package kernel's own code launches (its autotune pick, heuristic or fixed
+        config), as its benchmark worker caught it, with the seconds its first call took (its
+        autotuning, when it autotunes); (None, {}) for a kernel file of one's own."""
+        if not hasattr(self.module, "baseline"):
+            return None, {}
+        res = self.benchers[0].run({"mode": "baseline"}, self.bench_timeout + 600)
+        if res.get("status") != "ok" or not res.get("config"):
+            return None, {"error": res.get("error")}
+        pick = {k: v for k, v in res["config"].items() if k in self.space.names}
+        return self.space.canonical(pick), {"autotune_s": res.get("autotune_s"), "launched": res["config"]}
+
     def device(self) -> dict[str, Any]:
         if self._device is None:
             code = ("import json, torch; p = torch.cuda.get_device_properties(0); print(json.dumps({'name': p.name,"
@@ -393,15 +406,20 @@ class TritonEvaluator(Evaluator):
     def workload(self) -> dict[str, Any]:
         w = describe(self.module, self.shape)
         try:
-            w["source"] = Path(self.path).read_text()
-        except OSError:
+            if hasattr(self.module, "kernel"):  # a package's kernel: its own source, not a file of ours
+                from kerntune.evaluate.triton_backend.capture import kernel_source
+
+                w["source"] = kernel_source(self.module.kernel)
+            else:
+                w["source"] = Path(self.path).read_text()
+        except (OSError, TypeError):
             pass
         return w
 
     def describe(self) -> dict[str, Any]:
         return {"evaluator": self.name, "kernel_file": self.path, "shape": list(self.shape),
                 "kernel_name": getattr(self.module, "name", Path(self.path).stem),
-                "source_hash": source_hash(self.path)}
+                "source_hash": source_hash(self.path, self.module)}
 
     def close(self) -> None:
         for w in self.compilers + self.benchers:

@@ -9,6 +9,13 @@ Optional:
   reference(inputs)          the correct output (else the default config's output is the reference)
   flops(shape), bytes_moved(shape)   for TFLOP/s and GB/s in reports
   name                       the kernel's name; description: a sentence for prompts
+
+A kernel that lives in an installed package needs no launcher of its own: a file that defines
+``kernel`` (the package's Triton kernel, imported), ``make_inputs(shape)`` and ``call(inputs)``
+(the package's own entry point) is tuned by catching and replaying the package's launch
+(``kerntune.adapters``); ``knobs`` and ``default(shape)`` name what to search when the package
+picks its config by a heuristic.  ``NAME`` or ``package.module:kernel`` in place of a path names
+one of kerntune's adapters for real packages (``kerntune adapters`` lists them).
 """
 
 from __future__ import annotations
@@ -26,7 +33,17 @@ from kerntune.space import Space, space_from_dict
 REQUIRED = ("space", "make_inputs", "launch")
 
 
-def load_kernel_module(path: str | Path) -> ModuleType:
+def is_adapter_spec(path: str | Path) -> bool:
+    """``liger.rms_norm`` or ``package.module:kernel``: an adapter's name rather than a file."""
+    text = str(path)
+    return not Path(text).exists() and not text.endswith(".py") and ("/" not in text)
+
+
+def load_kernel_module(path: str | Path) -> Any:
+    if is_adapter_spec(path):
+        from kerntune.adapters import load
+
+        return load(str(path))
     path = Path(path).resolve()
     if not path.is_file():
         raise KerntuneError(f"kernel file not found: {path}")
@@ -37,13 +54,21 @@ def load_kernel_module(path: str | Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    if hasattr(module, "kernel") and hasattr(module, "call") and not hasattr(module, "launch"):
+        from kerntune.adapters import from_module
+
+        return from_module(module)
     missing = [n for n in REQUIRED if not hasattr(module, n)]
     if missing:
         raise KerntuneError(f"{path}: kernel file lacks {', '.join(missing)} (see kerntune.evaluate.triton_backend)")
     return module
 
 
-def module_space(module: ModuleType) -> Space:
+def module_space(module: Any, shape: tuple[int, ...] | None = None) -> Space:
+    if hasattr(module, "space_for"):
+        if shape is None:
+            raise KerntuneError("this kernel's space depends on the shape: pass --shape")
+        return module.space_for(tuple(shape))  # type: ignore[no-any-return]
     space = module.space
     if isinstance(space, Space):
         return space
@@ -52,7 +77,9 @@ def module_space(module: ModuleType) -> Space:
     raise KerntuneError("the kernel file's `space` must be a kerntune Space or its dict form")
 
 
-def source_hash(path: str | Path) -> str:
+def source_hash(path: str | Path, module: Any = None) -> str:
+    if module is not None and hasattr(module, "source_hash"):
+        return module.source_hash()  # type: ignore[no-any-return]
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
@@ -67,9 +94,12 @@ def parse_shape(text: str) -> tuple[int, ...]:
 
 
 def describe(module: ModuleType, shape: tuple[int, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {"kernel_name": getattr(module, "name", module.__name__), "problem_size": list(shape),
+    out: dict[str, Any] = {"kernel_name": getattr(module, "name", None) or getattr(module, "__name__", "kernel"),
+                           "problem_size": list(shape),
                            "description": getattr(module, "description", None)}
     for key, fn in (("flops", "flops"), ("bytes", "bytes_moved")):
         if callable(getattr(module, fn, None)):
-            out[key] = getattr(module, fn)(shape)
+            value = getattr(module, fn)(shape)
+            if value is not None:
+                out[key] = value
     return out

@@ -189,6 +189,9 @@ def _compile_only() -> None:
         return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=True, **kwargs)
 
     JITFunction.__getitem__ = getitem  # type: ignore[method-assign]
+    from kerntune.evaluate.triton_backend import capture
+
+    capture.COMPILE_ONLY = True  # kernels of installed packages: record their launches, compile only
 
 
 def limit_memory(mb: int) -> None:
@@ -230,9 +233,10 @@ def main() -> None:
         torch = None
 
     from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module, module_space
+    from kerntune.space import jsonable
 
     module = load_kernel_module(path)
-    space = module_space(module)
+    space = module_space(module, shape)
     bench = timer(torch)
     inputs = module.make_inputs(shape)
     # Kernels may write their inputs in place (accumulators, in-place softmax): every launch
@@ -270,10 +274,14 @@ def main() -> None:
         if keep.dirty:
             restore()
             keep.dirty = False
-        config = space.canonical(task["config"])
+        config = space.canonical(task.get("config") or {})
         t0 = time.perf_counter()
         try:
-            if task["mode"] == "compile":
+            if task["mode"] == "baseline":  # what a package kernel's own code chose (kerntune.adapters)
+                pick = module.baseline() if hasattr(module, "baseline") else None
+                result = {"status": "ok", "config": {k: jsonable(v) for k, v in pick.items()} if pick else None,
+                          "autotune_s": getattr(module, "autotune_s", None)}
+            elif task["mode"] == "compile":
                 module.launch(config, inputs)
                 sync()
                 if not compile_only:

@@ -1,0 +1,148 @@
+"""A kernel that lives in an installed package, seen through the kernel-file interface.
+
+``kerntune tune`` and its workers speak one interface (``kerntune.evaluate.triton_backend``):
+``space``, ``make_inputs(shape)``, ``launch(config, inputs)``.  A ``PackageTarget`` provides it for
+a kernel it does not own: ``make_inputs`` builds realistic inputs and runs the package's own entry
+point once, catching the kernel's launch (``capture``); ``launch`` replays that launch with a
+config; the package's own choice, caught in the same call, is the reference output and the
+baseline every speedup is measured against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from kerntune.errors import KerntuneError
+from kerntune.evaluate.triton_backend import capture as cap
+from kerntune.evaluate.triton_backend.derive_space import space_from_configs, space_from_knobs
+from kerntune.space import Space
+
+Shape = tuple[int, ...]
+
+
+def import_object(spec: str) -> Any:
+    """``package.module:attribute`` -> the object (one line and exit 2 when it is not there)."""
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise KerntuneError(f"{spec!r}: expected package.module:kernel_name")
+    try:
+        module = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise KerntuneError(f"cannot import {mod_name} ({exc}); is its package installed?") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise KerntuneError(f"{mod_name} has no {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+@dataclass
+class Adapter:
+    """How to run one package kernel on realistic inputs, and what may be tuned.
+
+    ``call(inputs)`` is the package's own entry point (its public op or launcher), never a copy of
+    its code.  ``knobs`` (a heuristic launcher's tunable constexprs and launch options, with the
+    values worth trying) and ``default(shape)`` (the package's own rule) give the space; without
+    them the kernel's ``triton.autotune`` list, widened, is the space."""
+
+    name: str
+    kernel: str
+    package: str
+    shape_doc: str
+    shapes: Sequence[Shape]
+    make_inputs: Callable[[Shape], tuple[Any, ...]]
+    call: Callable[[tuple[Any, ...]], Any]
+    knobs: Mapping[str, Sequence[Any]] | None = None
+    default: Callable[[Shape], dict[str, Any]] | None = None
+    torch_op: Callable[[tuple[Any, ...]], Any] | None = None
+    bytes_moved: Callable[[Shape], float] | None = None
+    flops: Callable[[Shape], float] | None = None
+    which: int = -1
+    description: str = ""
+    widen: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+class PackageTarget:
+    """The kernel-file interface over an ``Adapter``."""
+
+    def __init__(self, adapter: Adapter, kernel: Any = None) -> None:
+        self.adapter = adapter
+        self.kernel = kernel if kernel is not None else import_object(adapter.kernel)
+        self.name = adapter.name
+        self.description = adapter.description or (f"{adapter.kernel or self.name} from {adapter.package or 'a package'}"
+                                                   f"; shape = {adapter.shape_doc or 'see make_inputs'}")
+        self.launch_state: cap.Launch | None = None
+        self.autotune_s: float | None = None
+        self._spaces: dict[Shape, Space] = {}
+
+    # -- the kernel-file interface -----------------------------------------------------------
+    def space_for(self, shape: Shape) -> Space:
+        if shape not in self._spaces:
+            a = self.adapter
+            if a.knobs is not None:
+                default = a.default(shape) if a.default is not None else {}
+                self._spaces[shape] = space_from_knobs(a.knobs, default, name=a.name, description=self.description)
+            else:
+                tuner = cap.autotuner(self.kernel)
+                if tuner is None:
+                    raise KerntuneError(f"{a.kernel or a.name} has no triton.autotune list: name its knobs "
+                                        "(a dict of knob -> values) and the package's default(shape)")
+                self._spaces[shape] = space_from_configs(tuner.configs, name=a.name, widen=a.widen,
+                                                         description=self.description)
+        return self._spaces[shape]
+
+    def make_inputs(self, shape: Shape) -> tuple[Any, ...]:
+        import torch
+
+        inputs = self.adapter.make_inputs(shape)
+        sync = torch.cuda.synchronize if torch.cuda.is_available() else None
+        self.launch_state = cap.capture(self.kernel, lambda: self.adapter.call(inputs), self.adapter.which, sync)
+        self.autotune_s = self.launch_state.first_call_s
+        return tuple(t for _, t in self.launch_state.tensors())
+
+    def launch(self, config: Mapping[str, Any], inputs: Any) -> Any:
+        state = self._state()
+        state.run(dict(config))
+        return state.output_values()
+
+    def reference(self, inputs: Any) -> Any:
+        """The output of the package's own choice on these inputs."""
+        state = self._state()
+        state.run()
+        return state.output_values()
+
+    def baseline(self) -> dict[str, Any]:
+        """The package's own choice (what its autotuner, heuristic or fixed config launched)."""
+        return dict(self._state().config)
+
+    def bytes_moved(self, shape: Shape) -> float | None:
+        return self.adapter.bytes_moved(shape) if self.adapter.bytes_moved else None
+
+    def flops(self, shape: Shape) -> float | None:
+        return self.adapter.flops(shape) if self.adapter.flops else None
+
+    def source_hash(self) -> str:
+        version = _version(self.adapter.package)
+        blob = f"{self.adapter.kernel}\n{self.adapter.package}={version}\n{cap.kernel_source(self.kernel)}"
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def _state(self) -> cap.Launch:
+        if self.launch_state is None:
+            raise KerntuneError(f"{self.name}: make_inputs(shape) must run before a launch")
+        return self.launch_state
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    if not package:
+        return "unknown"
+    try:
+        return version(package)
+    except (PackageNotFoundError, ValueError):
+        return "unknown"

@@ -1,0 +1,251 @@
+"""Catch one launch of a Triton kernel inside someone else's code, then replay it with other configs.
+
+A kernel shipped in a package is launched by the package's own Python code: it allocates the
+outputs, computes the grid, and picks the config (its ``triton.autotune`` list, a heuristic such as
+"BLOCK_SIZE = next power of two of the row length, warps by size", or a fixed config).  Tuning it
+where it lives means running the package's own entry point once, catching the kernel's launch
+(every argument by name, the grid, the launch options), and then launching exactly that call again
+with the tuned constexprs and options swapped in.  The package's code stays untouched and
+uncopied; what it chose becomes the baseline.
+
+The catch wraps the kernel's ``JITFunction.run`` on the instance for the duration of the call:
+``kernel[grid](...)``, an autotuner's and a heuristics wrapper's launches all end there, after
+they have filled in their choices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from kerntune.errors import KerntuneError
+
+#: Keyword arguments of ``JITFunction.run`` that are launch options, not kernel arguments.
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
+                  "launch_pdl")
+
+#: Set in compile workers: launches only compile (``warmup=True``), and a capture only records.
+COMPILE_ONLY = False
+
+
+def _kernel_classes() -> tuple[type, ...]:
+    from triton.runtime.jit import JITFunction
+
+    try:  # TRITON_INTERPRET=1 turns @triton.jit into this (the CPU tests use it)
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover - every Triton 3 has it
+        return (JITFunction,)
+    return (JITFunction, InterpretedFunction)
+
+
+def jit_function(kernel: Any) -> Any:
+    """The ``JITFunction`` under autotuner and heuristics wrappers (each keeps the next in ``.fn``)."""
+    classes = _kernel_classes()
+    seen = 0
+    while not isinstance(kernel, classes):
+        inner = getattr(kernel, "fn", None)
+        if inner is None or seen > 8:
+            raise KerntuneError(f"{kernel!r} is not a Triton kernel (no JITFunction inside)")
+        kernel, seen = inner, seen + 1
+    return kernel
+
+
+def autotuner(kernel: Any) -> Any | None:
+    """The ``triton.autotune`` wrapper around a kernel, if it has one."""
+    seen = 0
+    while kernel is not None and seen < 8:
+        if hasattr(kernel, "configs") and hasattr(kernel, "keys"):
+            return kernel
+        kernel, seen = getattr(kernel, "fn", None), seen + 1
+    return None
+
+
+def constexpr_names(fn: Any) -> list[str]:
+    """The kernel's ``tl.constexpr`` parameters."""
+    params = getattr(fn, "params", None)
+    if params is not None:
+        return [p.name for p in params if getattr(p, "is_constexpr", False)]
+    import inspect
+
+    import triton.language as tl
+
+    sig = inspect.signature(fn.fn)  # an interpreted kernel keeps the plain function
+    return [n for n, p in sig.parameters.items()
+            if p.annotation is tl.constexpr or str(p.annotation) in ("tl.constexpr", "constexpr")]
+
+
+def kernel_source(kernel: Any) -> str:
+    """The kernel's source text (what its cache entries are keyed by)."""
+    import inspect
+
+    fn = jit_function(kernel)
+    return getattr(fn, "src", None) or inspect.getsource(fn.fn)
+
+
+@dataclass
+class Launch:
+    """One caught launch: enough to run the same call again with another config."""
+
+    fn: Any
+    grid: Any
+    args: dict[str, Any]
+    options: dict[str, Any]
+    outputs: list[str] = field(default_factory=list)
+    calls: int = 1
+    #: Seconds of the package's first call (its autotuning, compiles included, if it autotunes).
+    first_call_s: float | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """What the package chose: its constexprs and launch options as passed."""
+        cons = set(constexpr_names(self.fn))
+        return {**{k: v for k, v in self.args.items() if k in cons}, **self.options}
+
+    def tensors(self) -> list[tuple[str, Any]]:
+        return [(k, v) for k, v in self.args.items() if hasattr(v, "data_ptr") and hasattr(v, "clone")]
+
+    def run(self, config: dict[str, Any] | None = None) -> Any:
+        """Launch the caught call, with ``config``'s constexprs and options in place of the package's."""
+        args, options = dict(self.args), dict(self.options)
+        for k, v in (config or {}).items():
+            if k in args:
+                args[k] = v
+            elif k in LAUNCH_OPTIONS:
+                options[k] = v
+            else:
+                raise KerntuneError(f"{k!r} is neither an argument of {self.fn.__name__} nor a launch option")
+        return self.fn.run(grid=self.grid, warmup=COMPILE_ONLY, **args, **options)
+
+    def output_values(self) -> tuple[Any, ...]:
+        return tuple(self.args[k] for k in self.outputs)
+
+
+@contextlib.contextmanager
+def _wrapped(fn: Any, hook: Callable[..., Any]) -> Iterator[None]:
+    had = "run" in vars(fn)
+    old = vars(fn).get("run")
+    original = fn.run
+    fn.run = lambda *a, **kw: hook(original, *a, **kw)
+    try:
+        yield
+    finally:
+        if had:
+            fn.run = old
+        else:
+            del fn.run
+
+
+def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callable[[], None] | None = None) -> Launch:
+    """Run ``call`` (the package's own entry point) twice and catch launch number ``which`` of
+    ``kernel`` in the second run (-1: the last).  The first run does what a program's first step
+    does (an autotuner benchmarks its list and caches the winner); the second launches as every
+    later step would.  The tensors the caught launch writes are its outputs: those it changed, and
+    those that change when poisoned with NaN first (an output buffer reused by the allocator may
+    already hold the very values the launch writes)."""
+    fn = jit_function(kernel)
+    if COMPILE_ONLY:
+        return _record(fn, call, which)
+    done = sync or (lambda: None)
+    t0 = time.perf_counter()
+    call()
+    done()
+    first_call_s = time.perf_counter() - t0
+    seen: list[tuple[Launch, dict[str, Any], list[str]]] = []
+    count = [0]
+
+    def hook(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("warmup", False):
+            return original(*args, **kwargs)
+        count[0] += 1
+        launch = _bind(fn, args, dict(kwargs), count[0])
+        if which >= 0 and count[0] - 1 != which:
+            return original(*args, **kwargs)
+        before = {k: v.clone() for k, v in launch.tensors()}
+        out = original(*args, **kwargs)
+        done()
+        seen[:] = [(launch, before, [k for k, v in launch.tensors() if not _same(v, before[k])])]
+        return out
+
+    with _wrapped(fn, hook):
+        call()
+    done()
+    if not seen:
+        raise KerntuneError(f"{fn.__name__} was not launched by the package call"
+                            + (f" (asked for launch {which}, saw {count[0]})" if count[0] else ""))
+    launch, before, outputs = seen[0]
+    launch.calls, launch.first_call_s = count[0], first_call_s
+
+    def reset() -> None:
+        for k, v in launch.tensors():
+            v.copy_(before[k])
+
+    for name, t in launch.tensors():
+        if name in outputs or not t.is_floating_point():
+            continue
+        reset()
+        t.fill_(float("nan"))
+        launch.run()
+        done()
+        if not bool(t.isnan().all()):
+            outputs.append(name)
+    reset()
+    launch.run()  # leave the inputs as the package had them and the outputs as the launch writes them
+    done()
+    if not outputs:
+        raise KerntuneError(f"{fn.__name__}: the caught launch wrote no tensor argument; nothing to check or time")
+    launch.outputs = [k for k, _ in launch.tensors() if k in outputs]
+    return launch
+
+
+def _record(fn: Any, call: Callable[[], Any], which: int) -> Launch:
+    """A compile worker's capture: the call's launches of ``fn`` are recorded, never run (the
+    worker only needs the arguments and grid to compile other configs; running them would
+    disturb the benchmark worker's measurements)."""
+    seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def hook(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("warmup", False):
+            seen.append((args, dict(kwargs)))
+        return None
+
+    with _wrapped(fn, hook):
+        call()
+    if not seen:
+        raise KerntuneError(f"{fn.__name__} was not launched by the package call")
+    args, kwargs = seen[which]
+    return _bind(fn, args, kwargs, len(seen))
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        import torch
+
+        return bool(torch.equal(a, b)) if not a.is_floating_point() else bool(
+            torch.equal(torch.nan_to_num(a, nan=0.0), torch.nan_to_num(b, nan=0.0))
+            and torch.equal(torch.isnan(a), torch.isnan(b)))
+    except ImportError:  # pragma: no cover - tensors imply torch
+        return False
+
+
+def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], calls: int) -> Launch:
+    names = list(fn.arg_names)
+    if len(args) > len(names):
+        raise KerntuneError(f"{fn.__name__} got {len(args)} positional arguments for {len(names)} parameters")
+    bound = dict(zip(names, args))
+    grid = kwargs.pop("grid", None)
+    kwargs.pop("warmup", None)
+    options = {}
+    for k, v in kwargs.items():
+        if k in names:
+            bound[k] = v
+        else:
+            options[k] = v
+    missing = [n for n in names if n not in bound]
+    if missing:
+        defaults = {p.name: p.default for p in getattr(fn, "params", []) if getattr(p, "default", None) is not None}
+        for n in missing:
+            if n in defaults:
+                bound[n] = defaults[n]
+    return Launch(fn, grid, bound, options, calls=calls)

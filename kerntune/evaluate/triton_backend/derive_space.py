@@ -1,0 +1,115 @@
+"""A search space from what a shipped kernel already says about its configs.
+
+Two sources, both without launching anything:
+
+* a ``triton.autotune`` list: every knob its configs set (constexprs, ``num_warps``,
+  ``num_stages``, ...) becomes a parameter whose values are the list's; ``widen`` adds each
+  knob's neighbours (half the smallest and twice the largest power of two, one stage more
+  and one fewer), so that the search may leave a list written for another GPU.  Without
+  widening, a constraint keeps the search inside the list itself (``in_list``);
+* explicit knobs (a launcher's heuristic: the adapter names the knobs and their values, and the
+  package's own rule gives the default).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+from kerntune.errors import KerntuneError
+from kerntune.space import Choice, Space
+
+#: Knobs of a triton.Config besides its kwargs, and the values they may take when widened.
+OPTION_LIMITS = {"num_warps": (1, 32), "num_stages": (1, 7), "num_ctas": (1, 1)}
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A ``triton.Config`` (or a dict) as one flat dict of knobs."""
+    if isinstance(config, Mapping):
+        return dict(config)
+    out = dict(getattr(config, "kwargs", {}) or {})
+    for opt in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+        v = getattr(config, opt, None)
+        if v is not None:
+            out[opt] = v
+    return out
+
+
+def _is_pow2(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
+
+
+def _widen(name: str, values: list[Any]) -> list[Any]:
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if len(ints) != len(values):
+        return values  # strings, bools, floats: nothing sensible to add
+    lo, hi = OPTION_LIMITS.get(name, (1, 1 << 17))
+    extra: set[int] = set()
+    if name == "num_stages":
+        extra = {min(ints) - 1, max(ints) + 1}
+    elif all(_is_pow2(v) for v in ints):
+        extra = {min(ints) // 2, max(ints) * 2}
+    return sorted({*ints, *(v for v in extra if lo <= v <= hi)})
+
+
+def knob_values(configs: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Each knob's distinct values, in order of first appearance sorted where numeric."""
+    names: list[str] = []
+    for c in configs:
+        names += [k for k in c if k not in names]
+    out = {}
+    for n in names:
+        vals = []
+        for c in configs:
+            if n not in c:
+                raise KerntuneError(f"autotune configs disagree on their knobs: {n!r} is missing from {dict(c)}")
+            if c[n] not in vals:
+                vals.append(c[n])
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            vals = sorted(vals)
+        out[n] = vals
+    return out
+
+
+def space_from_configs(configs: Iterable[Any], name: str = "", widen: bool = True,
+                       default: Mapping[str, Any] | None = None, description: str = "") -> Space:
+    """The Space of an autotune list (``triton.Config`` objects or dicts)."""
+    flat = [config_dict(c) for c in configs]
+    if not flat:
+        raise KerntuneError("an autotune list with no configs gives no space")
+    values = knob_values(flat)
+    params = [Choice(k, options=tuple(_widen(k, v) if widen else v), description=_describe(k, v, widen))
+              for k, v in values.items() if len(v) > 1 or widen]
+    fixed = {k: v[0] for k, v in values.items() if len(v) == 1 and not widen}
+    if not params:  # a single config: nothing to choose unless widened
+        raise KerntuneError("an autotune list of one config has nothing to search (widen it)")
+    names = [p.name for p in params]
+    constraints = []
+    if not widen and len(flat) > 1:
+        listed = sorted({tuple(c[n] for n in names) for c in flat}, key=repr)
+        constraints.append(f"({', '.join(names)}) in {tuple(listed)!r}")
+    start = dict(default) if default is not None else flat[0]
+    space = Space(params, constraints=constraints, default={k: start[k] for k in names if k in start}, name=name,
+                  description=description)
+    space.fixed = fixed  # type: ignore[attr-defined]  # knobs every listed config shares
+    return space
+
+
+def space_from_knobs(knobs: Mapping[str, Sequence[Any]], default: Mapping[str, Any], name: str = "",
+                     descriptions: Mapping[str, str] | None = None, description: str = "") -> Space:
+    """The Space of a heuristic launcher: the adapter's knobs, the package's rule as default."""
+    params = []
+    for k, vals in knobs.items():
+        opts = list(vals)
+        if k in default and default[k] not in opts:
+            opts.append(default[k])
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in opts):
+            opts = sorted(opts)
+        params.append(Choice(k, options=tuple(opts), description=(descriptions or {}).get(k, "")))
+    return Space(params, default={k: v for k, v in default.items() if k in knobs}, name=name,
+                 description=description)
+
+
+def _describe(name: str, listed: list[Any], widen: bool) -> str:
+    what = {"num_warps": "warps per program", "num_stages": "software pipelining stages",
+            "num_ctas": "CTAs per cluster"}.get(name, "kernel constexpr")
+    return f"{what}; the shipped list uses {listed}" + (" (widened by one step each way)" if widen else "")

@@ -1,0 +1,125 @@
+"""Kernels that live in installed packages: catching the package's own launch, replaying it with other
+configs, spaces from autotune lists and heuristics, and `kerntune tune` on such a kernel end to end.
+
+Real Triton kernels run under Triton's interpreter (TRITON_INTERPRET=1, set before triton is imported)
+on the CPU; tests/data/fake_package stands in for a package: an autotuned kernel and a kernel whose
+launcher picks BLOCK_SIZE and num_warps by a size rule, as liger-kernel's launchers do.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+
+DATA = Path(__file__).parent / "data"
+sys.path.insert(0, str(DATA))
+
+from fake_package import ops  # noqa: E402
+
+from kerntune.errors import KerntuneError  # noqa: E402
+from kerntune.evaluate.triton_backend.capture import autotuner, capture, constexpr_names, jit_function  # noqa: E402
+from kerntune.evaluate.triton_backend.derive_space import space_from_configs, space_from_knobs  # noqa: E402
+
+if os.environ.get("TRITON_INTERPRET") != "1":  # imported under a real GPU session: not what these tests are for
+    pytest.skip("needs TRITON_INTERPRET=1 before triton is imported", allow_module_level=True)
+
+
+def test_capture_of_an_autotuned_launch_replays_with_other_configs() -> None:
+    x = torch.randn(1000)
+    launch = capture(ops.scale_kernel, lambda: ops.scale(x))
+    assert launch.config["BLOCK"] in (64, 128, 256) and launch.config["num_warps"] in (2, 4)
+    assert launch.outputs == ["y_ptr"] and launch.calls == 1
+    y = launch.args["y_ptr"]
+    assert torch.allclose(y, 2 * x)
+    y.zero_()
+    launch.run({"BLOCK": 32, "num_warps": 1})  # a config outside the package's list
+    assert torch.allclose(y, 2 * x)
+    with pytest.raises(KerntuneError, match="neither an argument"):
+        launch.run({"BLOCKS": 32})
+
+
+def test_capture_picks_the_launch_asked_for_and_finds_in_place_outputs() -> None:
+    x = torch.randn(500)
+    first = capture(ops.scale_kernel, lambda: ops.scale_inplace_twice(x.clone()), which=0)
+    last = capture(ops.scale_kernel, lambda: ops.scale_inplace_twice(x.clone()))
+    assert first.calls == last.calls == 2
+    assert first.args["alpha"] == 0.5 and first.outputs == ["y_ptr"]
+    assert last.args["alpha"] == 3.0 and last.outputs == ["y_ptr"]  # the second launch writes into x (its y_ptr)
+    with pytest.raises(KerntuneError, match="not launched"):
+        capture(ops.row_sum_kernel, lambda: ops.scale(x))
+
+
+def test_kernel_introspection() -> None:
+    assert jit_function(ops.scale_kernel).arg_names == ["x_ptr", "y_ptr", "n", "alpha", "BLOCK"]
+    assert constexpr_names(jit_function(ops.scale_kernel)) == ["BLOCK"]
+    assert autotuner(ops.scale_kernel) is ops.scale_kernel and autotuner(ops.row_sum_kernel) is None
+    with pytest.raises(KerntuneError, match="not a Triton kernel"):
+        jit_function(ops.settings)
+
+
+def test_space_from_an_autotune_list_widened_or_kept() -> None:
+    configs = autotuner(ops.scale_kernel).configs
+    wide = space_from_configs(configs, name="scale")
+    assert wide.by_name["BLOCK"].values() == (32, 64, 128, 256, 512)
+    assert wide.by_name["num_warps"].values() == (1, 2, 4, 8)
+    assert wide.by_name["num_stages"].values() == (2, 3, 4)  # every listed config has 3 stages
+    assert wide.default["BLOCK"] == 64 and wide.count() == 5 * 4 * 3
+    kept = space_from_configs(configs, widen=False)
+    assert kept.names == ["BLOCK", "num_warps"] and kept.count() == 3
+    assert kept.is_valid({"BLOCK": 128, "num_warps": 4}) and not kept.is_valid({"BLOCK": 64, "num_warps": 4})
+    assert kept.fixed == {"num_ctas": 1, "num_stages": 3}  # type: ignore[attr-defined]
+
+
+def test_space_from_knobs_keeps_the_package_rule_as_default() -> None:
+    block, warps = ops.settings(3000)
+    s = space_from_knobs({"BLOCK_SIZE": [1024, 2048], "num_warps": [2, 4]}, {"BLOCK_SIZE": block, "num_warps": warps})
+    assert s.default == {"BLOCK_SIZE": 4096, "num_warps": 8}  # the rule's values join the options
+    assert s.by_name["BLOCK_SIZE"].values() == (1024, 2048, 4096)
+
+
+def test_a_kernel_file_that_imports_a_package_kernel_loads_as_a_target() -> None:
+    from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module, module_space
+
+    target = load_kernel_module(DATA / "row_sum_where_it_lives.py")
+    space = module_space(target, (64, 200))
+    assert space.default == {"BLOCK_SIZE": 256, "num_warps": 4}
+    inputs = target.make_inputs((64, 200))
+    assert target.baseline() == {"BLOCK_SIZE": 256, "num_warps": 4}
+    ref = target.reference(inputs)[0].clone()
+    assert torch.allclose(ref, inputs[0].sum(dim=1), atol=1e-4)
+    assert torch.allclose(target.launch({"BLOCK_SIZE": 512, "num_warps": 2}, inputs)[0], ref, atol=1e-4)
+    # a block shorter than the row leaves part of it out: a wrong result the check must catch
+    assert not torch.allclose(target.launch({"BLOCK_SIZE": 128, "num_warps": 2}, inputs)[0], ref, atol=1e-4)
+    with pytest.raises(KerntuneError, match="pass --shape"):
+        module_space(target)
+
+
+def test_tune_a_package_kernel_where_it_lives_end_to_end(tmp_path: Path) -> None:
+    """`kerntune tune FILE` on the package kernel: worker processes catch the launch, the too-short
+    blocks come back wrong_result, the package's own choice is the baseline of the speedup."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
+        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "kerntune", "tune", str(DATA / "row_sum_where_it_lives.py"), "--shape", "32x200",
+           "--strategy", "exhaustive", "--budget", "100", "--store", str(tmp_path / "t.db"), "--no-report",
+           "--retime", "2", "--gpus", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'baseline: {"BLOCK_SIZE": 256, "num_warps": 4}' in proc.stderr
+    assert "speedup over the package's own choice" in proc.stdout and "best:" in proc.stdout
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "t.db") as con:
+        rows = con.execute("SELECT config_json, status FROM trials").fetchall()
+    import json
+
+    status = {json.loads(c)["BLOCK_SIZE"]: s for c, s in rows}
+    assert len(rows) == 4 * 4 + 0  # every config of the space, the baseline among them
+    assert status[64] == status[128] == "wrong_result" and status[256] == status[512] == "ok"
