@@ -35,12 +35,12 @@ if os.environ.get("TRITON_INTERPRET") != "1":  # imported under a real GPU sessi
 def test_capture_of_an_autotuned_launch_replays_with_other_configs() -> None:
     x = torch.randn(1000)
     launch = capture(ops.scale_kernel, lambda: ops.scale(x))
-    assert launch.config["BLOCK"] in (64, 128, 256) and launch.config["num_warps"] in (2, 4)
+    assert launch.config["BLOCK"] in (32, 64, 128, 256) and launch.config["num_warps"] in (2, 4)
     assert launch.outputs == ["y_ptr"] and launch.calls == 1
     y = launch.args["y_ptr"]
     assert torch.allclose(y, 2 * x)
     y.zero_()
-    launch.run({"BLOCK": 32, "num_warps": 1})  # a config outside the package's list
+    launch.run({"BLOCK": 16, "num_warps": 1})  # a config outside the package's list
     assert torch.allclose(y, 2 * x)
     with pytest.raises(KerntuneError, match="neither an argument"):
         launch.run({"BLOCKS": 32})
@@ -68,13 +68,15 @@ def test_kernel_introspection() -> None:
 def test_space_from_an_autotune_list_widened_or_kept() -> None:
     configs = autotuner(ops.scale_kernel).configs
     wide = space_from_configs(configs, name="scale")
-    assert wide.by_name["BLOCK"].values() == (32, 64, 128, 256, 512)
+    assert wide.by_name["BLOCK"].values() == (16, 32, 64, 128, 256, 512)
     assert wide.by_name["num_warps"].values() == (1, 2, 4, 8)
     assert wide.by_name["num_stages"].values() == (2, 3, 4)  # every listed config has 3 stages
-    assert wide.default["BLOCK"] == 64 and wide.count() == 5 * 4 * 3
+    assert wide.default["BLOCK"] == 32 and wide.count() == 6 * 4 * 3
     kept = space_from_configs(configs, widen=False)
-    assert kept.names == ["BLOCK", "num_warps"] and kept.count() == 3
-    assert kept.is_valid({"BLOCK": 128, "num_warps": 4}) and not kept.is_valid({"BLOCK": 64, "num_warps": 4})
+    assert kept.names == ["BLOCK", "num_warps"] and kept.count() == 8
+    assert kept.is_valid({"BLOCK": 128, "num_warps": 4}) and not kept.is_valid({"BLOCK": 512, "num_warps": 4})
+    few = space_from_configs(configs[:3], widen=False)  # (32, 2), (32, 4), (64, 2)
+    assert few.count() == 3 and not few.is_valid({"BLOCK": 64, "num_warps": 4})
     assert kept.fixed == {"num_ctas": 1, "num_stages": 3}  # type: ignore[attr-defined]
 
 
@@ -123,3 +125,42 @@ def test_tune_a_package_kernel_where_it_lives_end_to_end(tmp_path: Path) -> None
     status = {json.loads(c)["BLOCK_SIZE"]: s for c, s in rows}
     assert len(rows) == 4 * 4 + 0  # every config of the space, the baseline among them
     assert status[64] == status[128] == "wrong_result" and status[256] == status[512] == "ok"
+
+
+RETUNE_PROGRAM = """
+import json, sys, torch
+from fake_package import ops
+torch.manual_seed(0)
+outs = [ops.scale(torch.randn(n)) for n in (1000, 3000, 1000)]
+import kerntune.retune as r
+print(json.dumps({"sums": [float(o.double().sum()) for o in outs], "tuned": r.STATS.tuned,
+                  "loaded": r.STATS.loaded, "measured": r.STATS.measured,
+                  "enabled": r._original_run is not None}))
+"""
+
+
+def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_path: Path) -> None:
+    """`kerntune exec -- python PROGRAM`: the package's autotuned kernel is tuned by kerntune with half
+    its list per key, the winners stored; a second process loads them and measures nothing; the
+    outputs equal those of the program run without the switch."""
+    import json
+
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
+        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    prog = tmp_path / "prog.py"
+    prog.write_text(RETUNE_PROGRAM)
+    store = tmp_path / "retune.db"
+
+    def run(*prefix: str) -> dict:
+        proc = subprocess.run([*prefix, sys.executable, str(prog)], capture_output=True, text=True, env=env,
+                              timeout=600, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    kt = [sys.executable, "-m", "kerntune", "exec", "--store", str(store), "--"]
+    plain, first, second = run(), run(*kt), run(*kt)
+    assert not plain["enabled"] and plain["measured"] == 0
+    assert first["enabled"] and len(first["tuned"]) == 2 and first["loaded"] == []  # keys n=1000 and n=3000
+    assert first["measured"] == 2 * 4  # half of the 8-config list per key
+    assert second["tuned"] == [] and len(second["loaded"]) == 2 and second["measured"] == 0
+    assert first["sums"] == pytest.approx(plain["sums"], rel=1e-6) and second["sums"] == first["sums"]

@@ -11,7 +11,7 @@ import sys
 import typer
 
 from kerntune.cli import cache_cmd, compare_cmd, tensile_cmd, llm_cmd, prompt_cmd, space_cmd, store_cmd, tune_cmd
-from kerntune.cli import report_cmd, transform_cmd
+from kerntune.cli import exec_cmd, report_cmd, transform_cmd
 from kerntune.errors import KerntuneError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -26,6 +26,7 @@ app.command("compare")(compare_cmd.compare)
 app.command("tune")(tune_cmd.tune)
 app.command("report")(report_cmd.report)
 app.command("transform")(transform_cmd.transform)
+app.command("exec", context_settings={"allow_interspersed_args": False})(exec_cmd.exec_)
 
 
 

@@ -15,8 +15,8 @@ def _cpu_bench(fn, quantiles):
     return [ms, ms, ms]
 
 
-@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 128}, num_warps=4),
-                          triton.Config({"BLOCK": 256}, num_warps=4)], key=["n"], do_bench=_cpu_bench)
+@triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 64, 128, 256) for w in (2, 4)],
+                 key=["n"], do_bench=_cpu_bench)
 @triton.jit
 def scale_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
     pid = tl.program_id(0)

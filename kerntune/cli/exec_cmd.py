@@ -1,0 +1,36 @@
+"""``kerntune exec -- CMD``: run a program with its ``triton.autotune`` kernels retuned by kerntune."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from kerntune.errors import KerntuneError
+
+
+def exec_(
+    command: list[str] = typer.Argument(..., help="The program and its arguments (after --)"),
+    store: Optional[str] = typer.Option(None, "--store", help="Store of the winners (default .kerntune/kerntune.db)"),
+    strategy: str = typer.Option("bayes", "--strategy", help="Strategy that searches each autotune list"),
+    budget: str = typer.Option("0.5", "--budget", help="Measurements per (kernel, key): a share of the list "
+                               "(0.5) or a count"),
+) -> None:
+    """Run COMMAND with every triton.autotune kernel tuned once by kerntune and its winner kept in the store;
+    later runs load the winners without measuring (see kerntune.retune)."""
+    if not command:
+        raise KerntuneError("kerntune exec needs a command, e.g. kerntune exec -- python train.py")
+    site = Path(__file__).resolve().parents[1] / "retune_site"
+    env = dict(os.environ, KERNTUNE_AUTOTUNE="1", KERNTUNE_AUTOTUNE_STRATEGY=strategy,
+               KERNTUNE_AUTOTUNE_BUDGET=budget,
+               PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p))
+    if store:
+        env["KERNTUNE_STORE"] = str(Path(store).resolve())
+    try:
+        code = subprocess.call(command, env=env)
+    except OSError as exc:
+        raise KerntuneError(f"cannot run {command[0]!r}: {exc}") from None
+    raise typer.Exit(code)
