@@ -56,7 +56,7 @@ class Adapter:
     shapes: Sequence[Shape]
     make_inputs: Callable[[Shape], tuple[Any, ...]]
     call: Callable[[tuple[Any, ...]], Any]
-    knobs: Mapping[str, Sequence[Any]] | None = None
+    knobs: Mapping[str, Sequence[Any]] | Callable[[Shape], Mapping[str, Sequence[Any]]] | None = None
     default: Callable[[Shape], dict[str, Any]] | None = None
     torch_op: Callable[[tuple[Any, ...]], Any] | None = None
     bytes_moved: Callable[[Shape], float] | None = None
@@ -86,7 +86,8 @@ class PackageTarget:
             a = self.adapter
             if a.knobs is not None:
                 default = a.default(shape) if a.default is not None else {}
-                self._spaces[shape] = space_from_knobs(a.knobs, default, name=a.name, description=self.description)
+                knobs = a.knobs(shape) if callable(a.knobs) else a.knobs
+                self._spaces[shape] = space_from_knobs(knobs, default, name=a.name, description=self.description)
             else:
                 tuner = cap.autotuner(self.kernel)
                 if tuner is None:
