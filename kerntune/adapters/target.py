@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -93,16 +95,34 @@ class PackageTarget:
                 if tuner is None:
                     raise KerntuneError(f"{a.kernel or a.name} has no triton.autotune list: name its knobs "
                                         "(a dict of knob -> values) and the package's default(shape)")
-                self._spaces[shape] = space_from_configs(tuner.configs, name=a.name, widen=a.widen,
+                # KERNTUNE_LIST_ONLY=1: search the shipped list itself (how triton.autotune's own
+                # wall time is matched like for like in benchmarks/real_kernels)
+                widen = a.widen and os.environ.get("KERNTUNE_LIST_ONLY") != "1"
+                self._spaces[shape] = space_from_configs(tuner.configs, name=a.name, widen=widen,
                                                          description=self.description)
         return self._spaces[shape]
 
     def make_inputs(self, shape: Shape) -> tuple[Any, ...]:
+        """Realistic inputs, and the package's own launch on them caught for replay.
+
+        ``KERNTUNE_PACKAGE_CHOICE`` (JSON of a config, set by ``benchmarks/real_kernels``): the
+        package's autotune pick is already known from an earlier, separately timed process, so the
+        package's autotuner is given that one config instead of benchmarking its list again; the
+        search's clock then holds kerntune's work only."""
         import torch
 
         inputs = self.adapter.make_inputs(shape)
         sync = torch.cuda.synchronize if torch.cuda.is_available() else None
-        self.launch_state = cap.capture(self.kernel, lambda: self.adapter.call(inputs), self.adapter.which, sync)
+        preset = os.environ.get("KERNTUNE_PACKAGE_CHOICE")
+        tuner = cap.autotuner(self.kernel) if preset else None
+        saved = tuner.configs if tuner is not None else None
+        if tuner is not None:
+            tuner.configs = [_triton_config(json.loads(preset))]
+        try:
+            self.launch_state = cap.capture(self.kernel, lambda: self.adapter.call(inputs), self.adapter.which, sync)
+        finally:
+            if tuner is not None:
+                tuner.configs = saved
         self.autotune_s = self.launch_state.first_call_s
         return tuple(t for _, t in self.launch_state.tensors())
 
@@ -136,6 +156,14 @@ class PackageTarget:
         if self.launch_state is None:
             raise KerntuneError(f"{self.name}: make_inputs(shape) must run before a launch")
         return self.launch_state
+
+
+def _triton_config(flat: Mapping[str, Any]) -> Any:
+    import triton
+
+    kw = dict(flat)
+    opts = {k: kw.pop(k) for k in cap.LAUNCH_OPTIONS if k in kw}
+    return triton.Config(kw, **opts)
 
 
 def _version(package: str) -> str:
