@@ -47,6 +47,10 @@ def _judge(args: list[str], env: dict[str, str]) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def _log(name: str, shape: str, text: str) -> None:
+    print(f"  [{time.strftime('%H:%M:%S')}] {name} {shape}: {text}", file=sys.stderr, flush=True)
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import version
 
@@ -107,6 +111,7 @@ def _search(spec: str, shape: str, strategy: str, seconds: float, warm: dict | N
         "speedup": None if found.speedup is None else {"median": found.speedup.median,
                                                        "ci": [found.speedup.lo, found.speedup.hi]},
         "verdict": found.verdict, "curve": curve[-200:],
+        "errors": sorted({f"{t.status.value}: {(t.error or '')[-300:]}" for t in res.history if not t.ok})[:4],
         "fixed": dict(getattr(ev.space, "fixed", {})),
     }
 
@@ -124,9 +129,13 @@ def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path
     t0 = time.perf_counter()
     cache_a = _fresh_cache(base_env)
     pkg = _judge([name, shape, "--package-only"], cache_a)
+    _log(name, shape, f"package's first call {pkg['first_call_s']:.1f} s, choice {pkg['config']}")
     rec["package_choice"], rec["package_first_call_s"] = pkg["config"], pkg["first_call_s"]
     env = {**_fresh_cache(base_env), "KERNTUNE_PACKAGE_CHOICE": json.dumps(pkg["config"])}
     rec["kerntune"] = _search(name, shape, strategy, seconds, pkg["config"], env)
+    k = rec["kerntune"]
+    _log(name, shape, f"kerntune {k['evaluations']} evaluations ({k['failed']} failed) in {k['wall_s']:.0f} s, "
+         f"winner {k['winner']} {k['winner_ms']}, speedup {k['speedup']}; errors {k['errors'][:2]}")
     rec["judge"] = _judge([name, shape, "--package", json.dumps(pkg["config"]), "--winner",
                            json.dumps({**rec["kerntune"]["fixed"], **rec["kerntune"]["winner"]})], cache_a)
     if autotuned:
@@ -136,6 +145,8 @@ def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path
         r.pop("curve", None)
         # the package's pick is the confirm baseline only: the search itself did not start from it
         rec["list_only"] = {**r, "wall_limit_s": half}
+        _log(name, shape, f"list only: {r['evaluations']} evaluations in {r['wall_s']:.0f} s "
+             f"(limit {half:.0f} s), speedup over the package's pick {r['speedup']}")
     rec["pair_wall_s"] = time.perf_counter() - t0
     rec["versions"] = _versions()
     out_dir.mkdir(parents=True, exist_ok=True)
