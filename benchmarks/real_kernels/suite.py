@@ -64,7 +64,7 @@ def _versions() -> dict[str, str]:
 
 
 def _search(spec: str, shape: str, strategy: str, seconds: float, warm: dict | None, env: dict[str, str],
-            wall_limit: float | None = None) -> dict[str, Any]:
+            wall_limit: float | None = None, list_only: bool = False) -> dict[str, Any]:
     """kerntune in this process, its workers started under ``env``."""
     from kerntune.evaluate.retime import confirm
     from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
@@ -79,7 +79,7 @@ def _search(spec: str, shape: str, strategy: str, seconds: float, warm: dict | N
     t0 = time.perf_counter()
     curve: list[tuple[float, int, float]] = []
     try:
-        ev = TritonEvaluator(spec, parse_shape(shape))
+        ev = TritonEvaluator(spec, parse_shape(shape), compile_timeout=20.0)
         try:
             start_s = time.perf_counter() - t0
             budget_s = seconds if wall_limit is None else max(wall_limit - start_s, 1.0)
@@ -89,10 +89,10 @@ def _search(spec: str, shape: str, strategy: str, seconds: float, warm: dict | N
                 if ctx.best is not None:
                     curve.append((time.perf_counter() - t0, ctx.evaluations, ctx.best.time_ms))
 
+            base = ev.space.normalize({k: v for k, v in warm.items() if k in ev.space.names}) if warm else None
             res = run_search(ev, strategy, Budget(max_seconds=budget_s), 0, progress=progress,
-                             warm_start=[ev.space.canonical(warm)] if warm else ())
+                             warm_start=[base] if base and not list_only else ())
             search_s = time.perf_counter() - t_search
-            base = ev.space.canonical({k: v for k, v in (warm or {}).items() if k in ev.space.names}) if warm else None
             t_conf = time.perf_counter()
             found = confirm(ev, res.history, n_leaders=5, baseline=base)
             confirm_s = time.perf_counter() - t_conf
@@ -141,7 +141,7 @@ def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path
     if autotuned:
         env = {**_fresh_cache(base_env), "KERNTUNE_LIST_ONLY": "1", "KERNTUNE_PACKAGE_CHOICE": json.dumps(pkg["config"])}
         half = 0.5 * pkg["first_call_s"]
-        r = _search(name, shape, strategy, half, pkg["config"], env, wall_limit=half)
+        r = _search(name, shape, strategy, half, pkg["config"], env, wall_limit=half, list_only=True)
         r.pop("curve", None)
         # the package's pick is the confirm baseline only: the search itself did not start from it
         rec["list_only"] = {**r, "wall_limit_s": half}

@@ -62,7 +62,7 @@ def from_module(module: Any) -> PackageTarget:
         default=getattr(module, "default", None), torch_op=getattr(module, "torch_op", None),
         bytes_moved=getattr(module, "bytes_moved", None), flops=getattr(module, "flops", None),
         which=getattr(module, "which", -1), description=getattr(module, "description", ""),
-        widen=getattr(module, "widen", True))
+        widen=getattr(module, "widen", True), constraints=tuple(getattr(module, "constraints", ())))
     return PackageTarget(adapter, kernel=kernel)
 
 

@@ -123,12 +123,17 @@ def _ce_torch(inputs: tuple[Any, ...]) -> Any:
 def _ce_default(shape: tuple[int, ...]) -> dict[str, Any]:
     # The launcher's own rule (cross_entropy_forward): min(32768, next_pow2(V)), 32 warps on NVIDIA
     # before Blackwell.  The captured launch is what counts as the baseline; this is the default.
-    return {"BLOCK_SIZE": min(32768, _np2(shape[1])), "num_warps": 32}
+    return {"BLOCK_SIZE": min(32768, _np2(shape[1])), "num_warps": 32, "num_stages": 3}
 
 
 def _ce_knobs(shape: tuple[int, ...]) -> dict[str, list[int]]:
     return {"BLOCK_SIZE": [1024, 2048, 4096, 8192, 16384, 32768, 65536], "num_warps": [4, 8, 16, 32],
             "num_stages": [1, 2, 3, 4]}
+
+
+#: Elements each thread holds of a BLOCK_SIZE-wide row: past 128 a config spills registers and
+#: compiles for minutes; below 2 it leaves most threads idle (a rule about GPUs, not one kernel).
+PER_THREAD = ("BLOCK_SIZE // (32 * num_warps) <= 128", "BLOCK_SIZE // (32 * num_warps) >= 2")
 
 
 def _row_bytes(n_tensors: int) -> Any:
@@ -139,18 +144,18 @@ ADAPTERS = [
     Adapter(name="liger.rms_norm", kernel="liger_kernel.ops.rms_norm:_rms_norm_forward_kernel", package=PACKAGE,
             shape_doc="tokens x hidden (bf16)", shapes=[(8192, 4096), (8192, 8192)], make_inputs=_rms_inputs,
             call=_rms_call, knobs=_row_knobs, default=_settings,
-            torch_op=_rms_torch, bytes_moved=_row_bytes(2)),
+            torch_op=_rms_torch, bytes_moved=_row_bytes(2), constraints=PER_THREAD),
     Adapter(name="liger.layer_norm", kernel="liger_kernel.ops.layer_norm:_layer_norm_forward_kernel",
             package=PACKAGE, shape_doc="tokens x hidden (bf16)", shapes=[(8192, 4096), (8192, 8192)],
             make_inputs=_ln_inputs, call=_ln_call, knobs=_row_knobs,
-            default=_settings, torch_op=_ln_torch, bytes_moved=_row_bytes(2)),
+            default=_settings, torch_op=_ln_torch, bytes_moved=_row_bytes(2), constraints=PER_THREAD),
     Adapter(name="liger.swiglu", kernel="liger_kernel.ops.swiglu:_swiglu_forward_kernel", package=PACKAGE,
             shape_doc="tokens x MLP width (bf16)", shapes=[(8192, 14336), (4096, 28672)],
             make_inputs=_swiglu_inputs, call=_swiglu_call, knobs=_row_knobs,
-            default=_settings, torch_op=_swiglu_torch, bytes_moved=_row_bytes(3)),
+            default=_settings, torch_op=_swiglu_torch, bytes_moved=_row_bytes(3), constraints=PER_THREAD),
     Adapter(name="liger.cross_entropy", kernel="liger_kernel.ops.cross_entropy:liger_cross_entropy_kernel",
             package=PACKAGE, shape_doc="tokens x vocabulary (bf16 logits)", shapes=[(8192, 128256), (4096, 151936)],
             make_inputs=_ce_inputs, call=_ce_call, knobs=_ce_knobs, default=_ce_default, torch_op=_ce_torch,
-            bytes_moved=_row_bytes(2)),
+            bytes_moved=_row_bytes(2), constraints=PER_THREAD),
 ]
 

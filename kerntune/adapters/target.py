@@ -19,10 +19,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.triton_backend import capture as cap
+from kerntune.evaluate.triton_backend import derive_space as derive
 from kerntune.evaluate.triton_backend.derive_space import space_from_configs, space_from_knobs
 from kerntune.space import Space
 
 Shape = tuple[int, ...]
+
+#: What ``kernel[grid](...)`` launches with when the caller names no option (Triton 3, NVIDIA).
+TRITON_DEFAULTS = {"num_warps": 4, "num_stages": 3}
 
 
 def import_object(spec: str) -> Any:
@@ -64,6 +68,8 @@ class Adapter:
     bytes_moved: Callable[[Shape], float] | None = None
     flops: Callable[[Shape], float] | None = None
     which: int = -1
+    #: Rules over the knobs (kerntune constraint expressions), e.g. a register-pressure bound.
+    constraints: Sequence[str] = ()
     description: str = ""
     widen: bool = True
     notes: list[str] = field(default_factory=list)
@@ -89,7 +95,9 @@ class PackageTarget:
             if a.knobs is not None:
                 default = a.default(shape) if a.default is not None else {}
                 knobs = a.knobs(shape) if callable(a.knobs) else a.knobs
-                self._spaces[shape] = space_from_knobs(knobs, default, name=a.name, description=self.description)
+                default = {**{k: v for k, v in TRITON_DEFAULTS.items() if k in knobs}, **default}
+                self._spaces[shape] = space_from_knobs(knobs, default, name=a.name, description=self.description,
+                                                       constraints=a.constraints)
             else:
                 tuner = cap.autotuner(self.kernel)
                 if tuner is None:
@@ -116,8 +124,9 @@ class PackageTarget:
         preset = os.environ.get("KERNTUNE_PACKAGE_CHOICE")
         tuner = cap.autotuner(self.kernel) if preset else None
         saved = tuner.configs if tuner is not None else None
-        if tuner is not None:
-            tuner.configs = [_triton_config(json.loads(preset))]
+        if tuner is not None:  # only the list's own knobs (the rest are the launch's arguments and heuristics)
+            knobs = {k for c in tuner.configs for k in derive.config_dict(c)}
+            tuner.configs = [_triton_config({k: v for k, v in json.loads(preset).items() if k in knobs})]
         try:
             self.launch_state = cap.capture(self.kernel, lambda: self.adapter.call(inputs), self.adapter.which, sync)
         finally:
@@ -138,8 +147,9 @@ class PackageTarget:
         return state.output_values()
 
     def baseline(self) -> dict[str, Any]:
-        """The package's own choice (what its autotuner, heuristic or fixed config launched)."""
-        return dict(self._state().config)
+        """The package's own choice (what its autotuner, heuristic or fixed config launched); a
+        launch option the package left out is at Triton's default, and is named so."""
+        return {**TRITON_DEFAULTS, **self._state().config}
 
     def bytes_moved(self, shape: Shape) -> float | None:
         return self.adapter.bytes_moved(shape) if self.adapter.bytes_moved else None
