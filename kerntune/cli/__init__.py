@@ -11,7 +11,7 @@ import sys
 import typer
 
 from kerntune.cli import cache_cmd, compare_cmd, tensile_cmd, llm_cmd, prompt_cmd, space_cmd, store_cmd, tune_cmd
-from kerntune.cli import exec_cmd, report_cmd, transform_cmd
+from kerntune.cli import exec_cmd, options_cmd, report_cmd, transform_cmd
 from kerntune.errors import KerntuneError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -25,6 +25,7 @@ app.add_typer(tensile_cmd.app, name="tensile")
 app.command("compare")(compare_cmd.compare)
 app.command("tune")(tune_cmd.tune)
 app.command("report")(report_cmd.report)
+app.command("options")(options_cmd.options)
 app.command("transform")(transform_cmd.transform)
 app.command("exec", context_settings={"allow_interspersed_args": False})(exec_cmd.exec_)
 

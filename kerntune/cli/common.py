@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -39,3 +40,18 @@ def parse_options(items: Iterable[str], flag: str = "--option") -> dict[str, Any
         except json.JSONDecodeError:
             out[key] = value
     return out
+
+
+def check_number(flag: str, value: float | None, low: float = 0.0, high: float = float("inf"),
+                 low_open: bool = True) -> None:
+    """Refuse NaN, inf and out-of-range numbers for a numeric option, in one line.
+
+    ``--llm-timeout nan`` or ``-1`` once meant "never time out" or "fail at once" silently.
+    """
+    if value is None:
+        return
+    ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
+    if not ok:
+        lo = f"above {low:g}" if low_open else f"at least {low:g}"
+        hi = f" and at most {high:g}" if math.isfinite(high) else ""
+        raise KerntuneError(f"{flag} must be a number {lo}{hi}, got {value}")

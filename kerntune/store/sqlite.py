@@ -106,6 +106,9 @@ class RunRecord:
     options: dict[str, Any]
     created: float
     finished: float | None
+    #: The space and evaluator identity the run was started with (what a resume must match).
+    space: dict[str, Any] | None = None
+    evaluator: dict[str, Any] | None = None
 
 
 def _text(value: Any) -> Any:
@@ -247,7 +250,9 @@ class Store:
     @staticmethod
     def _run(row: sqlite3.Row) -> RunRecord:
         return RunRecord(row["id"], row["parent_id"], row["kind"], row["label"], row["strategy"], row["seed"],
-                         row["status"], json.loads(row["options_json"] or "{}"), row["created"], row["finished"])
+                         row["status"], json.loads(row["options_json"] or "{}"), row["created"], row["finished"],
+                         json.loads(row["space_json"]) if row["space_json"] else None,
+                         json.loads(row["evaluator_json"]) if row["evaluator_json"] else None)
 
     # -- trials ------------------------------------------------------------------------------
     def add_trial(self, run_id: str, seq: int, key: str, trial: Trial, clock_s: float, source: str = "") -> None:
