@@ -23,8 +23,10 @@ def default_store_path() -> str:
     return os.environ.get("KERNTUNE_STORE", ".kerntune/kerntune.db")
 
 
-def open_store(path: str | None) -> Store:
-    return Store(Path(path or default_store_path()))
+def open_store(path: str | None, readonly: bool = False) -> Store:
+    """The store at ``path`` (or the default); ``readonly`` for commands that only read it, so a
+    mistyped path is reported instead of created and a read-only store can still be read."""
+    return Store(Path(path or default_store_path()), readonly=readonly)
 
 
 def parse_options(items: Iterable[str], flag: str = "--option") -> dict[str, Any]:

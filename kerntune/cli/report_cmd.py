@@ -20,7 +20,7 @@ def report(
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db or $KERNTUNE_STORE)"),
 ) -> None:
     """Best-so-far curves, parameter effects, top configs, failures and the LLM's rounds of a run."""
-    st = open_store(store)
+    st = open_store(store, readonly=True)
     try:
         run_id = resolve_run_id(st, run)
         if html is None and md is None:
