@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -57,3 +58,36 @@ def check_number(flag: str, value: float | None, low: float = 0.0, high: float =
         lo = f"above {low:g}" if low_open else f"at least {low:g}"
         hi = f" and at most {high:g}" if math.isfinite(high) else ""
         raise KerntuneError(f"{flag} must be a number {lo}{hi}, got {value}")
+
+
+def check_output(flag: str, path: Path | None, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse an output path that cannot be written, before a run spends time: a directory, a
+    path under a file, an unknown image type.  (A full disk is only known when writing: see
+    :func:`write_output`.)"""
+    if path is None:
+        return
+    if path.is_dir():
+        raise KerntuneError(f"{flag} {path}: is a directory; give a file name")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise KerntuneError(f"{flag} {path}: unknown file type {path.suffix or '(none)'!r} (use {', '.join(suffixes)})")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise KerntuneError(f"{flag} {path}: {parent} is a file, not a directory")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise KerntuneError(f"{flag} {path}: cannot create files in {parent} (permission denied)")
+            break
+
+
+def write_output(flag: str, path: Path, write: Any) -> Any:
+    """Run ``write()`` (which writes ``path``), turning an OSError (disk full, a read-only or
+    special file system such as /proc) into one line that names the file and the real cause."""
+    check_output(flag, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return write()
+    except OSError as exc:
+        cause = exc.strerror or str(exc)
+        if exc.errno == errno.ENOSPC:
+            cause = "disk full"
+        raise KerntuneError(f"cannot write {flag} {path}: {cause}") from None

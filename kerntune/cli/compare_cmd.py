@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kerntune.cli.common import check_number, console, err_console, open_store
+from kerntune.cli.common import check_number, check_output, console, err_console, open_store, write_output
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
 from kerntune.compare.harness import CompareResult
@@ -94,6 +94,9 @@ def compare(
         raise KerntuneError("--resume needs a run id (`kerntune store runs` lists them)")
     if space is not None and not space.exists():
         raise KerntuneError(f"file not found: {space}")
+    check_output("--json", json_out)
+    check_output("--plot", plot, (".png", ".svg", ".pdf"))
+    check_output("--report", report, (".html", ".htm"))
     per_strategy: dict[str, dict[str, Any]] = {}
     for item in option:
         key, sep, value = item.partition("=")
@@ -132,12 +135,11 @@ def compare(
                           f" ({s.llm['failed_calls']} failed calls); valid configs {shares or 'n/a'}")
     console.print(f"run id: {result.run_id} (store {st.path})")
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+        text = json.dumps(result.to_dict(), indent=1) + "\n"
+        write_output("--json", json_out, lambda: json_out.write_text(text))
         console.print(f"numbers: {json_out}")
     if plot:
-        plot.parent.mkdir(parents=True, exist_ok=True)
-        plot_compare(result, plot)
+        write_output("--plot", plot, lambda: plot_compare(result, plot))
         console.print(f"plot: {plot}")
     if not no_report:
         write_after_run(st, result.run_id, report)

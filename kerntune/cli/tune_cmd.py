@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from kerntune.cli.common import check_number, console, err_console, open_store, parse_options
+from kerntune.cli.common import check_number, check_output, console, err_console, open_store, parse_options
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
@@ -57,6 +57,8 @@ def tune(
         raise KerntuneError(f"--retime must be 0 to 1000 leaders, got {retime}")
     if resume is not None and not resume.strip():
         raise KerntuneError("--resume needs a run id (`kerntune store runs` lists them)")
+    check_output("--report", report, (".html", ".htm"))
+    check_output("--llm-transcript", llm_transcript)
     if shapes is not None:
         strategy, budget, seed = strategy or "genetic", budget if budget is not None else 100, seed or 0
         from kerntune.cli.shapes_cmd import tune_shapes_cli

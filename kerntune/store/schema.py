@@ -65,6 +65,8 @@ def inspect(conn: sqlite3.Connection, path: Path) -> tuple[int, set[str]]:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         columns = {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})")} for t in tables & set(REQUIRED)}
+    except sqlite3.OperationalError:
+        raise   # locked, read-only, unopenable: the caller names the cause
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot read store {path}: it is corrupt or not a kerntune store ({exc})") from None
     if version > CURRENT:
