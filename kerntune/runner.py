@@ -58,9 +58,13 @@ class _ResumeProvider(Provider):
         super().__init__(live.model)
         self.name, self.structured, self.live = live.name, live.structured, live
         self.pending = [call for ex in exchanges for call in _calls_of(ex)]
+        #: Whether the last answer came from the store (the client then writes no transcript line:
+        #: the transcript holds it already).
+        self.last_replayed = False
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float, max_tokens: int,
              timeout: float) -> RawReply:
+        self.last_replayed = bool(self.pending)
         if not self.pending:
             return self.live.send(messages, schema, temperature, max_tokens, timeout)
         call = self.pending.pop(0)
@@ -155,15 +159,20 @@ def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget
             progress(ctx)
 
     def on_exchange(ex: dict[str, Any]) -> None:
-        if store is not None:
+        if replayed[0] > 0:  # the re-walk of a round the store holds already: not stored twice
+            replayed[0] -= 1
+        elif store is not None:
             store.add_llm_exchange(run_id, ex["round"], ex["provider"], ex["model"], redact(ex["prompt"]),
                                    redact(ex["response"]), ex["accepted"], ex["rejected"], ex["tokens_in"],
                                    ex["tokens_out"], ex["latency_s"], ex["cost"], ex["error"], calls=ex.get("calls"))
         llm_log.append(ex)
 
     llm_log: list[dict[str, Any]] = []
-    if llm is not None and prior and store is not None:
-        llm = _resumed_client(llm, store.llm_exchanges(run_id))  # type: ignore[arg-type]
+    replayed = [0]
+    stored = store.llm_exchanges(run_id) if llm is not None and store is not None else []  # type: ignore[arg-type]
+    if stored:  # a resumed run (possibly killed before its first trial was stored)
+        replayed[0] = len(stored)
+        llm = _resumed_client(llm, stored)
     ctx = SearchContext(evaluator.space, evaluator, budget, seed, on_trial=on_trial, prior=prior, llm=llm,
                         on_llm_exchange=on_exchange, transfer=list(transfer),
                         past_winners=list(past_winners))

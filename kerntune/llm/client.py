@@ -192,8 +192,8 @@ class LLMClient:
                                         redact(resp.text), tokens_in=resp.usage.input_tokens,
                                         tokens_out=resp.usage.output_tokens, latency_s=resp.latency_s,
                                         cost=resp.cost)
-        if self.transcript is None:
-            return
+        if self.transcript is None or getattr(self.provider, "last_replayed", False):
+            return  # a resumed run's replayed answer is in the transcript already
         entry = {"provider": self.provider.name, "model": redact(resp.model), "time": time.time(),
                  "messages": [{"role": m.role, "content": redact(m.content)} for m in messages],
                  "schema": schema, "response": redact(resp.text), "cached": resp.cached,
