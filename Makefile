@@ -12,8 +12,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# torch first, pinned: the CPU build (a wheel on this machine's disk, else PyPI's) is enough for the
+# package-kernel tests (adapters build their spaces; kernels run under Triton's interpreter).
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,local]'
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[test,local,packages]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -152,7 +152,13 @@ def _run(self: Any, *args: Any, **kwargs: Any) -> Any:
     if len(self.configs) > 1:
         key = _key(self, args, kwargs)
         if key not in self.cache:
-            self.cache[key] = _winner(self, key, args, kwargs)
+            self.nargs = dict(zip(self.arg_names, args))  # Autotuner._bench and its hooks read it
+            try:
+                best = _winner(self, key, args, kwargs)
+                self.pre_hook({**self.nargs, **kwargs, **best.all_kwargs()}, reset_only=True)
+            finally:
+                self.nargs = None
+            self.cache[key] = best
     return _original_run(self, *args, **kwargs)
 
 

@@ -1,4 +1,4 @@
-"""Adapters for Triton kernels that ship in installed packages (liger-kernel, flag-gems, fla-core, ...).
+"""Adapters for Triton kernels that ship in installed packages (liger-kernel, fla-core, torchao, ...).
 
 Each package module lists ``Adapter``s: which kernel, the package's own entry point that launches it,
 realistic inputs at shapes taken from real models, and (for launchers that pick configs by a
@@ -18,8 +18,8 @@ from kerntune.errors import KerntuneError
 #: adapter module -> the pip package whose kernels it covers
 ADAPTER_MODULES = {
     "kerntune.adapters.liger": "liger-kernel",
-    "kerntune.adapters.flag_gems": "flag-gems",
     "kerntune.adapters.fla": "fla-core",
+    "kerntune.adapters.torchao": "torchao",
 }
 
 
@@ -62,7 +62,7 @@ def from_module(module: Any) -> PackageTarget:
         default=getattr(module, "default", None), torch_op=getattr(module, "torch_op", None),
         bytes_moved=getattr(module, "bytes_moved", None), flops=getattr(module, "flops", None),
         which=getattr(module, "which", -1), description=getattr(module, "description", ""),
-        widen=getattr(module, "widen", True))
+        widen=getattr(module, "widen", True), constraints=tuple(getattr(module, "constraints", ())))
     return PackageTarget(adapter, kernel=kernel)
 
 

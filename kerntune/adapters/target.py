@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.triton_backend import capture as cap
+from kerntune.evaluate.triton_backend import derive_space as derive
 from kerntune.evaluate.triton_backend.derive_space import space_from_configs, space_from_knobs
 from kerntune.space import Space
 
 Shape = tuple[int, ...]
+
+#: What ``kernel[grid](...)`` launches with when the caller names no option (Triton 3, NVIDIA).
+TRITON_DEFAULTS = {"num_warps": 4, "num_stages": 3}
 
 
 def import_object(spec: str) -> Any:
@@ -56,12 +62,14 @@ class Adapter:
     shapes: Sequence[Shape]
     make_inputs: Callable[[Shape], tuple[Any, ...]]
     call: Callable[[tuple[Any, ...]], Any]
-    knobs: Mapping[str, Sequence[Any]] | None = None
+    knobs: Mapping[str, Sequence[Any]] | Callable[[Shape], Mapping[str, Sequence[Any]]] | None = None
     default: Callable[[Shape], dict[str, Any]] | None = None
     torch_op: Callable[[tuple[Any, ...]], Any] | None = None
     bytes_moved: Callable[[Shape], float] | None = None
     flops: Callable[[Shape], float] | None = None
     which: int = -1
+    #: Rules over the knobs (kerntune constraint expressions), e.g. a register-pressure bound.
+    constraints: Sequence[str] = ()
     description: str = ""
     widen: bool = True
     notes: list[str] = field(default_factory=list)
@@ -86,22 +94,44 @@ class PackageTarget:
             a = self.adapter
             if a.knobs is not None:
                 default = a.default(shape) if a.default is not None else {}
-                self._spaces[shape] = space_from_knobs(a.knobs, default, name=a.name, description=self.description)
+                knobs = a.knobs(shape) if callable(a.knobs) else a.knobs
+                default = {**{k: v for k, v in TRITON_DEFAULTS.items() if k in knobs}, **default}
+                self._spaces[shape] = space_from_knobs(knobs, default, name=a.name, description=self.description,
+                                                       constraints=a.constraints)
             else:
                 tuner = cap.autotuner(self.kernel)
                 if tuner is None:
                     raise KerntuneError(f"{a.kernel or a.name} has no triton.autotune list: name its knobs "
                                         "(a dict of knob -> values) and the package's default(shape)")
-                self._spaces[shape] = space_from_configs(tuner.configs, name=a.name, widen=a.widen,
+                # KERNTUNE_LIST_ONLY=1: search the shipped list itself (how triton.autotune's own
+                # wall time is matched like for like in benchmarks/real_kernels)
+                widen = a.widen and os.environ.get("KERNTUNE_LIST_ONLY") != "1"
+                self._spaces[shape] = space_from_configs(tuner.configs, name=a.name, widen=widen,
                                                          description=self.description)
         return self._spaces[shape]
 
     def make_inputs(self, shape: Shape) -> tuple[Any, ...]:
+        """Realistic inputs, and the package's own launch on them caught for replay.
+
+        ``KERNTUNE_PACKAGE_CHOICE`` (JSON of a config, set by ``benchmarks/real_kernels``): the
+        package's autotune pick is already known from an earlier, separately timed process, so the
+        package's autotuner is given that one config instead of benchmarking its list again; the
+        search's clock then holds kerntune's work only."""
         import torch
 
         inputs = self.adapter.make_inputs(shape)
         sync = torch.cuda.synchronize if torch.cuda.is_available() else None
-        self.launch_state = cap.capture(self.kernel, lambda: self.adapter.call(inputs), self.adapter.which, sync)
+        preset = os.environ.get("KERNTUNE_PACKAGE_CHOICE")
+        tuner = cap.autotuner(self.kernel) if preset else None
+        saved = tuner.configs if tuner is not None else None
+        if tuner is not None:  # only the list's own knobs (the rest are the launch's arguments and heuristics)
+            knobs = {k for c in tuner.configs for k in derive.config_dict(c)}
+            tuner.configs = [_triton_config({k: v for k, v in json.loads(preset).items() if k in knobs})]
+        try:
+            self.launch_state = cap.capture(self.kernel, lambda: self.adapter.call(inputs), self.adapter.which, sync)
+        finally:
+            if tuner is not None:
+                tuner.configs = saved
         self.autotune_s = self.launch_state.first_call_s
         return tuple(t for _, t in self.launch_state.tensors())
 
@@ -117,8 +147,9 @@ class PackageTarget:
         return state.output_values()
 
     def baseline(self) -> dict[str, Any]:
-        """The package's own choice (what its autotuner, heuristic or fixed config launched)."""
-        return dict(self._state().config)
+        """The package's own choice (what its autotuner, heuristic or fixed config launched); a
+        launch option the package left out is at Triton's default, and is named so."""
+        return {**TRITON_DEFAULTS, **self._state().config}
 
     def bytes_moved(self, shape: Shape) -> float | None:
         return self.adapter.bytes_moved(shape) if self.adapter.bytes_moved else None
@@ -135,6 +166,14 @@ class PackageTarget:
         if self.launch_state is None:
             raise KerntuneError(f"{self.name}: make_inputs(shape) must run before a launch")
         return self.launch_state
+
+
+def _triton_config(flat: Mapping[str, Any]) -> Any:
+    import triton
+
+    kw = dict(flat)
+    opts = {k: kw.pop(k) for k in cap.LAUNCH_OPTIONS if k in kw}
+    return triton.Config(kw, **opts)
 
 
 def _version(package: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,20 +19,27 @@ from kerntune.errors import KerntuneError
 from kerntune.strategies.base import MAX_EVALS, check_seed
 
 
-def _fmt(x: float | None, spec: str = ".0f") -> str:
-    return "never" if x is None else format(x, spec)
+def _fmt(x: float | None, spec: str = ".0f", none: str = "never") -> str:
+    return none if x is None else format(x, spec)
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 def print_table(result: CompareResult) -> None:
-    table = Table(title=f"{Path(result.space).name}: budget {result.budget}, {result.repeats} repeats, "
+    table = Table(title=f"{Path(result.space).name}: budget {result.budget}, scores over {result.repeats} repeats "
+                        "(± standard error, bootstrap interval), "
                         f"optimum {result.optimum_ms:.4g} ms, score cutoff {result.cutoff} evaluations")
-    for col in ("strategy", "score", "best/opt", "min..max", "found opt", "evals to 2%", "evals to 5%",
+    for col in ("strategy", "score", "± se", "95% interval", "best/opt", "min..max", "found opt", "evals to 2%", "evals to 5%",
                 "tuning s", "wall s"):
         table.add_column(col, justify="right" if col != "strategy" else "left")
     best = max(result.strategies.values(), key=lambda s: s.score)
     for name, s in result.strategies.items():
         style = "bold green" if s is best else ""
-        table.add_row(name, f"{s.score:.3f}", f"{s.best_over_opt:.3f}",
+        table.add_row(name, f"{s.score:.3f}", _fmt(_finite(s.score_stderr), ".3f", "n/a"),
+                      f"{s.score_ci95[0]:.2f}..{s.score_ci95[1]:.2f}" if math.isfinite(s.score_ci95[0]) else "n/a",
+                      f"{s.best_over_opt:.3f}",
                       f"{s.best_over_opt_spread[0]:.3f}..{s.best_over_opt_spread[1]:.3f}",
                       f"{s.found_optimum:.0%}", _fmt(s.evals_to_2pct), _fmt(s.evals_to_5pct),
                       f"{s.tuning_seconds:.1f}", f"{s.wall_seconds:.1f}", style=style)

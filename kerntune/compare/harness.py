@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kerntune.compare.metrics import Reference, best_so_far, evals_to_within, median_or_none, methodology_score
+from kerntune.compare.metrics import (Reference, best_so_far, evals_to_within, median_or_none,
+                                      score_spread)
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.evaluate.trial import Trial
@@ -39,16 +40,24 @@ class StrategyStats:
     wall_seconds: float              # wall time kerntune spent on this strategy
     repeats: int
     llm: dict[str, Any] | None = None   # calls, tokens, seconds, valid share per round
-
+    score_stderr: float = float("nan")  # standard error of the score over repeats
+    score_ci95: tuple[float, float] = (float("nan"), float("nan"))  # bootstrap interval over repeats
+    extra: dict[str, Any] = field(default_factory=dict)  # strategy-specific figures (auto: model time hidden)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "score": self.score, "best_over_opt": self.best_over_opt, "evals_to_2pct": self.evals_to_2pct,
+            "score": self.score, "score_stderr": _finite(self.score_stderr),
+            "score_ci95": [_finite(x) for x in self.score_ci95], "best_over_opt": self.best_over_opt, "evals_to_2pct": self.evals_to_2pct,
             "evals_to_5pct": self.evals_to_5pct, "found_optimum_share": self.found_optimum,
             "best_over_opt_min_max": list(self.best_over_opt_spread), "tuning_seconds": self.tuning_seconds,
             "wall_seconds": self.wall_seconds, "repeats": self.repeats, "mean_curve": self.mean_curve,
-            **({"llm": self.llm} if self.llm is not None else {}),
+            **({"llm": self.llm} if self.llm is not None else {}), **self.extra,
         }
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no inf: an undefined spread (one repeat) is written as null."""
+    return float(x) if np.isfinite(x) else None
 
 
 @dataclass
@@ -157,10 +166,10 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
             done += 1
             if progress:
                 progress(label, done, total)
-        score, _ = methodology_score(curves, ref, budget)
+        spread = score_spread(curves, ref, budget, seed=seed)
         ratios = [f / ref.optimum for f in finals]
         result.strategies[name] = StrategyStats(
-            name=name, score=score, best_over_opt=float(np.mean(ratios)),
+            name=name, score=spread.score, best_over_opt=float(np.mean(ratios)),
             evals_to_2pct=median_or_none([evals_to_within(c, ref.optimum, 2) for c in curves]),
             evals_to_5pct=median_or_none([evals_to_within(c, ref.optimum, 5) for c in curves]),
             found_optimum=float(np.mean([r <= 1.0 + 1e-9 for r in ratios])),
@@ -168,6 +177,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
             best_over_opt_spread=(float(min(ratios)), float(max(ratios))),
             tuning_seconds=float(np.mean(tuning)), wall_seconds=wall, repeats=repeats,
             llm=_llm_stats(exchanges, repeats) if name in LLM_STRATEGIES else None,
+            score_stderr=spread.stderr, score_ci95=(spread.ci_low, spread.ci_high),
         )
     store.finish_run(run_id)
     return result

@@ -13,6 +13,7 @@ run can be resumed once the cause is fixed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -93,6 +94,37 @@ CREATE TABLE IF NOT EXISTS llm_exchanges (
     created REAL NOT NULL
 );
 """
+
+
+class RunLock:
+    """One run held by this process (see ``Store.lock_run``); ``release`` or exit frees it."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+
+    @classmethod
+    def acquire(cls, path: Path, run_id: str) -> "RunLock":
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory locks; one process per run is up to the user
+            return cls(None)
+        offset = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big") & 0x3FFFFFFF
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot lock run {run_id}: {path}: {exc.strerror}") from None
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+        except OSError:
+            os.close(fd)
+            raise StoreError(f"run {run_id} is in use by another kerntune process; wait for it to end"
+                             " (or end it) before continuing this run") from None
+        return cls(fd)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops its lock
+            self.fd = None
 
 
 @dataclass
@@ -179,6 +211,7 @@ class Store:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute("PRAGMA foreign_keys=ON")
             schema.prepare(self.conn, self.path, SCHEMA)
+            self._add_missing_columns()
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError):
                 raise StoreError(f"cannot open store {self.path}: {self._cause(exc)}") from None
@@ -211,6 +244,26 @@ class Store:
             return self.conn.execute(sql, args).fetchall()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot read store {self.path}: it is corrupt or unreadable ({exc})") from None
+
+    def _add_missing_columns(self) -> None:
+        """Columns added after a store was made: ``calls_json`` holds every call of an exchange
+        (repair calls too), which a resumed LLM run replays in order."""
+        have = {r["name"] for r in self.conn.execute("PRAGMA table_info(llm_exchanges)")}
+        if "calls_json" not in have:
+            try:
+                self.conn.execute("ALTER TABLE llm_exchanges ADD COLUMN calls_json TEXT")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another process added it just now
+                    raise
+
+    def lock_run(self, run_id: str) -> RunLock:
+        """Hold ``run_id`` for this process until the lock is released (or the process dies).
+
+        Two processes continuing one run would both re-walk it and write the same trial
+        numbers; the second is refused with one line instead.  The lock is an ``fcntl`` lock
+        on one byte of ``STORE-runs.lock``, so the kernel releases it when a holder is killed.
+        """
+        return RunLock.acquire(Path(f"{self.path}-runs.lock"), run_id)
 
     def _cause(self, exc: BaseException) -> str:
         """Why a store operation failed, in the user's words first and SQLite's after.
@@ -367,22 +420,24 @@ class Store:
         return [{"round": r["round"], "provider": r["provider"], "model": r["model"], "prompt": r["prompt"],
                  "response": r["response"], "accepted": json.loads(r["accepted_json"] or "null") or [],
                  "rejected": json.loads(r["rejected_json"] or "null") or [], "tokens_in": r["tokens_in"],
-                 "tokens_out": r["tokens_out"], "latency_s": r["latency_s"], "cost": r["cost"], "error": r["error"]}
+                 "tokens_out": r["tokens_out"], "latency_s": r["latency_s"], "cost": r["cost"], "error": r["error"],
+                 "calls": json.loads(r["calls_json"]) if "calls_json" in r.keys() and r["calls_json"] else None}
                 for r in rows]
 
     # -- LLM exchanges ------------------------------------------------------------------------
     def add_llm_exchange(self, run_id: str | None, round_no: int, provider: str, model: str, prompt: str,
                          response: str, accepted: Any = None, rejected: Any = None, tokens_in: int = 0,
                          tokens_out: int = 0, latency_s: float = 0.0, cost: float = 0.0,
-                         error: str | None = None) -> int:
+                         error: str | None = None, calls: list[dict[str, Any]] | None = None) -> int:
         """Every text field is redacted here, whoever the caller: a model (or a server's error
-        message) that echoes an API key must not put it in the store."""
+        message, or a proxy's ``model`` field) that echoes an API key must not put it in the store."""
         cur = self._write(
             "INSERT INTO llm_exchanges (run_id, round, provider, model, prompt, response, accepted_json,"
-            " rejected_json, tokens_in, tokens_out, latency_s, cost, error, created)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run_id, round_no, provider, model, redact(prompt), redact(response), redact(json.dumps(accepted)),
-             redact(json.dumps(rejected)), tokens_in, tokens_out, latency_s, cost,
-             redact(error) if error else error, time.time()),
+            " rejected_json, tokens_in, tokens_out, latency_s, cost, error, created, calls_json)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, round_no, redact(provider), redact(model), redact(prompt), redact(response),
+             redact(json.dumps(accepted)), redact(json.dumps(rejected)), tokens_in, tokens_out, latency_s, cost,
+             redact(error) if error else error, time.time(),
+             redact(json.dumps(calls)) if calls is not None else None),
         )
         return int(cur.lastrowid or 0)

@@ -158,13 +158,15 @@ class SearchContext:
     def is_measured(self, config: Config) -> bool:
         return self.space.key(config) in self.measured
 
-    def evaluate(self, configs: Sequence[Config], source: str = "") -> list[Trial]:
+    def evaluate(self, configs: Sequence[Config], source: str = "",
+                 sources: Sequence[str] | None = None) -> list[Trial]:
         """Measure the new configs of a batch; return a Trial for every config.
 
         Configs measured before are answered from history (free); invalid ones
         get an ``invalid`` trial that is not charged; the batch is cut to the
         remaining evaluation budget.  Raises BudgetExhausted when called after
-        the budget is spent.
+        the budget is spent.  ``sources`` (one per config) overrides ``source`` where a
+        batch mixes proposers (an LLM round topped up by its fallback).
         """
         why = self._why_done()
         if why:
@@ -197,7 +199,7 @@ class SearchContext:
         for i, key, _ in new:
             if key in self.prior:
                 trial, clock = self.prior[key]
-                self._record(key, trial, clock, source, store=False)
+                self._record(key, trial, clock, sources[i] if sources else source, store=False)
                 self._wall_offset, self._wall0 = clock, time.perf_counter()  # resumed: the wall goes on from here
                 results[i] = trial
         fresh = [(i, k, c) for i, k, c in new if k not in self.prior]
@@ -205,7 +207,8 @@ class SearchContext:
             t0 = time.perf_counter()
             for j, trial in self.evaluator.stream([c for _, _, c in fresh]):
                 i, key, _ = fresh[j]
-                self._record(key, trial, self._clock_after(trial), source, store=True)
+                self._record(key, trial, self._clock_after(trial), sources[i] if sources else source,
+                             store=True)
                 results[i] = trial
             self._measure_s += time.perf_counter() - t0
             self._measured_n += len(fresh)

@@ -62,6 +62,21 @@ def autotuner(kernel: Any) -> Any | None:
     return None
 
 
+def heuristics(kernel: Any) -> dict[str, Callable[[dict[str, Any]], Any]]:
+    """The ``triton.heuristics`` rules around a kernel (name -> rule over the launch's arguments).
+
+    A rule may read a tuned constexpr (``EVEN_K = K % BLOCK_K == 0``), so a replay with another
+    config must recompute it, as the heuristics wrapper would have."""
+    out: dict[str, Callable[[dict[str, Any]], Any]] = {}
+    seen = 0
+    while kernel is not None and seen < 8:
+        values = getattr(kernel, "values", None)
+        if isinstance(values, dict) and hasattr(kernel, "fn"):
+            out.update({k: v for k, v in values.items() if callable(v)})
+        kernel, seen = getattr(kernel, "fn", None), seen + 1
+    return out
+
+
 def constexpr_names(fn: Any) -> list[str]:
     """The kernel's ``tl.constexpr`` parameters."""
     params = getattr(fn, "params", None)
@@ -96,6 +111,8 @@ class Launch:
     calls: int = 1
     #: Seconds of the package's first call (its autotuning, compiles included, if it autotunes).
     first_call_s: float | None = None
+    #: ``triton.heuristics`` rules to re-apply when a replay changes the config.
+    rules: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -116,6 +133,10 @@ class Launch:
                 options[k] = v
             else:
                 raise KerntuneError(f"{k!r} is neither an argument of {self.fn.__name__} nor a launch option")
+        if config:
+            for k, rule in self.rules.items():
+                if k in args and k not in config:
+                    args[k] = rule(dict(args))
         return self.fn.run(grid=self.grid, warmup=COMPILE_ONLY, **args, **options)
 
     def output_values(self) -> tuple[Any, ...]:
@@ -146,7 +167,9 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
     already hold the very values the launch writes)."""
     fn = jit_function(kernel)
     if COMPILE_ONLY:
-        return _record(fn, call, which)
+        launch = _record(fn, call, which, kernel)
+        launch.rules = heuristics(kernel)
+        return launch
     done = sync or (lambda: None)
     t0 = time.perf_counter()
     call()
@@ -176,6 +199,7 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
                             + (f" (asked for launch {which}, saw {count[0]})" if count[0] else ""))
     launch, before, outputs = seen[0]
     launch.calls, launch.first_call_s = count[0], first_call_s
+    launch.rules = heuristics(kernel)
 
     def reset() -> None:
         for k, v in launch.tensors():
@@ -199,19 +223,28 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
     return launch
 
 
-def _record(fn: Any, call: Callable[[], Any], which: int) -> Launch:
+def _record(fn: Any, call: Callable[[], Any], which: int, kernel: Any = None) -> Launch:
     """A compile worker's capture: the call's launches of ``fn`` are recorded, never run (the
     worker only needs the arguments and grid to compile other configs; running them would
     disturb the benchmark worker's measurements)."""
     seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
     def hook(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if not kwargs.get("warmup", False):
-            seen.append((args, dict(kwargs)))
+        seen.append((args, dict(kwargs)))  # every launch: the worker's kernel[grid] adds warmup=True
         return None
 
-    with _wrapped(fn, hook):
-        call()
+    # An autotuner would benchmark its whole list here (no-op launches, but real L2 flushes on the
+    # GPU the benchmark worker is timing on): one config is enough to see the arguments.
+    tuner = autotuner(kernel)
+    saved = tuner.configs if tuner is not None else None
+    if tuner is not None:
+        tuner.configs = saved[:1]
+    try:
+        with _wrapped(fn, hook):
+            call()
+    finally:
+        if tuner is not None:
+            tuner.configs = saved
     if not seen:
         raise KerntuneError(f"{fn.__name__} was not launched by the package call")
     args, kwargs = seen[which]

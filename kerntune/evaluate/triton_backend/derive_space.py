@@ -95,7 +95,8 @@ def space_from_configs(configs: Iterable[Any], name: str = "", widen: bool = Tru
 
 
 def space_from_knobs(knobs: Mapping[str, Sequence[Any]], default: Mapping[str, Any], name: str = "",
-                     descriptions: Mapping[str, str] | None = None, description: str = "") -> Space:
+                     descriptions: Mapping[str, str] | None = None, description: str = "",
+                     constraints: Sequence[str] = ()) -> Space:
     """The Space of a heuristic launcher: the adapter's knobs, the package's rule as default."""
     params = []
     for k, vals in knobs.items():
@@ -105,8 +106,8 @@ def space_from_knobs(knobs: Mapping[str, Sequence[Any]], default: Mapping[str, A
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in opts):
             opts = sorted(opts)
         params.append(Choice(k, options=tuple(opts), description=(descriptions or {}).get(k, "")))
-    return Space(params, default={k: v for k, v in default.items() if k in knobs}, name=name,
-                 description=description)
+    return Space(params, constraints=list(constraints), default={k: v for k, v in default.items() if k in knobs},
+                 name=name, description=description)
 
 
 def _describe(name: str, listed: list[Any], widen: bool) -> str:

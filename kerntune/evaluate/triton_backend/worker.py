@@ -241,7 +241,7 @@ def main() -> None:
     inputs = module.make_inputs(shape)
     # Kernels may write their inputs in place (accumulators, in-place softmax): every launch
     # starts from these copies, so each config sees the same inputs and the reference holds.
-    originals = [clone(t) for t in inputs]
+    originals = [] if compile_only else [clone(t) for t in inputs]  # compile workers never launch
     reference = None
 
     def sync() -> None:
@@ -271,6 +271,10 @@ def main() -> None:
     keep = KeepWarm(keep_warm_flag and on_gpu and not compile_only)
     for line in read_tasks(sys.stdin.fileno(), lambda: keep.step(sync)):
         task = json.loads(line)
+        if task.get("mode") == "ping":  # start-up is over (TritonEvaluator.wait_ready)
+            pipe.write(json.dumps({"status": "ok"}) + "\n")
+            pipe.flush()
+            continue
         if keep.dirty:
             restore()
             keep.dirty = False

@@ -1,0 +1,26 @@
+"""Helpers shared by the package adapters: devices, dtypes and the byte counts behind bandwidth figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def bf16() -> Any:
+    import torch
+
+    return torch.bfloat16
+
+
+def randn(*shape: int, dtype: Any = None, scale: float = 1.0) -> Any:
+    """Seeded normal inputs on the GPU (the same values in every worker of a run)."""
+    import torch
+
+    g = torch.Generator(device="cpu").manual_seed(hash(shape) & 0xFFFF)
+    t = torch.randn(*shape, generator=g, dtype=torch.float32) * scale
+    return t.to(device=device(), dtype=dtype or bf16())

@@ -1,0 +1,161 @@
+"""liger-kernel (LinkedIn): row-wise kernels whose launchers pick BLOCK_SIZE and num_warps by a heuristic.
+
+Each launcher (``rms_norm_forward``, ``layer_norm_forward``, ``swiglu_forward``,
+``cross_entropy_forward``) is the package's own code path; ``calculate_settings`` (or the
+cross-entropy launcher's own rule) is the package's choice and the search's default.  Knobs:
+the kernels that keep a whole row in one block need ``BLOCK_SIZE >= n_cols``, so only larger
+powers of two are offered; cross-entropy loops over the vocabulary in ``BLOCK_SIZE`` chunks, so
+smaller ones are offered too.  Shapes: tokens x hidden of Llama-3 8B/70B (4096/8192), their MLP
+widths (14336/28672), vocabularies of Llama-3 (128,256) and Qwen2 (151,936).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kerntune.adapters._shapes import bf16, device, randn
+from kerntune.adapters.target import Adapter
+
+PACKAGE = "liger-kernel"
+WARPS = (1, 2, 4, 8, 16, 32)
+
+
+def _np2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def _row_knobs(shape: tuple[int, ...]) -> dict[str, list[int]]:
+    b = _np2(shape[-1])
+    return {"BLOCK_SIZE": [b, 2 * b], "num_warps": list(WARPS)}
+
+
+def _settings(shape: tuple[int, ...]) -> dict[str, Any]:
+    from liger_kernel.ops.utils import calculate_settings
+
+    block, warps = calculate_settings(shape[-1])
+    return {"BLOCK_SIZE": block, "num_warps": warps}
+
+
+# -- RMSNorm -------------------------------------------------------------------------------------
+def _rms_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+    rows, cols = shape
+    return randn(rows, cols), randn(cols, scale=0.1) + 1.0
+
+
+def _rms_call(inputs: tuple[Any, ...]) -> Any:
+    from liger_kernel.ops.rms_norm import rms_norm_forward
+
+    x, w = inputs
+    return rms_norm_forward(x, w, 1e-6, 0.0, "llama", True)[0]
+
+
+def _rms_torch(inputs: tuple[Any, ...]) -> Any:
+    import torch
+
+    x, w = inputs
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-6)
+
+
+# -- LayerNorm -----------------------------------------------------------------------------------
+def _ln_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+    rows, cols = shape
+    return randn(rows, cols), randn(cols, scale=0.1) + 1.0, randn(cols, scale=0.1)
+
+
+def _ln_call(inputs: tuple[Any, ...]) -> Any:
+    from liger_kernel.ops.layer_norm import layer_norm_forward
+
+    x, w, b = inputs
+    return layer_norm_forward(x, w, b, 1e-6)[0]
+
+
+def _ln_torch(inputs: tuple[Any, ...]) -> Any:
+    import torch
+
+    x, w, b = inputs
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-6)
+
+
+# -- SwiGLU --------------------------------------------------------------------------------------
+def _swiglu_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+    rows, cols = shape
+    return randn(rows, cols), randn(rows, cols)
+
+
+def _swiglu_call(inputs: tuple[Any, ...]) -> Any:
+    from liger_kernel.ops.swiglu import swiglu_forward
+
+    a, b = inputs
+    return swiglu_forward(a, b)[2]
+
+
+def _swiglu_torch(inputs: tuple[Any, ...]) -> Any:
+    import torch
+
+    a, b = inputs
+    return torch.nn.functional.silu(a) * b
+
+
+# -- cross-entropy (forward, gradient written into the logits in place) --------------------------
+def _ce_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+    import torch
+
+    rows, vocab = shape
+    g = torch.Generator(device="cpu").manual_seed(rows + vocab)
+    target = torch.randint(0, vocab, (rows,), generator=g).to(device())
+    return randn(rows, vocab, scale=2.0), target
+
+
+def _ce_call(inputs: tuple[Any, ...]) -> Any:
+    from liger_kernel.ops.cross_entropy import cross_entropy_forward
+
+    logits, target = inputs
+    return cross_entropy_forward(logits, target, None, -100, 0.0, 0.0, "mean", None, False)[0]
+
+
+def _ce_torch(inputs: tuple[Any, ...]) -> Any:
+    import torch
+
+    logits, target = inputs
+    return torch.nn.functional.cross_entropy(logits.float(), target)
+
+
+def _ce_default(shape: tuple[int, ...]) -> dict[str, Any]:
+    # The launcher's own rule (cross_entropy_forward): min(32768, next_pow2(V)), 32 warps on NVIDIA
+    # before Blackwell.  The captured launch is what counts as the baseline; this is the default.
+    return {"BLOCK_SIZE": min(32768, _np2(shape[1])), "num_warps": 32, "num_stages": 3}
+
+
+def _ce_knobs(shape: tuple[int, ...]) -> dict[str, list[int]]:
+    return {"BLOCK_SIZE": [1024, 2048, 4096, 8192, 16384, 32768, 65536], "num_warps": [4, 8, 16, 32],
+            "num_stages": [1, 2, 3, 4]}
+
+
+#: Elements each thread holds of a BLOCK_SIZE-wide row: past 128 a config spills registers and
+#: compiles for minutes; below 2 it leaves most threads idle (a rule about GPUs, not one kernel).
+PER_THREAD = ("BLOCK_SIZE // (32 * num_warps) <= 128", "BLOCK_SIZE // (32 * num_warps) >= 2")
+
+
+def _row_bytes(n_tensors: int) -> Any:
+    return lambda s: float(n_tensors * s[0] * s[1] * 2)
+
+
+ADAPTERS = [
+    Adapter(name="liger.rms_norm", kernel="liger_kernel.ops.rms_norm:_rms_norm_forward_kernel", package=PACKAGE,
+            shape_doc="tokens x hidden (bf16)", shapes=[(8192, 4096), (8192, 8192)], make_inputs=_rms_inputs,
+            call=_rms_call, knobs=_row_knobs, default=_settings,
+            torch_op=_rms_torch, bytes_moved=_row_bytes(2), constraints=PER_THREAD),
+    Adapter(name="liger.layer_norm", kernel="liger_kernel.ops.layer_norm:_layer_norm_forward_kernel",
+            package=PACKAGE, shape_doc="tokens x hidden (bf16)", shapes=[(8192, 4096), (8192, 8192)],
+            make_inputs=_ln_inputs, call=_ln_call, knobs=_row_knobs,
+            default=_settings, torch_op=_ln_torch, bytes_moved=_row_bytes(2), constraints=PER_THREAD),
+    Adapter(name="liger.swiglu", kernel="liger_kernel.ops.swiglu:_swiglu_forward_kernel", package=PACKAGE,
+            shape_doc="tokens x MLP width (bf16)", shapes=[(8192, 14336), (4096, 28672)],
+            make_inputs=_swiglu_inputs, call=_swiglu_call, knobs=_row_knobs,
+            default=_settings, torch_op=_swiglu_torch, bytes_moved=_row_bytes(3), constraints=PER_THREAD),
+    Adapter(name="liger.cross_entropy", kernel="liger_kernel.ops.cross_entropy:liger_cross_entropy_kernel",
+            package=PACKAGE, shape_doc="tokens x vocabulary (bf16 logits)", shapes=[(8192, 128256), (4096, 151936)],
+            make_inputs=_ce_inputs, call=_ce_call, knobs=_ce_knobs, default=_ce_default, torch_op=_ce_torch,
+            bytes_moved=_row_bytes(2), constraints=PER_THREAD),
+]
+

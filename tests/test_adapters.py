@@ -1,0 +1,72 @@
+"""The package adapters against the real installed packages (liger-kernel, fla-core, torchao): each
+imports its package, finds its kernel and builds its Space at every suite shape, without a GPU and
+without launching anything.  `make test` installs the pinned `packages` extra and sets
+KERNTUNE_REQUIRE_PACKAGES=1, so there a missing package fails instead of skipping."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+
+from kerntune.adapters import ADAPTER_MODULES, find, load
+from kerntune.evaluate.triton_backend.capture import autotuner, jit_function
+from kerntune.evaluate.triton_backend.derive_space import config_dict
+
+REQUIRE = os.environ.get("KERNTUNE_REQUIRE_PACKAGES") == "1"
+
+
+def _import(module: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if REQUIRE:
+            raise
+        pytest.skip(f"{ADAPTER_MODULES[module]} not installed ({exc})")
+
+
+@pytest.mark.parametrize("module", sorted(ADAPTER_MODULES))
+def test_each_adapter_builds_its_space_at_every_shape(module: str) -> None:
+    mod = _import(module)
+    assert len(mod.ADAPTERS) >= 1
+    for adapter in mod.ADAPTERS:
+        target = load(adapter.name)
+        assert jit_function(target.kernel).__name__ == adapter.kernel.rsplit(":", 1)[1]
+        assert len(adapter.shapes) >= 2, "the suite times every kernel at two or more shapes"
+        for shape in adapter.shapes:
+            space = target.space_for(tuple(shape))
+            assert space.count() >= 2, f"{adapter.name} {shape}: nothing to search"
+            assert space.is_valid(space.default), f"{adapter.name} {shape}: default {space.default} invalid"
+            tuner = autotuner(target.kernel)
+            if adapter.knobs is None:
+                # an autotune list, widened: every config the package ships stays reachable
+                assert tuner is not None
+                fixed = getattr(space, "fixed", {})
+                for cfg in tuner.configs:
+                    flat = {k: v for k, v in config_dict(cfg).items() if k in space.names or k not in fixed}
+                    assert space.is_valid(space.canonical(flat)), f"{adapter.name}: listed {flat} left out"
+                assert space.count() > len({tuple(sorted(config_dict(c).items())) for c in tuner.configs})
+            else:
+                # a heuristic launcher: the package's own rule is the default, and more is offered
+                rule = adapter.default(tuple(shape))
+                assert {k: space.default[k] for k in rule} == rule
+
+
+def test_liger_whole_row_kernels_never_offer_a_block_shorter_than_the_row() -> None:
+    _import("kerntune.adapters.liger")
+    for name in ("liger.rms_norm", "liger.layer_norm", "liger.swiglu"):
+        target = load(name)
+        for shape in find(name).shapes:
+            blocks = {c["BLOCK_SIZE"] for c in target.space_for(tuple(shape)).enumerate()}
+            assert min(blocks) >= shape[-1], (name, shape, blocks)
+
+
+def test_an_adapter_is_found_by_its_kernel_path_and_unknown_names_say_what_is_known() -> None:
+    _import("kerntune.adapters.torchao")
+    a = find("torchao.prototype.quantized_training.int8_mm:_scaled_int8_mm_kernel")
+    assert a.name == "torchao.int8_mm"
+    from kerntune.errors import KerntuneError
+
+    with pytest.raises(KerntuneError, match="known are .*liger.rms_norm"):
+        find("liger.no_such_kernel")
