@@ -71,7 +71,8 @@ class LLMClient:
         Space's field errors); problems trigger the same single repair round.
         """
         timeout = timeout or self.timeout
-        resp = self._cached_or_send(messages, schema, temperature, max_tokens, timeout)
+        calls: list[dict[str, Any]] = []
+        resp = self._call(calls, messages, schema, temperature, max_tokens, timeout)
         if schema is None:
             return resp
         problems = self._parse(resp, validate)
@@ -82,7 +83,11 @@ class LLMClient:
             Message("user", "Your answer could not be used:\n- " + "\n- ".join(problems[:20])
                     + "\nAnswer again with one JSON value only, fixing these problems."),
         ]
-        fixed = self._cached_or_send(repair, schema, temperature, max_tokens, timeout)
+        try:
+            fixed = self._call(calls, repair, schema, temperature, max_tokens, timeout)
+        except LLMError as exc:
+            exc.response = resp  # the first answer is still worth storing
+            raise
         fixed.repaired = True
         fixed.latency_s += resp.latency_s
         fixed.attempts += resp.attempts
@@ -91,8 +96,24 @@ class LLMClient:
         fixed.cost += resp.cost
         later = self._parse(fixed, validate)
         if later and fixed.parsed is None:
-            raise LLMError(f"{self.provider.spec}: no usable JSON after one repair round: {later[0]}")
+            exc = LLMError(f"{self.provider.spec}: no usable JSON after one repair round: {later[0]}")
+            exc.calls, exc.response = calls, fixed
+            raise exc
         return fixed
+
+    def _call(self, calls: list[dict[str, Any]], messages: list[Message], schema: Any, temperature: float,
+              max_tokens: int, timeout: float) -> Response:
+        """One call, appended to ``calls`` whether it answered or failed."""
+        try:
+            resp = self._cached_or_send(messages, schema, temperature, max_tokens, timeout)
+        except LLMError as exc:
+            calls.append({"error": redact(str(exc))})
+            exc.calls = calls
+            raise
+        calls.append({"text": resp.text, "model": resp.model, "tokens_in": resp.usage.input_tokens,
+                      "tokens_out": resp.usage.output_tokens})
+        resp.calls = calls
+        return resp
 
     def _parse(self, resp: Response, validate: Validator | None) -> list[str]:
         try:
@@ -116,8 +137,8 @@ class LLMClient:
             path = Path(self.cache_dir) / f"{self._cache_key(messages, schema, temperature)}.json"
             if path.is_file():
                 data = json.loads(path.read_text())
-                resp = Response(data["text"], provider=self.provider.name, model=data.get("model", ""),
-                                cached=True)
+                resp = Response(data["text"], provider=self.provider.name,
+                                model=redact(str(data.get("model", ""))), cached=True)
                 self._log(messages, schema, resp)
                 return resp
         resp = self._send_with_retries(messages, schema, temperature, max_tokens, timeout)
@@ -151,8 +172,10 @@ class LLMClient:
             self.tokens_out += raw.usage.output_tokens
             self.seconds += latency
             self.cost += cost
+            # Every field a server sends is text from outside: a proxy that echoes the request's
+            # Authorization header in ``model`` must not put the key into the store or a report.
             return Response(raw.text, usage=raw.usage, latency_s=latency, cost=cost, provider=self.provider.name,
-                            model=raw.model or self.provider.model, attempts=attempt)
+                            model=redact(str(raw.model or self.provider.model)), attempts=attempt)
         raise LLMError(f"{self.provider.spec}: gave up after {self.retries + 1} attempts: {redact(str(last))}")
 
     def _price(self, raw: RawReply) -> float:
@@ -165,13 +188,13 @@ class LLMClient:
     def _log(self, messages: list[Message], schema: Any, resp: Response) -> None:
         if self.store is not None:
             prompt = "\n\n".join(f"## {m.role}\n{redact(m.content)}" for m in messages)
-            self.store.add_llm_exchange(self.run_id, self.round_no, self.provider.name, resp.model, prompt,
+            self.store.add_llm_exchange(self.run_id, self.round_no, self.provider.name, redact(resp.model), prompt,
                                         redact(resp.text), tokens_in=resp.usage.input_tokens,
                                         tokens_out=resp.usage.output_tokens, latency_s=resp.latency_s,
                                         cost=resp.cost)
-        if self.transcript is None:
-            return
-        entry = {"provider": self.provider.name, "model": resp.model, "time": time.time(),
+        if self.transcript is None or getattr(self.provider, "last_replayed", False):
+            return  # a resumed run's replayed answer is in the transcript already
+        entry = {"provider": self.provider.name, "model": redact(resp.model), "time": time.time(),
                  "messages": [{"role": m.role, "content": redact(m.content)} for m in messages],
                  "schema": schema, "response": redact(resp.text), "cached": resp.cached,
                  "usage": {"input_tokens": resp.usage.input_tokens, "output_tokens": resp.usage.output_tokens},

@@ -11,9 +11,12 @@ anything shaped like an OpenAI or Anthropic key.
 
 from __future__ import annotations
 
+import base64
+import functools
 import logging
 import os
 import re
+import urllib.parse
 
 from kerntune.errors import KerntuneError
 from kerntune.llm.types import LLMError
@@ -74,9 +77,35 @@ def secret_values() -> list[str]:
     return sorted(set(vals) | _registered, key=len, reverse=True)
 
 
+def _variants(value: str) -> list[str]:
+    """Spellings of a key a server or model may echo: as is (matched in any letter case),
+    URL-encoded, and base64 (alone, or inside a longer base64 text at any of the three
+    byte alignments, e.g. HTTP Basic credentials).  Cheap to compute, so always covered."""
+    raw = value.encode("utf-8", "replace")
+    out = {value, urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value)}
+    for pad in range(3):
+        for enc in (base64.b64encode, base64.urlsafe_b64encode):
+            text = enc(b"\0" * pad + raw).decode().rstrip("=")
+            # Characters that mix bits of the key with its neighbours depend on the neighbours.
+            core = text[(pad * 8 + 5) // 6: len(text) - (1 if (pad + len(raw)) % 3 else 0)]
+            if len(core) >= 8:
+                out.add(core)
+    return sorted(out, key=len, reverse=True)
+
+
+@functools.lru_cache(maxsize=16)
+def _pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
+    spellings = sorted({v for value in values for v in _variants(value)}, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, spellings)), re.IGNORECASE) if spellings else None
+
+
 def redact(text: str) -> str:
+    """``text`` with every known key, in every cheap spelling, and every key-shaped token masked."""
     if not text:
         return text
-    for value in secret_values():
-        text = text.replace(value, MASK)
+    if not isinstance(text, str):
+        text = str(text)
+    pattern = _pattern(tuple(secret_values()))
+    if pattern is not None:
+        text = pattern.sub(MASK, text)
     return _KEY_SHAPES.sub(MASK, text)

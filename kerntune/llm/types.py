@@ -42,10 +42,21 @@ class Response:
     cached: bool = False
     attempts: int = 1
     repaired: bool = False
+    #: Every answer this response took, repair calls included, in order: one dict per call,
+    #: ``{"text", "model", "tokens_in", "tokens_out"}`` or ``{"error"}``.  The store keeps them
+    #: so that a resumed run replays each call, not only the last.
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 class LLMError(Exception):
-    """The model could not be reached or did not answer usably (after retries)."""
+    """The model could not be reached or did not answer usably (after retries).
+
+    ``calls`` (as ``Response.calls``) and ``response`` (the last answer, when there was one)
+    say what the model did answer before the call failed, so it can be stored.
+    """
+
+    calls: list[dict[str, Any]] | None = None
+    response: "Response | None" = None
 
 
 class TransientError(LLMError):

@@ -151,14 +151,21 @@ class OllamaProvider(Provider):
 
         self._ollama = ollama
         self.host = base_url or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
-        self.client = ollama.Client(host=self.host)
+        # The ollama client takes its timeout when it is made (the default is none: a silent
+        # server would be waited on forever), so there is one client per timeout asked for.
+        self._clients: dict[float, Any] = {}
+
+    def _client(self, timeout: float) -> Any:
+        if timeout not in self._clients:
+            self._clients[timeout] = self._ollama.Client(host=self.host, timeout=timeout)
+        return self._clients[timeout]
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
         import httpx
 
         try:
-            resp = self.client.chat(model=self.model, messages=[m.to_dict() for m in messages],
+            resp = self._client(timeout).chat(model=self.model, messages=[m.to_dict() for m in messages],
                                     format=schema if schema is not None else None,
                                     options={"temperature": temperature, "num_predict": max_tokens})
         except self._ollama.ResponseError as exc:
@@ -167,5 +174,11 @@ class OllamaProvider(Provider):
             raise LLMError(f"ollama: {exc.error}") from None
         except (httpx.TimeoutException, httpx.TransportError, ConnectionError) as exc:
             raise TransientError(f"ollama: {type(exc).__name__}") from None
-        usage = Usage(resp.get("prompt_eval_count") or 0, resp.get("eval_count") or 0)
-        return RawReply(resp["message"]["content"] or "", usage, self.model)
+        try:
+            usage = Usage(_count(resp.get("prompt_eval_count")), _count(resp.get("eval_count")))
+            text = resp["message"]["content"] or ""
+            if not isinstance(text, str):
+                raise TypeError(f"content is {type(text).__name__}")
+        except (AttributeError, TypeError, IndexError, KeyError) as exc:
+            raise _malformed("ollama", exc) from None
+        return RawReply(text, usage, self.model)

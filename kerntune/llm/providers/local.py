@@ -3,15 +3,22 @@ recorded transcript."""
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import json
 import os
 import re
 import shlex
+import signal
+import stat
 import subprocess
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kerntune.llm.parsing import MAX_RESPONSE_CHARS
 from kerntune.llm.providers.base import Provider
 from kerntune.llm.types import LLMError, Message, RawReply, TransientError, Usage
 
@@ -84,7 +91,14 @@ def default_model_path() -> str:
 
 
 class CommandProvider(Provider):
-    """``cmd:COMMAND`` — the prompt on stdin, the answer on stdout."""
+    """``cmd:COMMAND`` — the prompt on stdin, the answer on stdout.
+
+    The command is any program, so it is treated as hostile: its output is decoded with
+    replacement characters (bytes that are not UTF-8 must not end the run, or every resume
+    would end the same way), read only up to the answer cap (a program printing forever
+    must not fill memory), and it runs in a process group of its own that is ended as a
+    whole (a wrapper script's grandchildren would otherwise outlive a timeout).
+    """
 
     name = "cmd"
 
@@ -97,64 +111,235 @@ class CommandProvider(Provider):
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
         try:
-            proc = subprocess.run(self.argv, input=render_prompt(messages, schema), capture_output=True, text=True,
-                                  timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise TransientError(f"cmd: no answer within {timeout:g} s") from None
+            proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise LLMError(f"cmd: cannot run {self.argv[0]!r}: {exc.strerror}") from None
-        if proc.returncode != 0:
-            tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
-            raise LLMError(f"cmd: exited with {proc.returncode}: {tail[0][:200]}")
-        return RawReply(proc.stdout, Usage(), self.model)
+        out = _CappedReader(proc.stdout, MAX_OUTPUT_CHARS)  # type: ignore[arg-type]
+        err = _CappedReader(proc.stderr, 4096, keep_tail=True)  # type: ignore[arg-type]
+        feeder = threading.Thread(target=_feed, args=(proc.stdin, render_prompt(messages, schema)), daemon=True)
+        try:
+            for t in (feeder, out.thread, err.thread):
+                t.start()
+            deadline = time.monotonic() + timeout
+            while out.thread.is_alive() and not out.over and time.monotonic() < deadline:
+                out.thread.join(min(0.05, max(deadline - time.monotonic(), 0)))
+            if out.over:
+                raise LLMError(f"cmd: output over {MAX_OUTPUT_CHARS:,} characters; the command was stopped")
+            if out.thread.is_alive():
+                raise TransientError(f"cmd: no answer within {timeout:g} s")
+            try:
+                code = proc.wait(max(deadline - time.monotonic(), 0.5))
+            except subprocess.TimeoutExpired:
+                raise TransientError(f"cmd: no answer within {timeout:g} s") from None
+        finally:
+            _end_group(proc)
+        if code != 0:
+            err.thread.join(1.0)
+            tail = err.text().strip().splitlines()[-1:] or [""]
+            raise LLMError(f"cmd: exited with {code}: {tail[0][:200]}")
+        return RawReply(out.text(), Usage(), self.model)
 
 
-_RESPONSE = re.compile(r"^(\d{4})\.response\.(json|md|txt)$")
+#: The parser's answer cap, applied while reading: one character more is enough to know the
+#: answer will be refused.
+MAX_OUTPUT_CHARS = MAX_RESPONSE_CHARS
+
+
+def _feed(pipe: Any, text: str) -> None:
+    """Write the prompt; a command that exits without reading it is not an error."""
+    try:
+        pipe.write(text.encode("utf-8", "replace"))
+    except OSError:
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+class _CappedReader:
+    """Reads a pipe in a thread, decoding as it goes, and stops past ``cap`` characters."""
+
+    def __init__(self, pipe: Any, cap: int, keep_tail: bool = False) -> None:
+        self.pipe, self.cap, self.keep_tail = pipe, cap, keep_tail
+        self.parts: list[str] = []
+        self.chars = 0
+        self.over = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        try:
+            while True:
+                chunk = self.pipe.read1(65536)
+                if not chunk:
+                    break
+                text = decoder.decode(chunk)
+                self.parts.append(text)
+                self.chars += len(text)
+                if self.chars > self.cap:
+                    if not self.keep_tail:
+                        self.over = True
+                        return
+                    joined = "".join(self.parts)[-self.cap:]
+                    self.parts, self.chars = [joined], len(joined)
+            self.parts.append(decoder.decode(b"", final=True))
+        except (OSError, ValueError):
+            pass
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """End the command's whole process group (its children too), then reap it."""
+    if hasattr(os, "killpg"):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    elif proc.poll() is None:
+        proc.kill()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        pass
+    for pipe in (proc.stdout, proc.stderr):
+        try:
+            if pipe is not None:
+                pipe.close()
+        except OSError:
+            pass
+
+
+_EXTS = ("json", "md", "txt")
+
+
+@dataclass
+class _Pending:
+    """The request kerntune waits on: its number, what was asked, and the response files
+    that were there before it was asked (never taken as its answer)."""
+
+    number: int
+    key: str
+    stale: set[tuple[str, int, int, int]] = field(default_factory=set)
+    seen: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    first_seen: dict[str, float] = field(default_factory=dict)
 
 
 class FilesProvider(Provider):
     """``files:DIR`` — write ``NNNN.prompt.md`` and ``NNNN.schema.json``, wait for
     ``NNNN.response.{json,md,txt}``.  For air-gapped sites, audits and experts.
 
-    Only names this provider makes itself are touched, all inside DIR; a
-    response that is a symbolic link leading out of DIR, or not a regular file,
-    is refused.  Prompts and schemas are written to a fresh file that is then
-    renamed over the name, so a symbolic or hard link planted under that name
-    (the directory is shared with people and agents) is replaced, never
-    followed: kerntune writes nothing outside DIR.
+    Only names this provider makes itself are touched, all inside DIR.  Prompts and
+    schemas are written to a fresh file that is then renamed over the name, so a link
+    planted under that name (the directory is shared with people and agents) is replaced,
+    never followed: kerntune writes nothing outside DIR.  A response is opened once, without
+    following a symbolic link, and checked on the open descriptor (a regular file, one link,
+    on DIR's file system) before it is read from that same descriptor: a file swapped for a
+    link between a check and a read cannot be read.
+
+    A response is taken only when it is complete: not empty, unchanged over two polls, and,
+    for ``.json``, valid JSON (a ``.json`` file that stays invalid for ``settle_s`` is taken
+    as it is, so the repair round can quote the problem).  Writing it elsewhere and renaming
+    it into place is the safe way to answer.  When a request times out and the client asks
+    the same thing again, no new number is used: the late answer to the pending request is
+    still taken.  A response file that existed before its request was written (an answer
+    under the wrong number) is ignored until it changes.
     """
 
     name = "files"
 
-    def __init__(self, directory: str, poll_s: float = 0.2) -> None:
+    def __init__(self, directory: str, poll_s: float = 0.2, settle_s: float = 2.0) -> None:
         super().__init__(directory)
         self.dir = Path(directory).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.poll_s = poll_s
+        self.settle_s = settle_s
         existing = [int(p.name[:4]) for p in self.dir.glob("[0-9][0-9][0-9][0-9].prompt.md")]
         self.counter = max(existing, default=0)
+        self.pending: _Pending | None = None
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
-        self.counter += 1
-        n = f"{self.counter:04d}"
-        self._write(f"{n}.prompt.md", render_prompt(messages, schema))
-        if schema is not None:
-            self._write(f"{n}.schema.json", json.dumps(schema, indent=1))
+        prompt = render_prompt(messages, schema)
+        key = hashlib.sha256(prompt.encode("utf-8", "replace")).hexdigest()
+        if self.pending is None or self.pending.key != key:
+            self.counter += 1
+            n = f"{self.counter:04d}"
+            self.pending = _Pending(self.counter, key, stale=self._identities(n))
+            self._write(f"{n}.prompt.md", prompt)
+            if schema is not None:
+                self._write(f"{n}.schema.json", json.dumps(schema, indent=1))
+        pending = self.pending
+        n = f"{pending.number:04d}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for ext in ("json", "md", "txt"):
-                path = self.dir / f"{n}.response.{ext}"
-                if path.exists():
-                    real = path.resolve()
-                    if real.parent != self.dir:
-                        raise LLMError(f"files: {path.name} points outside {self.dir}")
-                    if not real.is_file():  # a FIFO or device would block or never end
-                        raise LLMError(f"files: {path.name} is not a regular file")
-                    time.sleep(self.poll_s)  # let the writer finish
-                    return RawReply(real.read_text(errors="replace"), Usage(), self.model)
+            for ext in _EXTS:
+                text = self._take(pending, f"{n}.response.{ext}", ext)
+                if text is not None:
+                    self.pending = None
+                    return RawReply(text, Usage(), self.model)
             time.sleep(self.poll_s)
-        raise TransientError(f"files: no {n}.response.* in {self.dir} within {timeout:g} s")
+        raise TransientError(f"files: no {n}.response.* (complete) in {self.dir} within {timeout:g} s")
+
+    def _identities(self, n: str) -> set[tuple[str, int, int, int]]:
+        out = set()
+        for ext in _EXTS:
+            try:
+                st = os.lstat(self.dir / f"{n}.response.{ext}")
+            except OSError:
+                continue
+            out.add((ext, st.st_ino, st.st_size, st.st_mtime_ns))
+        return out
+
+    def _take(self, pending: _Pending, name: str, ext: str) -> str | None:
+        """The response's text once it is complete, else None; LLMError for a file never to read."""
+        path = self.dir / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if os.path.islink(path):
+                raise LLMError(f"files: {name} is a symbolic link, which could lead outside {self.dir};"
+                               " answer with a regular file") from None
+            raise LLMError(f"files: cannot open {name}: {exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+                raise LLMError(f"files: {name} is not a regular file")
+            if st.st_nlink != 1:
+                raise LLMError(f"files: {name} has {st.st_nlink} hard links; answer with a file of its own")
+            if st.st_dev != os.stat(self.dir).st_dev:
+                raise LLMError(f"files: {name} is not on the file system of {self.dir}")
+            ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if (ext, *ident) in pending.stale or st.st_size == 0:
+                return None
+            now = time.monotonic()
+            if pending.seen.get(ext) != ident:  # new or still changing: look again next poll
+                pending.seen[ext] = ident
+                pending.first_seen[ext] = now
+                return None
+            if st.st_size > 4 * MAX_RESPONSE_CHARS + 4:
+                raise LLMError(f"files: {name} is over {MAX_RESPONSE_CHARS:,} characters")
+            data = b""
+            while len(data) < st.st_size:
+                chunk = os.read(fd, st.st_size - len(data))
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            os.close(fd)
+        text = data.decode("utf-8", "replace")
+        if ext == "json" and now - pending.first_seen[ext] < self.settle_s:
+            try:
+                json.loads(text)
+            except ValueError:
+                return None  # probably still being written; taken as it is once it settles
+        return text
 
     def _write(self, name: str, text: str) -> None:
         tmp = self.dir / f".{name}.{os.getpid()}.tmp"

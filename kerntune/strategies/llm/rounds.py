@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from kerntune.errors import KerntuneError
@@ -45,12 +46,24 @@ def _fallback_batch(ctx: SearchContext, kind: str, n: int, taken: set[str]) -> l
     return out[:n]
 
 
-def call_model(ctx: SearchContext, messages: list[Message], temperature: float, max_tokens: int,
-               exclude: set[str], n: int) -> tuple[Any, str, float]:
-    """One model call (thread-safe: touches nothing in ``ctx`` but the client).
+@dataclass
+class Answer:
+    """What one round's model call gave: the response (or, when it failed, the last answer it
+    did give, if any), the error, the seconds spent, and every call made (repairs included)."""
 
-    Returns (response or None, error text, seconds spent).
-    """
+    resp: Any
+    error: str
+    seconds: float
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error)
+
+
+def call_model(ctx: SearchContext, messages: list[Message], temperature: float, max_tokens: int,
+               exclude: set[str], n: int) -> Answer:
+    """One model call (thread-safe: touches nothing in ``ctx`` but the client)."""
     space = ctx.space
 
     def problems(value: Any) -> list[str]:
@@ -70,28 +83,37 @@ def call_model(ctx: SearchContext, messages: list[Message], temperature: float, 
         resp = ctx.llm.complete(messages, schema=schema, temperature=temperature,
                                 max_tokens=max_tokens, validate=problems)
     except LLMError as exc:
-        return None, str(exc), time.perf_counter() - t0
-    return resp, "", time.perf_counter() - t0
+        return Answer(exc.response, str(exc) or type(exc).__name__, time.perf_counter() - t0, list(exc.calls or []))
+    return Answer(resp, "", time.perf_counter() - t0, list(getattr(resp, "calls", None) or []))
 
 
-def accept(ctx: SearchContext, round_no: int, messages: list[Message], resp: Any, error: str,
-           seconds: float) -> ParsedConfigs | None:
-    """Parse and validate an answer against everything measured so far; store the exchange."""
+def accept(ctx: SearchContext, round_no: int, messages: list[Message], answer: Answer) -> ParsedConfigs | None:
+    """Parse and validate an answer against everything measured so far; store the exchange.
+
+    A failed call is stored with the text the model did answer (a rejected answer is an
+    exchange too) and returns None."""
+    resp = answer.resp
+    parsed = None
+    if resp is not None:
+        parsed = configs_from_answer(resp.parsed, ctx.space, exclude=set(ctx.measured)) \
+            if resp.parsed is not None else ParsedConfigs()
     if resp is None:
-        _record(ctx, round_no, messages, "", None, error=error, latency=seconds)
-        return None
-    parsed = configs_from_answer(resp.parsed, ctx.space, exclude=set(ctx.measured)) \
-        if resp.parsed is not None else ParsedConfigs()
-    _record(ctx, round_no, messages, resp.text, parsed, usage=(resp.usage.input_tokens, resp.usage.output_tokens),
-            latency=resp.latency_s, cost=resp.cost, provider=resp.provider, model=resp.model)
-    return parsed
+        _record(ctx, round_no, messages, "", None, answer, error=answer.error, latency=answer.seconds)
+    else:
+        _record(ctx, round_no, messages, resp.text, parsed, answer, error=answer.error or None,
+                usage=(resp.usage.input_tokens, resp.usage.output_tokens), latency=resp.latency_s, cost=resp.cost,
+                provider=resp.provider, model=resp.model)
+    return None if answer.failed else parsed
 
 
 def _record(ctx: SearchContext, round_no: int, messages: list[Message], text: str, parsed: ParsedConfigs | None,
-            error: str | None = None, usage: tuple[int, int] = (0, 0), latency: float = 0.0, cost: float = 0.0,
-            provider: str = "", model: str = "") -> None:
+            answer: Answer, error: str | None = None, usage: tuple[int, int] = (0, 0), latency: float = 0.0,
+            cost: float = 0.0, provider: str = "", model: str = "") -> None:
     if ctx.on_llm_exchange is None:
         return
+    if not provider and ctx.llm is not None:  # no answer at all: still say whom we asked
+        provider = getattr(getattr(ctx.llm, "provider", None), "name", "") or ""
+        model = getattr(getattr(ctx.llm, "provider", None), "model", "") or ""
     ctx.on_llm_exchange({
         "round": round_no, "provider": provider, "model": model,
         "prompt": "\n\n".join(f"## {m.role}\n{m.content}" for m in messages), "response": text,
@@ -99,6 +121,7 @@ def _record(ctx: SearchContext, round_no: int, messages: list[Message], text: st
                      for c, r in zip(parsed.accepted, parsed.reasons)] if parsed else [],
         "rejected": [{"item": r.item, "reason": r.reason} for r in parsed.rejected] if parsed else [],
         "tokens_in": usage[0], "tokens_out": usage[1], "latency_s": latency, "cost": cost, "error": error,
+        "calls": answer.calls,
     })
 
 
@@ -138,13 +161,15 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
             with ThreadPoolExecutor(max_workers=1) as pool:
                 future = pool.submit(call_model, ctx, messages, temperature, max_tokens, exclude, n)
                 ctx.evaluate(warm, source="llm:warmup")
-                resp, error, seconds = future.result()
-            ctx.charge(seconds - (ctx.clock_s - clock0))  # only the part not hidden by measuring
+                answer = future.result()
+            ctx.charge(answer.seconds - (ctx.clock_s - clock0))  # only the part not hidden by measuring
         else:
             messages = refine_round(ctx.space, workload, device, ctx.history, n, round_no - 1, no_gain > 0, opts)
-            resp, error, seconds = call_model(ctx, messages, temperature, max_tokens, set(ctx.measured), n)
-            ctx.charge(seconds)
-        parsed = accept(ctx, round_no, messages, resp, error, seconds)
+            answer = call_model(ctx, messages, temperature, max_tokens, set(ctx.measured), n)
+            ctx.charge(answer.seconds)
+        parsed = accept(ctx, round_no, messages, answer)
+        error = answer.error
+        sources: list[str] | None = None
         if parsed is None:
             if fallback == "error":
                 raise KerntuneError(f"the model failed in round {round_no}: {error}")
@@ -166,12 +191,15 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
                 ctx.note(f"round {round_no}: only {len(batch)} of {n} proposed configs were valid and new;"
                          f" topped up by {fallback if fallback != 'error' else 'random'}")
                 kind = fallback if fallback != "error" else "random"
-                batch += _fallback_batch(ctx, kind, n - len(batch), {ctx.space.key(c) for c in batch})
+                extra = _fallback_batch(ctx, kind, n - len(batch), {ctx.space.key(c) for c in batch})
+                # The store and the report credit each config to whoever proposed it.
+                sources = [source] * len(batch) + [f"llm:fallback-{kind}"] * len(extra)
+                batch += extra
         if not batch:
             ctx.stop_reason = "space exhausted"
             return
         before = ctx.best.time_ms if ctx.best else float("inf")
-        ctx.evaluate(batch, source=source)
+        ctx.evaluate(batch, source=source, sources=sources)
         best = ctx.best.time_ms if ctx.best else float("inf")
         bests.append(best)
         no_gain = no_gain + 1 if not best < before else 0
