@@ -34,7 +34,7 @@ from kerntune.llm.types import Message
 from kerntune.space import Config
 from kerntune.strategies.base import SearchContext
 from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine_round
-from kerntune.strategies.llm.rounds import accept, call_model
+from kerntune.strategies.llm.rounds import Answer, accept, call_model
 from kerntune.strategies.surrogate import SurrogateOptions, SurrogateSearch
 
 
@@ -85,32 +85,32 @@ class _Cooperation:
         fut = self.pool.submit(call_model, ctx, messages, self.temperature, self.max_tokens, set(ctx.measured), n)
         return fut, messages, n
 
-    def wait(self, fut: Future, source: str) -> tuple[Any, str, float]:
+    def wait(self, fut: Future, source: str) -> Answer:
         """Measure surrogate proposals while the model thinks; charge only the unhidden time."""
         ctx = self.ctx
         clock0 = self.clock_at_submit  # measurements since the call began (round 1: the start too)
         if ctx.evaluator.simulated_clock:
-            resp, error, seconds = fut.result()
-            while not ctx.done and ctx.clock_s - clock0 < seconds and self.surrogate_step(source):
+            answer = fut.result()
+            while not ctx.done and ctx.clock_s - clock0 < answer.seconds and self.surrogate_step(source):
                 pass
         else:
             while not fut.done() and not ctx.done and self.surrogate_step(source):
                 pass
-            resp, error, seconds = fut.result()
+            answer = fut.result()
+        seconds = answer.seconds
         # The clock as of the last measurement's end: on a real evaluator, waiting for the model
         # after measuring stopped is not hidden (the charge below brings the clock to the wall).
         hidden = min(seconds, max(ctx.clock_s - clock0, 0.0))
         self.model_s += seconds
         self.hidden_s += hidden
         ctx.charge(seconds - hidden)
-        return resp, error, seconds
+        return answer
 
-    def use(self, round_no: int, messages: list[Message], n: int, answer: tuple[Any, str, float]) -> None:
+    def use(self, round_no: int, messages: list[Message], n: int, answer: Answer) -> None:
         ctx = self.ctx
-        resp, error, seconds = answer
-        parsed = accept(ctx, round_no, messages, resp, error, seconds)
+        parsed = accept(ctx, round_no, messages, answer)
         if parsed is None:
-            ctx.note(f"auto: model call {round_no} failed ({error}); the surrogate goes on")
+            ctx.note(f"auto: model call {round_no} failed ({answer.error}); the surrogate goes on")
             return
         batch = ctx.unmeasured(parsed.accepted)[:n]
         if round_no > 1 and batch and self.engine.ys:
