@@ -19,6 +19,8 @@ from kerntune.llm.types import LLMError, Message, RawReply, Usage
 from kerntune.space import Config
 from kerntune.store import Store
 from kerntune.strategies import Budget, BudgetExhausted, SearchContext, SearchStalled, get_strategy
+from kerntune.strategies.base import check_seed
+from kerntune.strategies.options import validate_options
 
 
 @dataclass
@@ -113,7 +115,8 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
     whose model can start from them; ``past_winners`` are shown to a model in its first prompt.
     """
     fn = get_strategy(strategy)
-    options = dict(options or {})
+    options = validate_options(strategy, options)
+    check_seed(seed)
     prior: dict[str, tuple[Trial, float]] = {}
     lock = None
     if store is not None:

@@ -285,9 +285,12 @@ def test_a_read_only_store_gives_one_clear_line_and_stays_as_it_was() -> None:
                 os.chmod(p, 0o444)
         os.chmod(store_dir, 0o555)
         preexec = _read_only_preexec(store_dir)
-        for args in (small, ["tune", "--replay", str(CONV), "--resume", run_id], ["store", "runs"]):
+        for args in (small, ["tune", "--replay", str(CONV), "--resume", run_id]):
             proc = _cli(args, base, db, preexec=preexec)  # type: ignore[arg-type]
             _assert_error_line(proc, str(db), "read-only")
+        # Reading needs no write access: a read-only store can still be listed (issue 22, item 18).
+        listed = _cli(["store", "runs"], base, db, preexec=preexec)  # type: ignore[arg-type]
+        assert listed.returncode == 0 and run_id in listed.stdout, listed.stderr
         os.chmod(store_dir, 0o755)
         for p in store_dir.iterdir():
             if p.is_file():

@@ -81,6 +81,8 @@ def _search(spec: str, shape: str, strategy: str, seconds: float, warm: dict | N
     try:
         ev = TritonEvaluator(spec, parse_shape(shape), compile_timeout=20.0)
         try:
+            if wall_limit is None:  # the search's clock starts once the workers are up (reported apart)
+                ev.wait_ready()
             start_s = time.perf_counter() - t0
             budget_s = seconds if wall_limit is None else max(wall_limit - start_s, 1.0)
             t_search = time.perf_counter()

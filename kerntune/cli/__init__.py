@@ -10,8 +10,13 @@ import sys
 
 import typer
 
+try:  # typer >= 0.16 carries its own copy of click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer
+    from click import exceptions as click_exceptions
+
 from kerntune.cli import cache_cmd, compare_cmd, tensile_cmd, llm_cmd, prompt_cmd, space_cmd, store_cmd, tune_cmd
-from kerntune.cli import exec_cmd, report_cmd, transform_cmd
+from kerntune.cli import exec_cmd, options_cmd, report_cmd, transform_cmd
 from kerntune.errors import KerntuneError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -25,14 +30,30 @@ app.add_typer(tensile_cmd.app, name="tensile")
 app.command("compare")(compare_cmd.compare)
 app.command("tune")(tune_cmd.tune)
 app.command("report")(report_cmd.report)
+app.command("options")(options_cmd.options)
 app.command("transform")(transform_cmd.transform)
 app.command("exec", context_settings={"allow_interspersed_args": False})(exec_cmd.exec_)
 
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run the CLI.  Usage errors (a bad number, an unknown option) are one line too, like
+    every other user error: the framework's boxed, multi-line message is not used."""
     try:
-        app(args=argv, prog_name="kerntune")
+        rv = app(args=argv, prog_name="kerntune", standalone_mode=False)
     except KerntuneError as exc:
-        print(f"kerntune: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        _fail(str(exc))
+    except click_exceptions.NoArgsIsHelpError:
+        sys.exit(2)   # the help was shown
+    except click_exceptions.UsageError as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        _fail(f"{exc.format_message()}{where}")
+    except typer.Abort:
+        _fail("aborted", 1)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    print(f"kerntune: error: {' '.join(message.split())}", file=sys.stderr)
+    sys.exit(code)

@@ -55,7 +55,7 @@ def triton_configs(entries: list[dict[str, Any]]) -> str:
 def list_(store: Optional[str] = typer.Option(None, "--store"),
           kernel: Optional[str] = typer.Option(None, "--kernel", help="Only this kernel hash")) -> None:
     """Show every cached winner."""
-    entries = open_store(store).iter_best(kernel)
+    entries = open_store(store, readonly=True).iter_best(kernel)
     table = Table(title=f"{len(entries)} cached winners")
     for col in ("kernel", "problem", "device", "versions", "time ms", "config"):
         table.add_column(col)
@@ -78,7 +78,7 @@ def export(triton: bool = typer.Option(False, "--triton", help="Emit a triton.Co
     """Export cached winners: for users who ship plain ``@triton.autotune``."""
     if sum([triton, as_json, kernel_tuner is not None]) != 1:
         raise KerntuneError("choose one export format: --triton, --json or --kernel-tuner DIR")
-    st = open_store(store)
+    st = open_store(store, readonly=True)
     entries = [e for e in st.iter_best(kernel) if device is None or e["device"] == device]
     if not entries:
         raise KerntuneError("the cache holds no winners" + (f" for kernel {kernel}" if kernel else "")

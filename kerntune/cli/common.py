@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -22,8 +24,10 @@ def default_store_path() -> str:
     return os.environ.get("KERNTUNE_STORE", ".kerntune/kerntune.db")
 
 
-def open_store(path: str | None) -> Store:
-    return Store(Path(path or default_store_path()))
+def open_store(path: str | None, readonly: bool = False) -> Store:
+    """The store at ``path`` (or the default); ``readonly`` for commands that only read it, so a
+    mistyped path is reported instead of created and a read-only store can still be read."""
+    return Store(Path(path or default_store_path()), readonly=readonly)
 
 
 def parse_options(items: Iterable[str], flag: str = "--option") -> dict[str, Any]:
@@ -39,3 +43,51 @@ def parse_options(items: Iterable[str], flag: str = "--option") -> dict[str, Any
         except json.JSONDecodeError:
             out[key] = value
     return out
+
+
+def check_number(flag: str, value: float | None, low: float = 0.0, high: float = float("inf"),
+                 low_open: bool = True) -> None:
+    """Refuse NaN, inf and out-of-range numbers for a numeric option, in one line.
+
+    ``--llm-timeout nan`` or ``-1`` once meant "never time out" or "fail at once" silently.
+    """
+    if value is None:
+        return
+    ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
+    if not ok:
+        lo = f"above {low:g}" if low_open else f"at least {low:g}"
+        hi = f" and at most {high:g}" if math.isfinite(high) else ""
+        raise KerntuneError(f"{flag} must be a number {lo}{hi}, got {value}")
+
+
+def check_output(flag: str, path: Path | None, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse an output path that cannot be written, before a run spends time: a directory, a
+    path under a file, an unknown image type.  (A full disk is only known when writing: see
+    :func:`write_output`.)"""
+    if path is None:
+        return
+    if path.is_dir():
+        raise KerntuneError(f"{flag} {path}: is a directory; give a file name")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise KerntuneError(f"{flag} {path}: unknown file type {path.suffix or '(none)'!r} (use {', '.join(suffixes)})")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise KerntuneError(f"{flag} {path}: {parent} is a file, not a directory")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise KerntuneError(f"{flag} {path}: cannot create files in {parent} (permission denied)")
+            break
+
+
+def write_output(flag: str, path: Path, write: Any) -> Any:
+    """Run ``write()`` (which writes ``path``), turning an OSError (disk full, a read-only or
+    special file system such as /proc) into one line that names the file and the real cause."""
+    check_output(flag, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return write()
+    except OSError as exc:
+        cause = exc.strerror or str(exc)
+        if exc.errno == errno.ENOSPC:
+            cause = "disk full"
+        raise KerntuneError(f"cannot write {flag} {path}: {cause}") from None

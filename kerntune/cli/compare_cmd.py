@@ -11,11 +11,12 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kerntune.cli.common import console, err_console, open_store
+from kerntune.cli.common import check_number, check_output, console, err_console, open_store, write_output
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
 from kerntune.compare.harness import CompareResult
 from kerntune.errors import KerntuneError
+from kerntune.strategies.base import MAX_EVALS, check_seed
 
 
 def _fmt(x: float | None, spec: str = ".0f", none: str = "never") -> str:
@@ -45,12 +46,32 @@ def print_table(result: CompareResult) -> None:
     console.print(table)
 
 
+def _check_resume(st, run_id: str, space: Optional[Path], names: Optional[list[str]], budget: Optional[int],  # noqa: ANN001
+                  repeats: Optional[int], seed: Optional[int], per_strategy: dict[str, dict[str, Any]]) -> None:
+    """Anything typed again on ``--resume`` must match what the comparison was started with."""
+    from kerntune.store.resume import check_kind, check_same
+
+    run = st.get_run(run_id)
+    check_kind(run, "compare")
+    opts = run.options
+    if space is not None and Path(opts.get("space", "")).resolve() != space.resolve():
+        check_same(run_id, "--space", opts.get("space"), str(space))
+    for flag, key, value in (("--strategies", "strategies", names), ("--budget", "budget", budget),
+                             ("--repeats", "repeats", repeats), ("--seed", "seed", seed)):
+        check_same(run_id, flag, opts.get(key), value)
+    stored = opts.get("strategy_options") or {}
+    for strat, given in per_strategy.items():
+        for name, value in given.items():
+            check_same(run_id, f"-o {strat}.{name}", (stored.get(strat) or {}).get(name), value)
+
+
 def compare(
     space: Optional[Path] = typer.Option(None, "--space", help="Recorded space: Kernel Tuner cache (.json/.json.gz), T4 or kerntune table"),
-    strategies: str = typer.Option("random,pattern,bayes,genetic", "--strategies", help="Comma-separated strategy names"),
-    budget: int = typer.Option(100, "--budget", help="Evaluations per repeat"),
-    repeats: int = typer.Option(10, "--repeats", help="Seeded repeats per strategy"),
-    seed: int = typer.Option(0, "--seed", help="Seed of the first repeat (repeat r uses seed + r)"),
+    strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategy names"
+                                             " (default random,pattern,bayes,genetic)"),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Evaluations per repeat (default 100)"),
+    repeats: Optional[int] = typer.Option(None, "--repeats", help="Seeded repeats per strategy (default 10)"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the first repeat (repeat r uses seed + r; default 0)"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write all numbers as JSON here"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a best-so-far PNG plot here"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db or $KERNTUNE_STORE)"),
@@ -65,13 +86,25 @@ def compare(
     no_report: bool = typer.Option(False, "--no-report", help="Write no report"),
 ) -> None:
     """Compare strategies by methodology score, best/optimum and evaluations to 2%/5%."""
-    names = [s.strip() for s in strategies.split(",") if s.strip()]
-    if not names and not resume:
-        raise KerntuneError("--strategies is empty")
-    if budget < 1:
-        raise KerntuneError(f"budget must be at least 1 evaluation, got {budget}")
+    check_number("--llm-timeout", llm_timeout, 0, 86400)
+    names = [s.strip() for s in strategies.split(",") if s.strip()] if strategies is not None else None
+    if names is not None:
+        if not names:
+            raise KerntuneError("--strategies is empty")
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise KerntuneError(f"--strategies names {dupes[0]} twice (each strategy runs once, with --repeats seeds)")
+    if budget is not None and not 1 <= budget <= MAX_EVALS:
+        raise KerntuneError(f"budget must be 1 to {MAX_EVALS:,} evaluations, got {budget}")
+    if repeats is not None and not 1 <= repeats <= 10_000:
+        raise KerntuneError(f"--repeats must be 1 to 10,000, got {repeats}")
+    if resume is not None and not resume.strip():
+        raise KerntuneError("--resume needs a run id (`kerntune store runs` lists them)")
     if space is not None and not space.exists():
         raise KerntuneError(f"file not found: {space}")
+    check_output("--json", json_out)
+    check_output("--plot", plot, (".png", ".svg", ".pdf"))
+    check_output("--report", report, (".html", ".htm"))
     per_strategy: dict[str, dict[str, Any]] = {}
     for item in option:
         key, sep, value = item.partition("=")
@@ -83,6 +116,12 @@ def compare(
         except json.JSONDecodeError:
             per_strategy.setdefault(strat, {})[name] = value
     st = open_store(store)
+    if resume:
+        _check_resume(st, resume, space, names, budget, repeats, seed, per_strategy)
+    else:
+        names = names or ["random", "pattern", "bayes", "genetic"]
+        budget, repeats, seed = budget or 100, repeats or 10, seed if seed is not None else 0
+        check_seed(seed, repeats)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
         task = bar.add_task("comparing", total=None)
@@ -90,7 +129,8 @@ def compare(
         def progress(label: str, done: int, total: int) -> None:
             bar.update(task, description=f"comparing: {label}", completed=done, total=total)
 
-        result = run_compare(str(space) if space else None, names, budget, repeats, seed, st, resume=resume,
+        result = run_compare(str(space) if space else None, names or [], budget or 0, repeats or 0, seed or 0, st,
+                             resume=resume,
                              progress=progress, llm_spec=llm, llm_base_url=llm_base_url,
                              llm_timeout=llm_timeout, strategy_options=per_strategy)
     print_table(result)
@@ -103,12 +143,11 @@ def compare(
                           f" ({s.llm['failed_calls']} failed calls); valid configs {shares or 'n/a'}")
     console.print(f"run id: {result.run_id} (store {st.path})")
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+        text = json.dumps(result.to_dict(), indent=1) + "\n"
+        write_output("--json", json_out, lambda: json_out.write_text(text))
         console.print(f"numbers: {json_out}")
     if plot:
-        plot.parent.mkdir(parents=True, exist_ok=True)
-        plot_compare(result, plot)
+        write_output("--plot", plot, lambda: plot_compare(result, plot))
         console.print(f"plot: {plot}")
     if not no_report:
         write_after_run(st, result.run_id, report)

@@ -34,7 +34,7 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
     else:
         if not run:
             raise KerntuneError("a refinement prompt needs --run RUN_ID (the trials it reports on)")
-        st = open_store(store)
+        st = open_store(store, readonly=True)
         history = [t for _, t, _ in st.trials(run)]
         if not history:
             raise KerntuneError(f"run {run} has no trials")

@@ -73,7 +73,7 @@ def _run(verb: str, space: Path, replay: Optional[Path], output: Optional[Path],
     workload = ev.workload() if ev else {"kernel_name": state.base.name, "description": state.base.description}
     device = ev.device() if ev else {"name": "unknown"}
     if profile:
-        prof = [t for _, t, _ in open_store(store).trials(profile)]
+        prof = [t for _, t, _ in open_store(store, readonly=True).trials(profile)]
         if not prof:
             raise KerntuneError(f"run {profile} has no trials to use as a profile")
     elif ev is not None:

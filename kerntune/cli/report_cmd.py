@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from kerntune.cli.common import console, err_console, open_store
+from kerntune.cli.common import check_output, console, err_console, open_store, write_output
 from kerntune.report import default_report_path, write_report
 from kerntune.report.data import resolve_run_id
 from kerntune.store import Store
@@ -20,12 +20,15 @@ def report(
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db or $KERNTUNE_STORE)"),
 ) -> None:
     """Best-so-far curves, parameter effects, top configs, failures and the LLM's rounds of a run."""
-    st = open_store(store)
+    check_output("--html", html, (".html", ".htm"))
+    check_output("--md", md, (".md", ".markdown"))
+    st = open_store(store, readonly=True)
     try:
         run_id = resolve_run_id(st, run)
         if html is None and md is None:
             html = default_report_path(st, run_id)
-        files = write_report(st, run_id, html=html, markdown=md)
+        target = html or md
+        files = write_output("--html" if html else "--md", target, lambda: write_report(st, run_id, html=html, markdown=md))
     finally:
         st.close()
     for path in (files.html, files.markdown):

@@ -11,13 +11,25 @@ from rich.table import Table
 from kerntune.cli.common import console
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import load_recording
+from kerntune.evaluate.recorded import TABLE_FORMAT
 from kerntune.space import jsonable, load_space
 
 app = typer.Typer(no_args_is_help=True, help="Inspect search spaces and recorded spaces.")
 
 
 def _is_space_file(path: Path) -> bool:
-    return path.suffix in (".yaml", ".yml") or (path.suffix == ".json" and '"params"' in path.read_text()[:4096])
+    """A space file (YAML, or JSON with top-level ``params``) rather than a recording.  kerntune's
+    own table (``store export --table``) holds a space too, but it is a recording: its format says so."""
+    if path.suffix in (".yaml", ".yml"):
+        return True
+    if path.suffix != ".json":
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return '"params"' in head and TABLE_FORMAT not in head
 
 
 @app.command("info")

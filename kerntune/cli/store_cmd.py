@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from kerntune.cli.common import console, open_store
+from kerntune.cli.common import check_output, console, open_store, write_output
 from kerntune.errors import KerntuneError
 from kerntune.store.export import export_csv, export_kernel_tuner, export_table
 
@@ -19,11 +19,13 @@ app = typer.Typer(no_args_is_help=True, help="Runs and trials in the SQLite stor
 @app.command("runs")
 def runs(store: Optional[str] = typer.Option(None, "--store"), limit: int = typer.Option(20, "--limit")) -> None:
     """List the latest top-level runs."""
-    st = open_store(store)
+    if limit < 1:
+        raise KerntuneError(f"--limit must be at least 1, got {limit}")
+    st = open_store(store, readonly=True)
     table = Table("id", "kind", "strategy", "status", "created", "trials")
     for r in st.list_runs(limit):
-        n = st.conn.execute("SELECT COUNT(*) FROM trials WHERE run_id=? OR run_id IN"
-                            " (SELECT id FROM runs WHERE parent_id=?)", (r.id, r.id)).fetchone()[0]
+        n = st._read("SELECT COUNT(*) FROM trials WHERE run_id=? OR run_id IN"
+                     " (SELECT id FROM runs WHERE parent_id=?)", (r.id, r.id))[0][0]
         when = datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M")
         table.add_row(r.id, r.kind, r.strategy or "", r.status, when, str(n))
     console.print(table)
@@ -38,11 +40,14 @@ def export(run_id: str = typer.Argument(..., help="Run id (a comparison exports 
     """Export a run's trials."""
     if not (csv or kernel_tuner or table):
         raise KerntuneError("say where to export: --csv, --kernel-tuner and/or --table")
-    st = open_store(store)
+    for flag, path in (("--csv", csv), ("--kernel-tuner", kernel_tuner), ("--table", table)):
+        check_output(flag, path)
+    st = open_store(store, readonly=True)
     st.get_run(run_id)
     if csv:
-        console.print(f"{export_csv(st, run_id, csv)} trials -> {csv}")
+        console.print(f"{write_output('--csv', csv, lambda: export_csv(st, run_id, csv))} trials -> {csv}")
     if kernel_tuner:
-        console.print(f"{export_kernel_tuner(st, run_id, kernel_tuner)} configs -> {kernel_tuner}")
+        n = write_output("--kernel-tuner", kernel_tuner, lambda: export_kernel_tuner(st, run_id, kernel_tuner))
+        console.print(f"{n} configs -> {kernel_tuner}")
     if table:
-        console.print(f"{export_table(st, run_id, table)} configs -> {table}")
+        console.print(f"{write_output('--table', table, lambda: export_table(st, run_id, table))} configs -> {table}")

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from kerntune.cli.common import console, err_console, open_store, parse_options
+from kerntune.cli.common import check_number, check_output, console, err_console, open_store, parse_options
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
@@ -32,11 +32,12 @@ def tune(
                                               " machine's cluster), ray://HOST:PORT, or local (a private one)"),
     retime: int = typer.Option(5, "--retime", help="Re-time this many leaders, beside the default config, in "
                                "interleaved rounds before declaring the winner (0: none)"),
-    strategy: str = typer.Option("genetic", "--strategy", help="Strategy name"),
-    budget: Optional[int] = typer.Option(100, "--budget", help="Maximum evaluations"),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy name (default genetic; `kerntune"
+                                           " options` lists each one's -o options)"),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Maximum evaluations (default 100)"),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="Maximum tuning seconds on the evaluator's clock"),
     target_ms: Optional[float] = typer.Option(None, "--target-ms", help="Stop once a config is at least this fast"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the search (default 0)"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed run by its id"),
     llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model for llm/llm-seeded (see README)"),
@@ -49,7 +50,17 @@ def tune(
     no_report: bool = typer.Option(False, "--no-report", help="Write no report"),
 ) -> None:
     """Search a kernel's space with one strategy, storing every trial; print the winner."""
+    for flag, value, low, high in (("--compile-timeout", compile_timeout, 0, 86400), ("--seconds", seconds, 0, 1e9),
+                                   ("--target-ms", target_ms, 0, float("inf")), ("--llm-timeout", llm_timeout, 0, 86400)):
+        check_number(flag, value, low, high)
+    if not 0 <= retime <= 1000:
+        raise KerntuneError(f"--retime must be 0 to 1000 leaders, got {retime}")
+    if resume is not None and not resume.strip():
+        raise KerntuneError("--resume needs a run id (`kerntune store runs` lists them)")
+    check_output("--report", report, (".html", ".htm"))
+    check_output("--llm-transcript", llm_transcript)
     if shapes is not None:
+        strategy, budget, seed = strategy or "genetic", budget if budget is not None else 100, seed or 0
         from kerntune.cli.shapes_cmd import tune_shapes_cli
 
         if kernel is None or shape is not None or replay is not None:
@@ -58,19 +69,20 @@ def tune(
         return
     evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address)
     st = open_store(store)
-    b = Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms)
+    given_options = parse_options(option)
     if resume:
-        run = st.get_run(resume)
-        strategy, seed = run.strategy or strategy, run.seed if run.seed is not None else seed
-        b = Budget(**run.options.get("budget", b.to_dict()))
-        stored = {k: v for k, v in run.options.items() if k != "budget"}
+        strategy, seed, b, options = _resumed(st, resume, evaluator, strategy, seed,
+                                              Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms),
+                                              (budget, seconds, target_ms), given_options)
+    else:
+        strategy, seed, options = strategy or "genetic", seed if seed is not None else 0, given_options
+        b = Budget(max_evals=budget if budget is not None else 100, max_seconds=seconds, target_ms=target_ms)
 
     def progress(ctx) -> None:  # noqa: ANN001 - SearchContext
         if ctx.evaluations % 25 == 0:
             best = f"{ctx.best.time_ms:.4g} ms" if ctx.best else "none yet"
             err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
 
-    options = {**(stored if resume else {}), **parse_options(option)}
     client = None
     if strategy in LLM_STRATEGIES:
         if not llm:
@@ -103,6 +115,29 @@ def tune(
     if not no_report and res.run_id is not None:
         write_after_run(st, res.run_id, report)
     st.close()
+
+
+def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None, budget: Budget,  # noqa: ANN001
+             given_budget: tuple, options: dict) -> tuple[str, int, Budget, dict]:
+    """The stored run's strategy, seed, budget and options, after checking that what was given
+    now (kernel or recording, space, and any option typed again) matches what it was started with."""
+    from kerntune.runner import _identity
+    from kerntune.store.resume import check_evaluator, check_kind, check_same
+
+    run = st.get_run(run_id)
+    check_kind(run, "tune")
+    check_evaluator(run, _identity(evaluator), evaluator.space.to_dict())
+    check_same(run_id, "--strategy", run.strategy, strategy)
+    check_same(run_id, "--seed", run.seed, seed)
+    stored_budget = run.options.get("budget") or {}
+    for flag, key, value in zip(("--budget", "--seconds", "--target-ms"), ("max_evals", "max_seconds", "target_ms"),
+                                given_budget):
+        check_same(run_id, flag, stored_budget.get(key), value)
+    stored = {k: v for k, v in run.options.items() if k != "budget"}
+    for name, value in options.items():
+        check_same(run_id, f"-o {name}", stored.get(name), value)
+    b = Budget(**stored_budget) if stored_budget else budget
+    return run.strategy or "genetic", run.seed if run.seed is not None else 0, b, stored
 
 
 def _confirm(evaluator, history, n: int):  # noqa: ANN001, ANN202 - Evaluator, list[Trial] -> Trial | None

@@ -23,6 +23,7 @@ from kerntune.evaluate.trial import Trial
 from kerntune.runner import run_search
 from kerntune.store import Store
 from kerntune.strategies import LLM_STRATEGIES, Budget, get_strategy
+from kerntune.strategies.options import validate_options
 
 
 @dataclass
@@ -85,9 +86,10 @@ Progress = Callable[[str, int, int], None]
 
 
 def _options_from(store: Store, resume: str) -> dict[str, Any]:
+    from kerntune.store.resume import check_kind
+
     run = store.get_run(resume)
-    if run.kind != "compare":
-        raise KerntuneError(f"run {resume} is a {run.kind} run, not a comparison")
+    check_kind(run, "compare")
     return run.options
 
 
@@ -113,6 +115,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
         raise KerntuneError(f"repeats must be at least 1, got {repeats}")
     for name in strategies:
         get_strategy(name)
+        validate_options(name, strategy_options.get(name))
     client = None
     if set(strategies) & LLM_STRATEGIES:
         if not llm_spec:
@@ -123,6 +126,10 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
     budget_obj = Budget(max_evals=budget)
     evaluator = ReplayEvaluator.from_file(space_path)
     rec = evaluator.recording
+    if resume:
+        from kerntune.store.resume import check_evaluator
+
+        check_evaluator(store.get_run(resume), evaluator.describe(), None)
     ok = rec.ok_times
     if not ok:
         raise KerntuneError(f"{space_path}: the recording has no successful measurement")

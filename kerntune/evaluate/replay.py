@@ -69,6 +69,8 @@ class ReplayEvaluator(Evaluator):
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"evaluator": self.name, "source": self.source}
+        if self.recording.digest:
+            out["recording_hash"] = self.recording.digest
         if self.delay_s > 0:
             out["delay_s"] = self.delay_s
         return out

@@ -4,6 +4,8 @@ linked relatively, so the folder can be moved as a whole."""
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 from kerntune.report import tables
@@ -13,9 +15,30 @@ from kerntune.report.plots import Plot
 from kerntune.report.tables import Table
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]~|])")
+
+
 def cell(text: str) -> str:
-    """A pipe-table cell: pipes escaped, no line breaks."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Text from a run (a model's reasons, error messages, the model's own name) as inert Markdown:
+    one line, HTML escaped (a `<script>` or `<img onerror>` in a reason stays text in every
+    renderer that passes HTML through) and Markdown's link, emphasis and table characters escaped."""
+    flat = _MD_SPECIAL.sub(r"\\\1", html.escape(" ".join(str(text).split()), quote=False))
+    return "\\" + flat if flat.startswith(("#", "+", "-")) else flat
+
+
+def code(text: str) -> str:
+    """A code span: inside it nothing is rendered, so only the table's pipes are escaped."""
+    flat = " ".join(str(text).split())
+    if "`" in flat:
+        return cell(flat)
+    return "`" + flat.replace("|", "\\|") + "`"
+
+
+def fenced(text: str, info: str = "text") -> str:
+    """A fenced block that text cannot close: the fence is longer than any backtick run in it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
 
 
 def md_table(t: Table, code_columns: tuple[int, ...] = ()) -> str:
@@ -24,7 +47,7 @@ def md_table(t: Table, code_columns: tuple[int, ...] = ()) -> str:
     lines = ["| " + " | ".join(cell(h) for h in t.headers) + " |",
              "|" + "|".join("---:" if num else "---" for num in t.numeric) + "|"]
     for row in t.rows:
-        lines.append("| " + " | ".join(f"`{cell(c)}`" if i in code_columns and "`" not in c else cell(c)
+        lines.append("| " + " | ".join(code(c) if i in code_columns else cell(c)
                                        for i, c in enumerate(row)) + " |")
     return "\n".join(lines) + "\n"
 
@@ -35,7 +58,7 @@ def _image(p: Plot | None, md_path: Path, written: list[Path]) -> str:
     png = md_path.with_name(f"{md_path.stem}-{p.key}.png")
     png.write_bytes(p.png)
     written.append(png)
-    return f"![{p.title}]({png.name})\n\n*{p.title}.* {p.caption}\n\n"
+    return f"![{cell(p.title)}]({png.name})\n\n*{cell(p.title)}.* {cell(p.caption)}\n\n"
 
 
 def write_markdown(rep: Report, md_path: Path) -> list[Path]:
@@ -44,10 +67,10 @@ def write_markdown(rep: Report, md_path: Path) -> list[Path]:
     d = rep.data
     ref = d.reference is not None
     images: list[Path] = []
-    out = [f"# {d.title}\n"]
-    out += [f"> {n}\n" for n in d.notes]
+    out = [f"# {cell(d.title)}\n"]
+    out += [f"> {cell(n)}\n" for n in d.notes]
     out.append("## Summary\n")
-    out += [f"- **{k}**: {v}" for k, v in tables.facts(d)]
+    out += [f"- **{cell(k)}**: {cell(v)}" for k, v in tables.facts(d)]
     out.append("\n" + md_table(tables.strategies(rep.strategies, ref)))
     out.append("## Best so far\n")
     progress = _image(rep.plot("best-vs-evaluations"), md_path, images) + \
@@ -73,18 +96,17 @@ def write_markdown(rep: Report, md_path: Path) -> list[Path]:
             if shown.get(run.strategy, 0) >= DETAILED_LLM_RUNS:
                 continue
             shown[run.strategy] = shown.get(run.strategy, 0) + 1
-            out.append(f"### {run.run} ({run.strategy})\n")
+            out.append(f"### {cell(run.run)} ({cell(run.strategy)})\n")
             for r in run.rounds:
-                out.append(f"#### Round {r.round} · {r.model or 'model'}\n")
-                out.append(tables.round_facts(r) + "\n")
+                out.append(f"#### Round {r.round} · {cell(r.model or 'model')}\n")
+                out.append(cell(tables.round_facts(r)) + "\n")
                 if r.error:
                     out.append(f"**The call failed:** {cell(r.error)}\n")
                 out += [f"- {cell(line)}" for line in r.summary]
                 out.append("")
                 out.append(md_table(tables.accepted(r), code_columns=(0,)))
                 out.append(md_table(tables.rejected(r), code_columns=(0,)))
-                fence = "~~~~" if "```" in r.prompt else "```"
                 out.append(f"<details><summary>full prompt ({r.prompt_chars:,} characters)</summary>\n\n"
-                           f"{fence}text\n{r.prompt}\n{fence}\n\n</details>\n")
+                           f"{fenced(r.prompt)}\n\n</details>\n")
     md_path.write_text("\n".join(out) + "\n", encoding="utf-8")
     return images

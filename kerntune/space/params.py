@@ -40,6 +40,10 @@ def _same(a: Value, b: Value) -> bool:
     )
 
 
+#: Values one parameter may have: each is held in memory (a 0..10^12 range once hung the reader).
+MAX_VALUES = 1_000_000
+
+
 @dataclass(frozen=True)
 class Param:
     """Base of all kinds: a name, a finite ordered value list, a default."""
@@ -164,10 +168,16 @@ class IntRange(Param):
     kind: ClassVar[str] = "int"
 
     def __post_init__(self) -> None:
+        for what in ("low", "high", "step"):
+            if isinstance(getattr(self, what), bool) or not isinstance(getattr(self, what), int):
+                raise SpaceError(f"parameter {self.name!r}: {what} must be an integer, got {getattr(self, what)!r}")
         if self.step < 1:
             raise SpaceError(f"parameter {self.name!r}: step must be >= 1")
         if self.low > self.high:
             raise SpaceError(f"parameter {self.name!r}: low {self.low} > high {self.high}")
+        n = (self.high - self.low) // self.step + 1
+        if n > MAX_VALUES:
+            raise SpaceError(f"parameter {self.name!r}: {n:,} values (at most {MAX_VALUES:,}; use a coarser step or pow2)")
         super().__post_init__()
 
     def values(self) -> tuple[int, ...]:
@@ -332,8 +342,12 @@ class ListParam(Param):
     def __post_init__(self) -> None:
         if not isinstance(self.element, Param):
             raise SpaceError(f"parameter {self.name!r}: list needs an element kind")
-        if self.length < 1:
-            raise SpaceError(f"parameter {self.name!r}: list length must be >= 1")
+        if isinstance(self.length, bool) or not isinstance(self.length, int) or self.length < 1:
+            raise SpaceError(f"parameter {self.name!r}: list length must be an integer >= 1")
+        n = len(self.element.values()) ** min(self.length, 64)
+        if n > MAX_VALUES:
+            raise SpaceError(f"parameter {self.name!r}: {len(self.element.values())}^{self.length} lists"
+                             f" (at most {MAX_VALUES:,} values per parameter)")
         super().__post_init__()
 
     def values(self) -> tuple[tuple[Value, ...], ...]:

@@ -74,7 +74,11 @@ class Space:
     """A finite, constrained search space of kernel configurations."""
 
     def __init__(self, params: Sequence[Param], constraints: Iterable[str | Callable | Constraint] = (),
-                 default: Mapping[str, Any] | None = None, name: str = "", description: str = "") -> None:
+                 default: Mapping[str, Any] | None = None, name: str = "", description: str = "",
+                 members: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """``members``, when given, is the valid set itself (a recording's recorded configs): it is
+        enumerated and sampled directly, never by walking the cartesian product, which for a sparse
+        recording (8 parameters x 8 values, 300 configs) is 16.7 million points of nothing."""
         if not params:
             raise SpaceError("a space needs at least one parameter")
         names = [p.name for p in params]
@@ -91,6 +95,14 @@ class Space:
         self.description = description
         self._valid_cache: list[Config] | None = None
         self._count: int | None = None
+        if members is not None:
+            # In cartesian order, as enumerating would list them: seeded searches stay the same.
+            cfgs = [self.canonical(m) for m in members]
+            pos = [{(isinstance(v, bool), v): i for i, v in enumerate(p.values())} for p in self.params]
+            self._valid_cache = sorted(
+                (c for c in cfgs if self.satisfies(c)),
+                key=lambda c: tuple(pos[j].get((isinstance(c[n], bool), c[n]), 0) for j, n in enumerate(self.names)))
+            self._count = len(self._valid_cache)
         self.default: Config = self._build_default(default or {})
 
     # -- construction helpers ---------------------------------------------------------
@@ -198,6 +210,11 @@ class Space:
             if self.satisfies(cfg):
                 yield cfg
 
+    @property
+    def materialised(self) -> bool:
+        """Whether the valid set is held in memory (given as members, or enumerated once)."""
+        return self._valid_cache is not None
+
     def valid_configs(self) -> list[Config]:
         """The materialised valid set, for spaces small enough to hold in memory."""
         if self._valid_cache is None:
@@ -215,6 +232,11 @@ class Space:
         Uniform over the cartesian product, then rejection, is uniform over the
         valid set; when rejection keeps failing the valid set is materialised.
         """
+        if self._valid_cache is not None and self.cartesian_size > _MATERIALISE_LIMIT:
+            # A sparse valid set held in memory: draw from it (rejection would mostly miss).
+            if not self._valid_cache:
+                raise SpaceError("the space has no valid configuration")
+            return dict(rng.choice(self._valid_cache))
         for _ in range(min(max_tries, 200) if self.cartesian_size <= _MATERIALISE_LIMIT else max_tries):
             cfg = {p.name: rng.choice(p.values()) for p in self.params}
             if self.satisfies(cfg):
@@ -238,7 +260,7 @@ class Space:
                 continue
             seen.add(k)
             out.append(cfg)
-        if len(out) < n and self.cartesian_size <= _MATERIALISE_LIMIT:
+        if len(out) < n and (self.materialised or self.cartesian_size <= _MATERIALISE_LIMIT):
             # Nearly exhausted space: draw from what is left without replacement.
             rest = [c for c in self.valid_configs() if self.key(c) not in seen]
             out.extend(dict(c) for c in rng.sample(rest, min(n - len(out), len(rest))))

@@ -27,6 +27,7 @@ from kerntune.errors import StoreError
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.llm.secrets import redact
 from kerntune.space.params import jsonable
+from kerntune.store import schema
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -138,6 +139,9 @@ class RunRecord:
     options: dict[str, Any]
     created: float
     finished: float | None
+    #: The space and evaluator identity the run was started with (what a resume must match).
+    space: dict[str, Any] | None = None
+    evaluator: dict[str, Any] | None = None
 
 
 def _text(value: Any) -> Any:
@@ -186,19 +190,60 @@ def _writable(path: Path) -> bool:
 class Store:
     """A thin, explicit layer over one SQLite file."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, readonly: bool = False) -> None:
+        """``readonly`` opens an existing store for reading only (``store runs``, ``export``,
+        ``report``): a store on a read-only disk can still be listed, and a mistyped path is
+        reported rather than created."""
         self.path = Path(path)
+        self.readonly = readonly
+        if self.path.is_dir():
+            raise StoreError(f"cannot open store {self.path}: it is a directory (give the store's file)")
+        schema.check_file(self.path)
+        if readonly:
+            self._open_readonly()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
             self.conn.row_factory = sqlite3.Row
+            schema.inspect(self.conn, self.path)   # before any write: a foreign or newer file stays untouched
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute("PRAGMA foreign_keys=ON")
-            self.conn.executescript(SCHEMA)
+            schema.prepare(self.conn, self.path, SCHEMA)
             self._add_missing_columns()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreError(f"cannot open store {self.path}: {self._cause(exc)}") from None
+            raise StoreError(f"cannot open store {self.path}: it is corrupt or not a kerntune store ({exc})") from None
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open store {self.path}: {self._cause(exc)}") from None
+
+    def _open_readonly(self) -> None:
+        if not self.path.exists():
+            raise StoreError(f"no store at {self.path} (a run creates it; --store or KERNTUNE_STORE names another)")
+        uri = self.path.resolve().as_uri()
+        last: Exception | None = None
+        # mode=ro needs the WAL's shared-memory file; on a read-only directory without one,
+        # immutable=1 reads the file as it is (no other writer can exist there anyway).
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                self.conn = sqlite3.connect(uri + query, uri=True, timeout=30.0, isolation_level=None)
+                self.conn.row_factory = sqlite3.Row
+                version, ours = schema.inspect(self.conn, self.path)
+                if not ours:
+                    raise StoreError(f"{self.path} holds no kerntune runs yet (an empty database)")
+                return
+            except sqlite3.OperationalError as exc:
+                last = exc
+        raise StoreError(f"cannot open store {self.path} for reading: {last}") from None
+
+    def _read(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        """A query whose failure (a corrupt page, a file changed under us) is one line, not a traceback."""
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot read store {self.path}: it is corrupt or unreadable ({exc})") from None
 
     def _add_missing_columns(self) -> None:
         """Columns added after a store was made: ``calls_json`` holds every call of an exchange
@@ -280,27 +325,35 @@ class Store:
         self._write("UPDATE runs SET status=?, finished=? WHERE id=?", (status, time.time(), run_id))
 
     def get_run(self, run_id: str) -> RunRecord:
-        row = self.conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
-        if row is None:
+        rows = self._read("SELECT * FROM runs WHERE id=?", (run_id,))
+        if not rows:
             raise StoreError(f"no run {run_id!r} in {self.path}")
-        return self._run(row)
+        return self._run(rows[0])
 
     def child_runs(self, parent_id: str) -> list[RunRecord]:
-        rows = self.conn.execute("SELECT * FROM runs WHERE parent_id=? ORDER BY created, id", (parent_id,))
+        rows = self._read("SELECT * FROM runs WHERE parent_id=? ORDER BY created, id", (parent_id,))
         return [self._run(r) for r in rows]
 
     def find_child(self, parent_id: str, label: str) -> RunRecord | None:
-        row = self.conn.execute("SELECT * FROM runs WHERE parent_id=? AND label=?", (parent_id, label)).fetchone()
-        return self._run(row) if row else None
+        rows = self._read("SELECT * FROM runs WHERE parent_id=? AND label=?", (parent_id, label))
+        return self._run(rows[0]) if rows else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
-        rows = self.conn.execute("SELECT * FROM runs WHERE parent_id IS NULL ORDER BY created DESC LIMIT ?", (limit,))
+        rows = self._read("SELECT * FROM runs WHERE parent_id IS NULL ORDER BY created DESC LIMIT ?", (limit,))
         return [self._run(r) for r in rows]
 
+    def _run(self, row: sqlite3.Row) -> RunRecord:
+        try:
+            return self._run_record(row)
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"store {self.path}: run {row['id']!r} is damaged ({exc})") from None
+
     @staticmethod
-    def _run(row: sqlite3.Row) -> RunRecord:
+    def _run_record(row: sqlite3.Row) -> RunRecord:
         return RunRecord(row["id"], row["parent_id"], row["kind"], row["label"], row["strategy"], row["seed"],
-                         row["status"], json.loads(row["options_json"] or "{}"), row["created"], row["finished"])
+                         row["status"], json.loads(row["options_json"] or "{}"), row["created"], row["finished"],
+                         json.loads(row["space_json"]) if row["space_json"] else None,
+                         json.loads(row["evaluator_json"]) if row["evaluator_json"] else None)
 
     # -- trials ------------------------------------------------------------------------------
     def add_trial(self, run_id: str, seq: int, key: str, trial: Trial, clock_s: float, source: str = "") -> None:
@@ -315,12 +368,15 @@ class Store:
 
     def trials(self, run_id: str) -> list[tuple[str, Trial, float]]:
         """(config_key, trial, clock_s) in measurement order."""
-        rows = self.conn.execute("SELECT * FROM trials WHERE run_id=? ORDER BY seq", (run_id,))
-        return [(r["config_key"], self._trial(r), r["clock_s"] or 0.0) for r in rows]
+        rows = self._read("SELECT * FROM trials WHERE run_id=? ORDER BY seq", (run_id,))
+        try:
+            return [(r["config_key"], self._trial(r), r["clock_s"] or 0.0) for r in rows]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise StoreError(f"store {self.path}: a trial of run {run_id!r} is damaged ({exc})") from None
 
     def iter_trial_rows(self, run_ids: list[str]) -> Iterator[sqlite3.Row]:
         for rid in run_ids:
-            yield from self.conn.execute("SELECT * FROM trials WHERE run_id=? ORDER BY seq", (rid,))
+            yield from self._read("SELECT * FROM trials WHERE run_id=? ORDER BY seq", (rid,))
 
     @staticmethod
     def _trial(row: sqlite3.Row) -> Trial:
@@ -331,39 +387,41 @@ class Store:
     # -- best configs (the persistent tuning cache) -----------------------------------------
     def put_best(self, kernel_hash: str, problem_key: str, device: str, versions: str,
                  config: Mapping[str, Any], time_ms: float, run_id: str | None = None) -> None:
-        row = self.conn.execute(
+        rows = self._read(
             "SELECT time_ms FROM best_configs WHERE kernel_hash=? AND problem_key=? AND device=? AND versions=?",
-            (kernel_hash, problem_key, device, versions)).fetchone()
-        if row is not None and row["time_ms"] <= time_ms:
+            (kernel_hash, problem_key, device, versions))
+        if rows and rows[0]["time_ms"] <= time_ms:
             return
+        # By column name: a column added later (a new store version) must not shift the values.
         self._write(
-            "INSERT OR REPLACE INTO best_configs VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO best_configs (kernel_hash, problem_key, device, versions, config_json, time_ms,"
+            " run_id, updated) VALUES (?,?,?,?,?,?,?,?)",
             (kernel_hash, problem_key, device, versions, json.dumps({k: jsonable(v) for k, v in config.items()}),
              time_ms, run_id, time.time()),
         )
 
     def get_best(self, kernel_hash: str, problem_key: str, device: str, versions: str) -> tuple[dict, float] | None:
-        row = self.conn.execute(
+        rows = self._read(
             "SELECT config_json, time_ms FROM best_configs WHERE kernel_hash=? AND problem_key=? AND device=?"
-            " AND versions=?", (kernel_hash, problem_key, device, versions)).fetchone()
-        return (json.loads(row["config_json"]), row["time_ms"]) if row else None
+            " AND versions=?", (kernel_hash, problem_key, device, versions))
+        return (json.loads(rows[0]["config_json"]), rows[0]["time_ms"]) if rows else None
 
     def iter_best(self, kernel_hash: str | None = None) -> list[dict[str, Any]]:
         """Every cached winner (optionally of one kernel), newest first."""
         sql = "SELECT * FROM best_configs"
-        rows = self.conn.execute(sql + (" WHERE kernel_hash=?" if kernel_hash else "") + " ORDER BY updated DESC",
-                                 (kernel_hash,) if kernel_hash else ())
+        rows = self._read(sql + (" WHERE kernel_hash=?" if kernel_hash else "") + " ORDER BY updated DESC",
+                          (kernel_hash,) if kernel_hash else ())
         return [{"kernel_hash": r["kernel_hash"], "problem_key": r["problem_key"], "device": r["device"],
                  "versions": r["versions"], "config": json.loads(r["config_json"]), "time_ms": r["time_ms"],
                  "run_id": r["run_id"], "updated": r["updated"]} for r in rows]
 
     def llm_exchanges(self, run_id: str) -> list[dict[str, Any]]:
-        rows = self.conn.execute("SELECT * FROM llm_exchanges WHERE run_id=? ORDER BY id", (run_id,))
+        rows = self._read("SELECT * FROM llm_exchanges WHERE run_id=? ORDER BY id", (run_id,))
         return [{"round": r["round"], "provider": r["provider"], "model": r["model"], "prompt": r["prompt"],
                  "response": r["response"], "accepted": json.loads(r["accepted_json"] or "null") or [],
                  "rejected": json.loads(r["rejected_json"] or "null") or [], "tokens_in": r["tokens_in"],
                  "tokens_out": r["tokens_out"], "latency_s": r["latency_s"], "cost": r["cost"], "error": r["error"],
-                 "calls": json.loads(r["calls_json"]) if r["calls_json"] else None}
+                 "calls": json.loads(r["calls_json"]) if "calls_json" in r.keys() and r["calls_json"] else None}
                 for r in rows]
 
     # -- LLM exchanges ------------------------------------------------------------------------

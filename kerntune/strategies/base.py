@@ -7,6 +7,7 @@ resume itself: the context does, so every strategy gets them right for free.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -18,6 +19,18 @@ from kerntune.errors import KerntuneError
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.space import Config, Space
+
+
+#: More evaluations than any run could make; a larger number is a typo, not a budget.
+MAX_EVALS = 10_000_000
+#: Seeds are stored as SQLite integers (64-bit signed) and fed to NumPy (non-negative).
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed: int, repeats: int = 1) -> None:
+    """Refuse a seed that NumPy or the store cannot take (``seed + repeats - 1`` is used too)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0 or seed + repeats - 1 > MAX_SEED:
+        raise KerntuneError(f"--seed must be an integer from 0 to {MAX_SEED - repeats + 1}, got {seed}")
 
 
 class BudgetExhausted(Exception):
@@ -38,12 +51,13 @@ class Budget:
     target_ms: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_evals is not None and self.max_evals < 1:
-            raise KerntuneError(f"budget must be at least 1 evaluation, got {self.max_evals}")
-        if self.max_seconds is not None and self.max_seconds <= 0:
-            raise KerntuneError(f"time budget must be positive, got {self.max_seconds}")
-        if self.target_ms is not None and self.target_ms <= 0:
-            raise KerntuneError(f"target time must be positive, got {self.target_ms}")
+        # NaN passes every `<= 0` test, and inf would never stop: both are refused by name.
+        if self.max_evals is not None and not (1 <= self.max_evals <= MAX_EVALS):
+            raise KerntuneError(f"budget must be 1 to {MAX_EVALS:,} evaluations, got {self.max_evals}")
+        if self.max_seconds is not None and not (math.isfinite(self.max_seconds) and self.max_seconds > 0):
+            raise KerntuneError(f"time budget (--seconds) must be a positive number of seconds, got {self.max_seconds}")
+        if self.target_ms is not None and not (math.isfinite(self.target_ms) and self.target_ms > 0):
+            raise KerntuneError(f"target time (--target-ms) must be a positive number, got {self.target_ms}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"max_evals": self.max_evals, "max_seconds": self.max_seconds, "target_ms": self.target_ms}

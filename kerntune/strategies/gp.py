@@ -244,7 +244,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
             if prior is not None:
                 prior_of = np.concatenate([prior_of, prior.predict(f)])
 
-    if space.cartesian_size <= _ENUMERATE_LIMIT:
+    if space.cartesian_size <= _ENUMERATE_LIMIT or (space.materialised and space.count() <= _ENUMERATE_LIMIT):
         cfgs, keys, feats = _enumerated(space)
         if len(cfgs) > _POOL_MAX:
             pick = sorted(ctx.rng.sample(range(len(cfgs)), _POOL_MAX))

@@ -234,6 +234,20 @@ class TritonEvaluator(Evaluator):
             w._start()
         self._device: dict[str, Any] | None = None
 
+    def wait_ready(self) -> float:
+        """Block until every worker has started (imported torch and the kernel, built its
+        inputs); returns the seconds waited.  Sixteen workers starting at once on sixteen cores
+        take tens of seconds: a caller that times the search alone waits here first."""
+        t0 = time.perf_counter()
+        workers = self.benchers + self.compilers
+        for w in workers:
+            w.send({"mode": "ping"})
+        for w in workers:
+            res = w.receive(30.0)
+            if res.get("status") != "ok":
+                raise KerntuneError(f"a worker did not start: {res.get('error', res)}")
+        return time.perf_counter() - t0
+
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
         return [t for _, t in sorted(self.stream(configs), key=lambda it: it[0])]
 

@@ -271,6 +271,10 @@ def main() -> None:
     keep = KeepWarm(keep_warm_flag and on_gpu and not compile_only)
     for line in read_tasks(sys.stdin.fileno(), lambda: keep.step(sync)):
         task = json.loads(line)
+        if task.get("mode") == "ping":  # start-up is over (TritonEvaluator.wait_ready)
+            pipe.write(json.dumps({"status": "ok"}) + "\n")
+            pipe.flush()
+            continue
         if keep.dirty:
             restore()
             keep.dirty = False

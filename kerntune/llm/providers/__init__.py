@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 from kerntune.errors import KerntuneError
 from kerntune.llm.providers.base import Provider
 from kerntune.llm.secrets import api_key
+from kerntune.llm.types import LLMError
 
 SPECS = "openai:MODEL, anthropic:MODEL, ollama:MODEL, local:[PATH], cmd:COMMAND, files:DIR, replay:FILE, auto"
 
@@ -46,6 +48,32 @@ def resolve_auto() -> Choice:
 
 
 def make_provider(spec: str, base_url: str | None = None) -> Provider:
+    """The provider a ``--llm`` spec names.  A spec that cannot work (an empty or unbalanced
+    ``cmd:``, a missing or binary transcript, a model file that is not there, a ``files:``
+    folder that cannot be written) is refused here, in one line, before anything is measured."""
+    try:
+        if spec.partition(":")[0] == "files":
+            _check_folder(spec.partition(":")[2] or "llm-exchanges")
+        return _make_provider(spec, base_url)
+    except LLMError as exc:
+        raise KerntuneError(str(exc)) from None
+    except ValueError as exc:   # shlex: "No closing quotation"; a transcript that is not UTF-8
+        raise KerntuneError(f"bad --llm spec {spec[:80]!r}: {exc}") from None
+    except OSError as exc:
+        raise KerntuneError(f"--llm {spec[:80]!r}: {exc.strerror or exc}") from None
+
+
+def _check_folder(directory: str) -> None:
+    """A ``files:`` folder must be a directory this process can write (or create)."""
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise KerntuneError(f"files: {directory} is not a directory")
+    here = path if path.exists() else next((p for p in path.parents if p.exists()), Path("."))
+    if not here.is_dir() or not os.access(here, os.W_OK | os.X_OK):
+        raise KerntuneError(f"files: cannot write in {here} (permission denied); give a folder you can write")
+
+
+def _make_provider(spec: str, base_url: str | None = None) -> Provider:
     from kerntune.llm.providers.http_sdk import AnthropicProvider, OllamaProvider, OpenAIProvider
     from kerntune.llm.providers.local import CommandProvider, FilesProvider, LocalModelProvider, ReplayProvider
 

@@ -47,7 +47,7 @@ def _common(space: Space, workload: dict[str, Any], device: dict[str, Any], opts
         "workload": _workload(workload),
         "hardware": describe_device(facts),
         "space": space.describe(),
-        "space_size": f"{space.count():,}" if space.cartesian_size <= 5_000_000 else f"up to {space.cartesian_size:,}",
+        "space_size": f"{space.count():,}" if space.cartesian_size <= 5_000_000 or space.materialised else f"up to {space.cartesian_size:,}",
         "default": json.dumps({k: jsonable(v) for k, v in space.default.items()}, separators=(",", ":")),
     }
 

@@ -1,0 +1,57 @@
+"""What a resumed run must share with the run it continues.
+
+Resume replays a deterministic search and answers the configs the store already
+holds from the store.  That is only right when the search is the same: against
+another recording it silently mixed two recordings in one run (exit 0), with other
+parameters it crashed, with other options it took another path.  These checks run
+before anything is measured and refuse with one line that says what differs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from kerntune.errors import StoreError
+from kerntune.store.sqlite import RunRecord
+
+#: Identity keys that name *what* is measured; paths, Ray addresses and test delays may change.
+_IDENTITY_KEYS = ("evaluator", "kernel_name", "shape", "source_hash", "recording_hash", "problem_size")
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_kind(run: RunRecord, kind: str) -> None:
+    """A tune cannot continue a comparison and the other way round."""
+    if run.kind == kind:
+        return
+    if run.kind == "compare-child":
+        raise StoreError(f"run {run.id} is one repeat of comparison {run.parent_id}: continue that with"
+                         f" `kerntune compare --resume {run.parent_id}`")
+    raise StoreError(f"run {run.id} is a {run.kind} run, not a {kind} run: continue it with"
+                     f" `kerntune {run.kind} --resume {run.id}`")
+
+
+def check_same(run_id: str, what: str, stored: Any, given: Any) -> None:
+    """Refuse a resume where an option given now differs from the one the run was started with."""
+    if given is not None and stored != given:
+        raise StoreError(f"cannot resume {run_id}: it was started with {what} {_short(stored)}, not {_short(given)}"
+                         f" (leave {what} out to keep the run's own, or start a new run)")
+
+
+def check_evaluator(run: RunRecord, identity: Mapping[str, Any], space: Mapping[str, Any] | None) -> None:
+    """The same kernel (or recording) and the same space as the stored run."""
+    stored = run.evaluator or {}
+    for key in _IDENTITY_KEYS:
+        if key in stored and key in identity and stored[key] != identity[key]:
+            raise StoreError(f"cannot resume {run.id}: it measured {key} {_short(stored[key])}, this one is"
+                             f" {_short(identity[key])} (resume against the same kernel or recording)")
+    if "recording_hash" not in stored and stored.get("source") and identity.get("source") \
+            and stored["source"] != identity["source"]:
+        raise StoreError(f"cannot resume {run.id}: it replayed {stored['source']}, not {identity['source']}")
+    if run.space is not None and space is not None and run.space != json.loads(json.dumps(dict(space))):
+        raise StoreError(f"cannot resume {run.id}: its search space differs from this one"
+                         " (other parameters, values or constraints)")

@@ -1,0 +1,177 @@
+"""Every strategy's options, typed and bounded in one place.
+
+Options arrive from the command line as ``-o NAME=JSON`` (or from a stored run on
+``--resume``), so they are untrusted: ``population=0`` once scored -47.9 silently,
+``population=1e9`` hung, ``kappa=nan`` poisoned the GP.  Each strategy has one pydantic
+model here; :func:`validate_options` checks a strategy's options against it before
+anything is measured and turns the first problem into one line.  The models are also
+the options' documentation (``kerntune options``), so the docs cannot drift from the
+checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kerntune.errors import KerntuneError
+
+#: Upper bounds that keep a mistyped number from hanging a run (a population of 1e9 tried to sample 1e9 configs).
+_BIG = 100_000
+
+
+class _Options(BaseModel):
+    """Strict: JSON ``true`` is no count, ``"abc"`` no number, NaN and inf no value at all."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class ExhaustiveOptions(_Options):
+    batch_size: Optional[int] = Field(None, ge=1, le=_BIG, description="configs per batch (default: 8 per worker, at least 32)")
+
+
+class RandomOptions(_Options):
+    batch_size: int = Field(8, ge=1, le=_BIG, description="configs drawn per batch")
+
+
+class PatternOptions(_Options):
+    initial: int = Field(10, ge=0, le=_BIG, description="random configs (the default first) before the climb")
+    batch: int = Field(4, ge=1, le=_BIG, description="neighbours measured per step")
+    perturb_fields: int = Field(3, ge=1, le=1000, description="fields changed at once when the climb is stuck")
+    random_restart_share: float = Field(0.2, ge=0, le=1, description="share of restarts from a random config")
+
+
+class GeneticOptions(_Options):
+    population: int = Field(20, ge=2, le=10_000, description="configs per generation")
+    mutation_rate: Optional[float] = Field(None, ge=0, le=1, description="chance that a field mutates (default max(1/params, 0.1))")
+    elite: int = Field(2, ge=0, le=10_000, description="best configs kept unchanged into the next generation")
+    tournament: int = Field(3, ge=1, le=10_000, description="configs drawn per parent selection")
+    crossover_rate: float = Field(0.9, ge=0, le=1, description="chance that two parents are crossed")
+
+    @model_validator(mode="after")
+    def _fits(self) -> "GeneticOptions":
+        if self.elite >= self.population:
+            raise ValueError(f"elite ({self.elite}) must be smaller than population ({self.population})")
+        return self
+
+
+class GPOptions(_Options):
+    startup: Optional[int] = Field(None, ge=0, le=_BIG, description="random configs before the model (default by budget)")
+    kappa: float = Field(2.5, ge=0, le=100, description="exploration weight of the lower confidence bound")
+    local_share: float = Field(0.3, ge=0, le=1, description="share of candidates drawn near the best")
+    refit_every: int = Field(5, ge=1, le=_BIG, description="observations between hyperparameter refits")
+    batch_size: Optional[int] = Field(None, ge=1, le=1024, description="configs proposed at once (default 1 on a recording, up to 8 on GPUs)")
+    transfer_model: Literal["prior", "task", "none"] = Field("prior", description="how past runs inform the model")
+
+
+class TPEOptions(_Options):
+    startup: int = Field(5, ge=0, le=_BIG, description="random configs before the model")
+    batch_size: int = Field(1, ge=1, le=1024, description="configs proposed at once")
+    multivariate: bool = Field(False, description="model the parameters jointly")
+    candidates: int = Field(100, ge=1, le=_BIG, description="candidates scored per proposal")
+    local_share: float = Field(0.0, ge=0, le=1, description="share of candidates drawn near the best")
+
+
+class BayesOptions(_Options):
+    """``bayes`` is ``gp`` or ``tpe`` (``surrogate``); its other options are that surrogate's."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+    surrogate: Literal["gp", "tpe"] = Field("gp", description="the surrogate model: gp or tpe (then their options apply)")
+
+
+class LLMOptions(_Options):
+    initial: int = Field(25, ge=1, le=10_000, description="configs the model proposes in its first round")
+    refine: int = Field(15, ge=1, le=10_000, description="configs per later round")
+    max_rounds: int = Field(5, ge=1, le=10_000, description="model rounds at most")
+    patience: int = Field(2, ge=1, le=10_000, description="rounds without improvement before stopping")
+    min_improvement: float = Field(0.01, ge=0, le=1, description="relative gain that counts as improvement")
+    target_ms: Optional[float] = Field(None, gt=0, description="stop once a config is this fast")
+    temperature: float = Field(0.7, ge=0, le=2, description="sampling temperature of the model")
+    include_source: bool = Field(True, description="show the kernel source in the prompt")
+    include_hardware: bool = Field(True, description="show the GPU's facts in the prompt")
+    include_hints: bool = Field(True, description="show tuning hints in the prompt")
+    fallback: Literal["random", "pattern", "error"] = Field("pattern", description="who proposes when the model fails (error: stop)")
+    warmup: int = Field(3, ge=0, le=10_000, description="fallback configs measured before the first prompt")
+    max_tokens: int = Field(6000, ge=1, le=1_000_000, description="answer length cap per call")
+    top_up: bool = Field(True, description="fill a round the model left short with fallback configs")
+
+
+class LLMSeededOptions(LLMOptions):
+    rounds: int = Field(1, ge=1, le=10_000, description="model rounds before the classical strategy")
+    then: Literal["exhaustive", "random", "pattern", "bayes", "genetic", "gp", "tpe"] = Field(
+        "bayes", description="the classical strategy that continues")
+    then_options: Optional[dict[str, Any]] = Field(None, description="options of that strategy")
+    # llm-seeded sets these for its LLM phase unless given.
+    patience: Optional[int] = Field(None, ge=1, le=10_000, description="as llm (default rounds + 1)")  # type: ignore[assignment]
+    top_up: Optional[bool] = Field(None, description="as llm (default false)")  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _rounds(self) -> "LLMSeededOptions":
+        if "max_rounds" in self.model_fields_set:
+            raise ValueError("llm-seeded sets max_rounds from 'rounds'; give rounds instead")
+        return self
+
+
+MODELS: dict[str, type[_Options]] = {
+    "exhaustive": ExhaustiveOptions, "random": RandomOptions, "pattern": PatternOptions, "genetic": GeneticOptions,
+    "bayes": BayesOptions, "gp": GPOptions, "tpe": TPEOptions, "llm": LLMOptions, "llm-seeded": LLMSeededOptions,
+}
+
+
+def _problem(strategy: str, exc: ValidationError, given: dict[str, Any]) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    if err["type"] == "extra_forbidden":
+        known = ", ".join(MODELS[strategy].model_fields) if strategy in MODELS else ""
+        return f"{strategy}: unknown option {loc!r} (known: {known})"
+    shown = f" (got {given[loc]!r})" if loc in given else ""
+    where = f"option {loc!r}: " if loc else ""
+    return f"{strategy}: {where}{err['msg']}{shown}"
+
+
+def validate_options(strategy: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    """The options ``strategy`` was given, checked; raises KerntuneError with one line.
+
+    Returns them unchanged (only what the user set), so stored runs keep what was asked for
+    and the strategies' own defaults stay the single source of default values.
+    """
+    from kerntune.strategies import ALIASES
+
+    name = ALIASES.get(strategy, strategy)
+    options = dict(options or {})
+    model = MODELS.get(name)
+    if model is None:
+        return options  # an unknown strategy is refused by get_strategy with its own line
+    try:
+        checked = model.model_validate(options)
+    except ValidationError as exc:
+        raise KerntuneError(_problem(name, exc, options)) from None
+    if isinstance(checked, BayesOptions):
+        rest = {k: v for k, v in options.items() if k != "surrogate"}
+        validate_options(checked.surrogate, rest)
+    if isinstance(checked, LLMSeededOptions) and options.get("then_options"):
+        validate_options(checked.then, options["then_options"])
+    return options
+
+
+def describe_options(strategy: str) -> list[tuple[str, str, str, str]]:
+    """(name, type, default, what it does) of each option, from the model itself."""
+    model = MODELS[strategy_name(strategy)]
+    out = []
+    for name, f in model.model_fields.items():
+        bounds = [f"{k} {getattr(m, k)}" for m in f.metadata for k in ("ge", "gt", "le", "lt") if getattr(m, k, None) is not None]
+        a = f.annotation
+        kind = a.__name__ if isinstance(a, type) else str(a).replace("typing.", "")
+        out.append((name, kind + (f" ({', '.join(bounds)})" if bounds else ""), repr(f.default), f.description or ""))
+    return out
+
+
+def strategy_name(strategy: str) -> str:
+    """The registered name of ``strategy`` (aliases resolved); one line when there is none."""
+    from kerntune.strategies import ALIASES, STRATEGIES
+
+    name = ALIASES.get(strategy, strategy)
+    if name not in STRATEGIES:
+        raise KerntuneError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+    return name
