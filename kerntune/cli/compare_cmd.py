@@ -67,6 +67,8 @@ def _check_resume(st, run_id: str, space: Optional[Path], names: Optional[list[s
 
 def compare(
     space: Optional[Path] = typer.Option(None, "--space", help="Recorded space: Kernel Tuner cache (.json/.json.gz), T4 or kerntune table"),
+    source: Optional[Path] = typer.Option(None, "--source", help="The kernel's source file, shown to a model as a real run would"),
+    device: Optional[str] = typer.Option(None, "--device", help="The GPU, as a name or a JSON/text file describing it (the recording may lack it)"),
     strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategy names"
                                              " (default random,pattern,bayes,genetic)"),
     budget: Optional[int] = typer.Option(None, "--budget", help="Evaluations per repeat (default 100)"),
@@ -132,7 +134,8 @@ def compare(
         result = run_compare(str(space) if space else None, names or [], budget or 0, repeats or 0, seed or 0, st,
                              resume=resume,
                              progress=progress, llm_spec=llm, llm_base_url=llm_base_url,
-                             llm_timeout=llm_timeout, strategy_options=per_strategy)
+                             llm_timeout=llm_timeout, strategy_options=per_strategy,
+                             kernel_source_path=str(source) if source else None, device=device)
     print_table(result)
     for name, s in result.strategies.items():
         if s.llm:

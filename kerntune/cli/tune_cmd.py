@@ -25,6 +25,8 @@ def tune(
     shapes: Optional[Path] = typer.Option(None, "--shapes", help="A file of shapes, one per line: tune them all "
                                           "under one --budget, nearest-first, into one dispatch table"),
     replay: Optional[Path] = typer.Option(None, "--replay", help="Recorded space to tune against instead (Kernel Tuner cache, T4, kerntune table)"),
+    source: Optional[Path] = typer.Option(None, "--source", help="With --replay: the kernel's source file, shown to the model as a real run would"),
+    device: Optional[str] = typer.Option(None, "--device", help="With --replay: the GPU, as a name (e.g. 'AMD Instinct MI250X') or a JSON/text file describing it"),
     compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="Seconds before a config's compile is killed"),
     gpus: str = typer.Option("all", "--gpus", help="GPUs that benchmark: N or all visible (one worker each); with"
                              " --ray-address, the number of actors (default: every GPU of the cluster)"),
@@ -67,7 +69,9 @@ def tune(
             raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
         tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option)
         return
-    evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address)
+    if (source is not None or device is not None) and replay is None:
+        raise KerntuneError("--source and --device describe a replayed space: use them with --replay")
+    evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address, source, device)
     st = open_store(store)
     given_options = parse_options(option)
     if resume:
@@ -179,7 +183,8 @@ def _parse_gpus(text: str) -> int | None:
 
 
 def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Path], compile_timeout: float,
-               gpus: int | None = None, ray_address: str | None = None):
+               gpus: int | None = None, ray_address: str | None = None, source: Optional[Path] = None,
+               device: Optional[str] = None):
     if (kernel is None) == (replay is None):
         raise KerntuneError("give a kernel file (with --shape) or --replay RECORDING, not both")
     if replay is not None:
@@ -189,7 +194,10 @@ def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Pa
             from kerntune.evaluate.ray_backend import RayEvaluator, ReplayFactory
 
             return RayEvaluator(ReplayFactory.of(replay), ray_address, num_actors=gpus)
-        return ReplayEvaluator.from_file(replay)
+        from kerntune.evaluate.replay import replay_extras
+
+        kernel_source, device_info = replay_extras(source, device)
+        return ReplayEvaluator.from_file(replay, kernel_source=kernel_source, device_info=device_info)
     if shape is None:
         raise KerntuneError("a kernel file needs --shape, e.g. --shape 4096x4096x4096")
     from kerntune.evaluate.triton_backend.kernel_file import parse_shape
