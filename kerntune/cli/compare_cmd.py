@@ -70,7 +70,7 @@ def compare(
     source: Optional[Path] = typer.Option(None, "--source", help="The kernel's source file, shown to a model as a real run would"),
     device: Optional[str] = typer.Option(None, "--device", help="The GPU, as a name or a JSON/text file describing it (the recording may lack it)"),
     strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategy names"
-                                             " (default random,pattern,bayes,genetic)"),
+                                             " (default auto,gp,genetic,random)"),
     budget: Optional[int] = typer.Option(None, "--budget", help="Evaluations per repeat (default 100)"),
     repeats: Optional[int] = typer.Option(None, "--repeats", help="Seeded repeats per strategy (default 10)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the first repeat (repeat r uses seed + r; default 0)"),
@@ -121,7 +121,7 @@ def compare(
     if resume:
         _check_resume(st, resume, space, names, budget, repeats, seed, per_strategy)
     else:
-        names = names or ["random", "pattern", "bayes", "genetic"]
+        names = names or ["auto", "gp", "genetic", "random"]
         budget, repeats, seed = budget or 100, repeats or 10, seed if seed is not None else 0
         check_seed(seed, repeats)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

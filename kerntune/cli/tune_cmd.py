@@ -16,7 +16,7 @@ from kerntune.hardware import device_facts
 from kerntune.runner import run_search
 from kerntune.space import jsonable
 from kerntune.llm import LLMClient
-from kerntune.strategies import LLM_STRATEGIES, Budget
+from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget
 
 
 def tune(
@@ -34,7 +34,7 @@ def tune(
                                               " machine's cluster), ray://HOST:PORT, or local (a private one)"),
     retime: int = typer.Option(5, "--retime", help="Re-time this many leaders, beside the default config, in "
                                "interleaved rounds before declaring the winner (0: none)"),
-    strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy name (default genetic; `kerntune"
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy name (default auto; `kerntune"
                                            " options` lists each one's -o options)"),
     budget: Optional[int] = typer.Option(None, "--budget", help="Maximum evaluations (default 100)"),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="Maximum tuning seconds on the evaluator's clock"),
@@ -62,7 +62,7 @@ def tune(
     check_output("--report", report, (".html", ".htm"))
     check_output("--llm-transcript", llm_transcript)
     if shapes is not None:
-        strategy, budget, seed = strategy or "genetic", budget if budget is not None else 100, seed or 0
+        strategy, budget, seed = strategy or DEFAULT_STRATEGY, budget if budget is not None else 100, seed or 0
         from kerntune.cli.shapes_cmd import tune_shapes_cli
 
         if kernel is None or shape is not None or replay is not None:
@@ -79,7 +79,7 @@ def tune(
                                               Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms),
                                               (budget, seconds, target_ms), given_options)
     else:
-        strategy, seed, options = strategy or "genetic", seed if seed is not None else 0, given_options
+        strategy, seed, options = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0, given_options
         b = Budget(max_evals=budget if budget is not None else 100, max_seconds=seconds, target_ms=target_ms)
 
     def progress(ctx) -> None:  # noqa: ANN001 - SearchContext
@@ -88,9 +88,9 @@ def tune(
             err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
 
     client = None
-    if strategy in LLM_STRATEGIES:
-        if not llm:
-            raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
+    if strategy in LLM_STRATEGIES and not llm:
+        raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
+    if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL:  # auto: with a model when one is given
         client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
     # A package kernel: its own choice is measured first, so the search starts from it and can only improve on it.
     shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
@@ -141,7 +141,7 @@ def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None,
     for name, value in options.items():
         check_same(run_id, f"-o {name}", stored.get(name), value)
     b = Budget(**stored_budget) if stored_budget else budget
-    return run.strategy or "genetic", run.seed if run.seed is not None else 0, b, stored
+    return run.strategy or DEFAULT_STRATEGY, run.seed if run.seed is not None else 0, b, stored
 
 
 def _confirm(evaluator, history, n: int):  # noqa: ANN001, ANN202 - Evaluator, list[Trial] -> Trial | None
