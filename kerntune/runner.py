@@ -35,6 +35,7 @@ class SearchResult:
     resumed_trials: int = 0
     llm_exchanges: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def best_so_far(self) -> list[float]:
         """Best time after each evaluation (inf until the first success)."""
@@ -193,4 +194,4 @@ def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget
     if store is not None and run_id is not None:
         store.finish_run(run_id, "done")
     return SearchResult(strategy, seed, ctx.best, ctx.history, ctx.clocks, ctx.stop_reason, run_id,
-                        resumed_trials=len(prior), llm_exchanges=llm_log, notes=list(ctx.notes))
+                        resumed_trials=len(prior), llm_exchanges=llm_log, notes=list(ctx.notes), extra=dict(ctx.extra))

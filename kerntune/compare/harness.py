@@ -22,7 +22,7 @@ from kerntune.evaluate import ReplayEvaluator
 from kerntune.evaluate.trial import Trial
 from kerntune.runner import run_search
 from kerntune.store import Store
-from kerntune.strategies import LLM_STRATEGIES, Budget, get_strategy
+from kerntune.strategies import LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
 from kerntune.strategies.options import validate_options
 
 
@@ -117,9 +117,9 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
         get_strategy(name)
         validate_options(name, strategy_options.get(name))
     client = None
-    if set(strategies) & LLM_STRATEGIES:
-        if not llm_spec:
-            raise KerntuneError("strategies llm and llm-seeded need a model: pass --llm SPEC")
+    if set(strategies) & LLM_STRATEGIES and not llm_spec:
+        raise KerntuneError("strategies llm and llm-seeded need a model: pass --llm SPEC")
+    if set(strategies) & (LLM_STRATEGIES | MODEL_OPTIONAL) and llm_spec:
         from kerntune.llm import LLMClient
 
         client = LLMClient.from_spec(llm_spec, llm_base_url, timeout=llm_timeout)
@@ -143,7 +143,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
                            [float(x) for x in ref.random_expectation(budget)])
     total, done = len(strategies) * repeats, 0
     for name in strategies:
-        curves, finals, wall, tuning, exchanges = [], [], 0.0, [], []
+        curves, finals, wall, tuning, exchanges, extras = [], [], 0.0, [], [], []
         for r in range(repeats):
             label = f"{name}#{r}"
             child = store.find_child(run_id, label)
@@ -155,10 +155,11 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
             else:
                 res = run_search(evaluator, name, budget_obj, seed + r, store=store,
                                  run_id=child.id if child else None, parent_id=run_id, label=label,
-                                 llm=client if name in LLM_STRATEGIES else None,
+                                 llm=client if name in LLM_STRATEGIES | MODEL_OPTIONAL else None,
                                  options=strategy_options.get(name))
                 history, clock = res.history, res.clocks
                 exchanges.extend(res.llm_exchanges)
+                extras.append(res.extra)
             wall += time.perf_counter() - t0
             curves.append(_curve(history, ref.worst))
             finals.append(min((t.time_ms for t in history if t.ok), default=ref.worst))  # type: ignore[type-var]
@@ -176,11 +177,24 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
             mean_curve=[float(x) for x in np.mean([_pad(c, budget) for c in curves], axis=0)],
             best_over_opt_spread=(float(min(ratios)), float(max(ratios))),
             tuning_seconds=float(np.mean(tuning)), wall_seconds=wall, repeats=repeats,
-            llm=_llm_stats(exchanges, repeats) if name in LLM_STRATEGIES else None,
+            llm=_llm_stats(exchanges, repeats) if exchanges or name in LLM_STRATEGIES else None,
             score_stderr=spread.stderr, score_ci95=(spread.ci_low, spread.ci_high),
+            extra=_model_time(extras),
         )
     store.finish_run(run_id)
     return result
+
+
+def _model_time(extras: list[dict[str, Any]]) -> dict[str, Any]:
+    """How much model time measurements hid (``auto`` with a model), over the repeats run here."""
+    runs = [e for e in extras if "model_seconds" in e]
+    if not runs:
+        return {}
+    total = sum(e["model_seconds"] for e in runs)
+    hidden = sum(e["model_hidden_seconds"] for e in runs)
+    return {"model_time": {"repeats": len(runs), "calls_per_repeat": sum(e["model_calls"] for e in runs) / len(runs),
+                           "seconds_per_repeat": total / len(runs), "hidden_seconds_per_repeat": hidden / len(runs),
+                           "hidden_share": hidden / total if total > 0 else 1.0}}
 
 
 def _llm_stats(exchanges: list[dict[str, Any]], repeats: int) -> dict[str, Any]:

@@ -23,15 +23,22 @@ class ReplayEvaluator(Evaluator):
     name = "replay"
     simulated_clock = True
 
-    def __init__(self, recording: Recording, source: str | None = None, delay_s: float = 0.0) -> None:
+    def __init__(self, recording: Recording, source: str | None = None, delay_s: float = 0.0,
+                 realtime: bool = False) -> None:
         super().__init__(recording.space)
         self.recording = recording
         self.source = source
         self.delay_s = delay_s
+        #: Each config takes its recorded compile + benchmark time in wall time and the clock is
+        #: the wall: a replay that behaves like the GPU run it records, so that overlapping work
+        #: (a model thinking while configs are measured) is measured for real, not simulated.
+        self.realtime = realtime
+        if realtime:
+            self.simulated_clock = False
 
     @classmethod
-    def from_file(cls, path: str | Path, delay_s: float = 0.0) -> "ReplayEvaluator":
-        return cls(load_recording(path), source=str(path), delay_s=delay_s)
+    def from_file(cls, path: str | Path, delay_s: float = 0.0, realtime: bool = False) -> "ReplayEvaluator":
+        return cls(load_recording(path), source=str(path), delay_s=delay_s, realtime=realtime)
 
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
         out = []
@@ -47,8 +54,11 @@ class ReplayEvaluator(Evaluator):
                 # Never pretend an unrecorded config is fast: it is simply unknown.
                 out.append(Trial(cfg, Status.UNMEASURED, error="not in the recording"))
                 continue
-            out.append(Trial(cfg, recorded.status, recorded.time_ms, list(recorded.times_ms),
-                             recorded.compile_s, recorded.bench_s, recorded.error, dict(recorded.extra)))
+            trial = Trial(cfg, recorded.status, recorded.time_ms, list(recorded.times_ms),
+                          recorded.compile_s, recorded.bench_s, recorded.error, dict(recorded.extra))
+            if self.realtime:
+                time.sleep(trial.cost_s)
+            out.append(trial)
         return out
 
     def stream(self, configs: Sequence[Config]) -> Iterator[tuple[int, Trial]]:

@@ -23,9 +23,14 @@ STRATEGIES: dict[str, str] = {
     "tpe": "kerntune.strategies.tpe",
     "llm": "kerntune.strategies.llm.rounds",
     "llm-seeded": "kerntune.strategies.llm_seeded",
+    "auto": "kerntune.strategies.auto",
 }
 #: Strategies that need a model (``--llm``).
 LLM_STRATEGIES = {"llm", "llm-seeded"}
+#: Strategies that use a model when one is given and search classically without one.
+MODEL_OPTIONAL = {"auto"}
+#: What ``tune``, ``compare`` and the decorator run when no strategy is named.
+DEFAULT_STRATEGY = "auto"
 ALIASES = {"brute_force": "exhaustive", "local": "pattern", "ga": "genetic"}
 
 
@@ -36,5 +41,5 @@ def get_strategy(name: str) -> Strategy:
     return importlib.import_module(STRATEGIES[key]).search  # type: ignore[no-any-return]
 
 
-__all__ = ["ALIASES", "LLM_STRATEGIES", "STRATEGIES", "Budget", "BudgetExhausted", "SearchContext", "SearchStalled",
+__all__ = ["ALIASES", "DEFAULT_STRATEGY", "LLM_STRATEGIES", "MODEL_OPTIONAL", "STRATEGIES", "Budget", "BudgetExhausted", "SearchContext", "SearchStalled",
            "Strategy", "get_strategy"]

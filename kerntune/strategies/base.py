@@ -92,6 +92,8 @@ class SearchContext:
     #: Called with one dict per LLM exchange (prompt, response, accepted, rejected, …).
     on_llm_exchange: Callable[[dict[str, Any]], None] | None = None
     notes: list[str] = field(default_factory=list)
+    #: Strategy-specific figures for reports (``auto``: model seconds and how many were hidden).
+    extra: dict[str, Any] = field(default_factory=dict)
     #: What past runs of this kernel on nearby shapes measured (``kerntune.warmstart.transfer_data``),
     #: one dict per run, nearest first: config key -> log(time / that run's best), inf where the
     #: config failed there.  Models that can learn from them (the GP of ``bayes``) do; others ignore it.

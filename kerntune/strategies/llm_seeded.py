@@ -24,6 +24,6 @@ def search(ctx: SearchContext, rounds: int = 1, then: str = "bayes", then_option
     # Only the model's own valid configs are measured (no fallback top-up): they are what the
     # classical phase should learn from, and a weak model then costs few evaluations.
     llm_options.setdefault("top_up", False)
-    llm_search(ctx, max_rounds=rounds, **llm_options)
+    llm_search(ctx, max_rounds=rounds, tell_unspent=False, **llm_options)
     ctx.stop_reason = ""
     get_strategy(then)(ctx, **(then_options or {}))

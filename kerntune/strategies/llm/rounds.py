@@ -125,7 +125,17 @@ def _record(ctx: SearchContext, round_no: int, messages: list[Message], text: st
     })
 
 
-def search(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds: int = 5, patience: int = 2,
+def search(ctx: SearchContext, *args: Any, tell_unspent: bool = True, **kwargs: Any) -> None:
+    """The rounds (``_rounds``); when they converge with evaluations left the user is told
+    so (``auto`` hands such a remainder to its surrogate; ``llm`` keeps its own rules)."""
+    _rounds(ctx, *args, **kwargs)
+    left = ctx.remaining_evals
+    if tell_unspent and left and not ctx.done and ctx.stop_reason != "space exhausted":
+        ctx.note(f"llm stopped ({ctx.stop_reason}) with {left} of {ctx.budget.max_evals} evaluations unspent; "
+                 "strategy auto would hand them to its surrogate")
+
+
+def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds: int = 5, patience: int = 2,
            min_improvement: float = 0.01, target_ms: float | None = None, temperature: float = 0.7,
            include_source: bool = True, include_hardware: bool = True, include_hints: bool = True,
            fallback: str = "pattern", warmup: int = 3, max_tokens: int = 6000, top_up: bool = True) -> None:

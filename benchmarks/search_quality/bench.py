@@ -1,0 +1,95 @@
+"""Search quality on the shipped recordings: methodology score with its spread per strategy
+and space, the mean best-so-far curve, best/optimum at fixed budgets.
+
+Same numbers as ``kerntune compare`` (the same ``score_spread`` and ``Reference``), without
+a store (nothing to resume here) and with the spaces spread over ``--jobs`` processes.
+
+    python benchmarks/search_quality/bench.py --strategies auto,gp,genetic,random \
+        --budget 200 --repeats 20 --jobs 2 --out benchmarks/results/search_quality/classical_200x20.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from kerntune.compare.metrics import Reference, best_so_far, score_spread  # noqa: E402
+from kerntune.evaluate import ReplayEvaluator  # noqa: E402
+from kerntune.runner import run_search  # noqa: E402
+from kerntune.strategies import Budget  # noqa: E402
+
+SPACES = sorted(p.name[: -len(".json.gz")] for p in (ROOT / "examples" / "spaces").glob("*.json.gz"))
+CHECKPOINTS = (25, 40, 60, 100, 200)
+
+
+def _pad(curve: np.ndarray, n: int) -> np.ndarray:
+    return curve[:n] if len(curve) >= n else np.concatenate([curve, np.full(n - len(curve), curve[-1])])
+
+
+def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
+    ev = ReplayEvaluator.from_file(str(ROOT / "examples" / "spaces" / f"{space}.json.gz"))
+    rec = ev.recording
+    ref = Reference.from_times(rec.ok_times, len(rec.trials) - len(rec.ok_times))
+    curves, notes, t0 = [], [], time.perf_counter()
+    for r in range(repeats):
+        res = run_search(ev, strategy, Budget(max_evals=budget), seed=seed + r, options=options)
+        curves.append(_pad(best_so_far([t.time_ms if t.ok else None for t in res.history], ref.worst), budget))
+        notes.append(res.stop_reason)
+    spread = score_spread(curves, ref, budget, seed=seed)
+    mean = np.mean(curves, axis=0)
+    return {"space": space, "strategy": strategy, **spread.to_dict(),
+            "best_over_opt_at": {n: float(np.mean([c[n - 1] for c in curves]) / ref.optimum)
+                                 for n in CHECKPOINTS if n <= budget},
+            "mean_curve_over_opt": [float(x / ref.optimum) for x in mean],
+            "stop_reasons": sorted(set(notes)), "wall_s": time.perf_counter() - t0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--strategies", default="auto,gp,genetic,random")
+    ap.add_argument("--spaces", default=",".join(SPACES))
+    ap.add_argument("--budget", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("-o", "--option", action="append", default=[], help="STRATEGY.NAME=JSON")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    opts: dict[str, dict[str, Any]] = {}
+    for item in a.option:
+        key, _, value = item.partition("=")
+        strat, _, name = key.partition(".")
+        opts.setdefault(strat, {})[name] = json.loads(value)
+    jobs = [(sp, st) for st in a.strategies.split(",") for sp in a.spaces.split(",")]
+    with ProcessPoolExecutor(a.jobs) as pool:
+        futs = [pool.submit(one, sp, st, a.budget, a.repeats, a.seed, opts.get(st, {})) for sp, st in jobs]
+        rows = []
+        for f in futs:
+            row = f.result()
+            rows.append(row)
+            print(f"{row['strategy']:>10} {row['space']:<28} score {row['score']:6.3f} +- {row['stderr']:.3f} "
+                  f"[{row['ci95'][0]:.2f}, {row['ci95'][1]:.2f}]  best/opt@40 {row['best_over_opt_at'].get(40, float('nan')):.3f} "
+                  f"@200 {row['best_over_opt_at'].get(200, float('nan')):.3f}  {row['wall_s']:.0f}s", flush=True)
+    summary = {}
+    for st in a.strategies.split(","):
+        scores = [r["score"] for r in rows if r["strategy"] == st]
+        summary[st] = {"mean_score": float(np.mean(scores)), "min_score": float(np.min(scores))}
+        print(f"{st}: mean {summary[st]['mean_score']:.3f} min {summary[st]['min_score']:.3f}")
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps({"command": " ".join(sys.argv), "budget": a.budget, "repeats": a.repeats,
+                                     "seed": a.seed, "options": opts, "summary": summary, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""``auto`` with a model: the model and the surrogate engine share one budget.
+
+Why this shape.  A strong model's first round can land in the optimum's basin at once,
+where a surrogate needs 100+ evaluations; on finely interacting spaces the model stalls a
+few percent off while a GP keeps improving (DESIGN.md).  So:
+
+* the model opens (round 1: kernel, GPU, space) while the surrogate measures its start;
+* every model call runs in a background thread while the surrogate keeps measuring its
+  own proposals: the GPU never idles while the model thinks, and the clock is charged only
+  the model time that measurements did not hide (``ctx.extra['model_seconds']`` and
+  ``['model_hidden_seconds']`` say how much);
+* the model is asked again when the surrogate stalls (a restart) or when the history shows
+  a new region (a new best several fields away from the last one the model saw); its
+  prompt is the ranked history, which holds what the surrogate found;
+* from round 2 on the model's proposals are screened by the surrogate's lower bound: the
+  most promising ``screen_keep`` share is measured, the rest costs nothing;
+* the search never stops while budget remains: after the model's last call the surrogate
+  goes on alone.
+
+On a recording (simulated clock) measuring costs no wall time, so overlap is simulated
+deterministically: when the model's answer is back after L seconds, the surrogate first
+measures configs whose recorded cost adds up to L (what a GPU would have measured while
+the model thought), then the answer is used.  On a real evaluator the surrogate measures
+until the answer is back.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from kerntune.llm.types import Message
+from kerntune.space import Config
+from kerntune.strategies.base import SearchContext
+from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine_round
+from kerntune.strategies.llm.rounds import Answer, accept, call_model
+from kerntune.strategies.surrogate import SurrogateOptions, SurrogateSearch
+
+
+class _Cooperation:
+    """The loop: one model call in flight at most, the surrogate measuring meanwhile."""
+
+    def __init__(self, ctx: SearchContext, engine: SurrogateSearch, batch_size: int, *, initial: int, refine: int,
+                 max_calls: int, screen_keep: float, temperature: float, max_tokens: int, opts: PromptOptions,
+                 new_region_fields: int) -> None:
+        self.ctx, self.engine, self.batch_size = ctx, engine, batch_size
+        self.initial, self.refine, self.max_calls = initial, refine, max_calls
+        self.screen_keep, self.temperature, self.max_tokens, self.opts = screen_keep, temperature, max_tokens, opts
+        self.new_region_fields = new_region_fields
+        self.workload, self.device = ctx.evaluator.workload(), ctx.evaluator.device()
+        self.calls = 0
+        self.model_s = 0.0
+        self.hidden_s = 0.0
+        self.seen_best: Config | None = None
+        self.no_gain_calls = 0
+        self.pool = ThreadPoolExecutor(max_workers=1)
+
+    # -- measuring ------------------------------------------------------------------------
+    def surrogate_step(self, source: str = "auto:surrogate") -> bool:
+        """One batch from the surrogate; False when the space is exhausted."""
+        batch = self.engine.propose(self.batch_size)
+        if not batch:
+            return False
+        self.engine.tell(batch, self.ctx.evaluate(batch, source=source))
+        return True
+
+    def startup(self) -> None:
+        first = self.engine.startup_batch()
+        if first:
+            self.engine.tell(first, self.ctx.evaluate(first, source="auto:startup"))
+
+    # -- the model ------------------------------------------------------------------------
+    def submit(self, round_no: int) -> tuple[Future, list[Message], int]:
+        ctx = self.ctx
+        n = self.initial if round_no == 1 else self.refine
+        if round_no == 1:
+            messages = first_round(ctx.space, self.workload, self.device, n, self.opts, past=ctx.past_winners)
+        else:
+            messages = refine_round(ctx.space, self.workload, self.device, ctx.history, n, round_no - 1,
+                                    self.no_gain_calls > 0, self.opts)
+        self.calls += 1
+        ctx.charge(0.0)  # a real evaluator's clock catches up with the wall: the call starts now
+        self.clock_at_submit = ctx.clock_s
+        fut = self.pool.submit(call_model, ctx, messages, self.temperature, self.max_tokens, set(ctx.measured), n)
+        return fut, messages, n
+
+    def wait(self, fut: Future, source: str) -> Answer:
+        """Measure surrogate proposals while the model thinks; charge only the unhidden time."""
+        ctx = self.ctx
+        clock0 = self.clock_at_submit  # measurements since the call began (round 1: the start too)
+        if ctx.evaluator.simulated_clock:
+            answer = fut.result()
+            while not ctx.done and ctx.clock_s - clock0 < answer.seconds and self.surrogate_step(source):
+                pass
+        else:
+            while not fut.done() and not ctx.done and self.surrogate_step(source):
+                pass
+            answer = fut.result()
+        seconds = answer.seconds
+        # The clock as of the last measurement's end: on a real evaluator, waiting for the model
+        # after measuring stopped is not hidden (the charge below brings the clock to the wall).
+        hidden = min(seconds, max(ctx.clock_s - clock0, 0.0))
+        self.model_s += seconds
+        self.hidden_s += hidden
+        ctx.charge(seconds - hidden)
+        return answer
+
+    def use(self, round_no: int, messages: list[Message], n: int, answer: Answer) -> None:
+        ctx = self.ctx
+        parsed = accept(ctx, round_no, messages, answer)
+        if parsed is None:
+            ctx.note(f"auto: model call {round_no} failed ({answer.error}); the surrogate goes on")
+            return
+        batch = ctx.unmeasured(parsed.accepted)[:n]
+        if round_no > 1 and batch and self.engine.ys:
+            keep = max(3, int(round(self.screen_keep * len(batch))))
+            scores = self.engine.screen(batch)
+            order = sorted(range(len(batch)), key=lambda i: scores[i])
+            screened = len(batch) - min(keep, len(batch))
+            batch = [batch[i] for i in order[:keep]]
+            if screened:
+                ctx.note(f"auto: round {round_no}: the surrogate screened out {screened} of the model's configs")
+        if not batch:
+            ctx.note(f"auto: round {round_no}: no valid new config from the model")
+            return
+        before = ctx.value(ctx.best) if ctx.best is not None else float("inf")
+        self.engine.tell(batch, ctx.evaluate(batch, source=f"auto:model{round_no}"))
+        after = ctx.value(ctx.best) if ctx.best is not None else float("inf")
+        self.no_gain_calls = 0 if after < before else self.no_gain_calls + 1
+
+    def mark_seen(self) -> None:
+        self.seen_best = dict(self.ctx.best.config) if self.ctx.best is not None else None
+
+    def new_region(self) -> bool:
+        """The best moved to a config several fields away from the one the model last saw."""
+        best, seen = self.ctx.best, self.seen_best
+        if best is None or seen is None:
+            return False
+        differ = sum(1 for k in self.ctx.space.names if best.config.get(k) != seen.get(k))
+        return differ >= self.new_region_fields
+
+    def run(self) -> None:
+        ctx = self.ctx
+        try:
+            fut, messages, n = self.submit(1)
+            self.startup()
+            self.use(1, messages, n, self.wait(fut, "auto:while-model"))
+            self.mark_seen()
+            round_no = 1
+            while True:
+                room = ctx.remaining_evals is None or ctx.remaining_evals >= self.refine + self.batch_size
+                if room and round_no < self.max_calls and (self.engine.stalled or self.new_region()):
+                    round_no += 1
+                    reason = "the surrogate stalled" if self.engine.stalled else "a new region"
+                    ctx.note(f"auto: model asked again (round {round_no}) after {ctx.evaluations} evaluations: {reason}")
+                    fut, messages, n = self.submit(round_no)
+                    self.use(round_no, messages, n, self.wait(fut, "auto:while-model"))
+                    self.mark_seen()
+                    continue
+                if not self.surrogate_step("auto:restart" if self.engine.stalled else "auto:surrogate"):
+                    ctx.stop_reason = "space exhausted"
+                    return
+        finally:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            share = self.hidden_s / self.model_s if self.model_s > 0 else 1.0
+            ctx.extra.update({"model_calls": self.calls, "model_seconds": self.model_s,
+                              "model_hidden_seconds": self.hidden_s, "model_hidden_share": share,
+                              "surrogate_restarts": self.engine.restarts})
+            ctx.note(f"auto: {self.calls} model call(s), {self.model_s:.1f} s of model time, "
+                     f"{self.hidden_s:.1f} s ({share:.0%}) hidden behind measurements")
+
+
+def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size: int | None = None,
+                   initial: int = 25, refine: int = 15, max_calls: int = 6, screen_keep: float = 0.6,
+                   temperature: float = 0.7, max_tokens: int = 6000, include_source: bool = True,
+                   include_hardware: bool = True, include_hints: bool = True, new_region_fields: int = 2) -> None:
+    """``max_calls`` bounds the model calls (round 1 included); ``screen_keep`` is the share of a
+    later round's proposals that the surrogate lets through to measurement (1.0: all)."""
+    if batch_size is None:
+        batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
+    engine = SurrogateSearch(ctx, engine_opts)
+    earlier = list(ctx.history)
+    engine.tell([t.config for t in earlier], earlier)
+    _Cooperation(ctx, engine, batch_size, initial=initial, refine=refine, max_calls=max_calls,
+                 screen_keep=screen_keep, temperature=temperature, max_tokens=max_tokens,
+                 opts=PromptOptions(include_source, include_hardware, include_hints),
+                 new_region_fields=new_region_fields).run()

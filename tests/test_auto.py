@@ -1,0 +1,133 @@
+"""``auto``: the default strategy, with and without a model.
+
+The model here is scripted (deterministic, in-process: see tests/scripted.py); the evaluator
+replays a small synthetic recording, and in the overlap test it takes each config's recorded
+time in wall time (``realtime``) while the scripted model really sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from kerntune.evaluate import ReplayEvaluator, Status, Trial, table_dict
+from kerntune.llm import LLMClient
+from kerntune.runner import run_search
+from kerntune.strategies import DEFAULT_STRATEGY, Budget
+from tests.scripted import ScriptedProvider, answer, failing, synthetic_evaluator, synthetic_space, synthetic_time
+
+OPT = {"BM": 64, "W": 4, "bs": (32, 32)}
+
+
+def _client(script) -> LLMClient:  # noqa: ANN001
+    return LLMClient(ScriptedProvider(script))
+
+
+def test_default_strategy_is_auto() -> None:
+    assert DEFAULT_STRATEGY == "auto"
+
+
+def test_auto_without_model_spends_the_budget_and_is_deterministic(tmp_path: Path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    a = run_search(ev, "auto", Budget(max_evals=60), seed=3)
+    b = run_search(ev, "auto", Budget(max_evals=60), seed=3)
+    assert len(a.history) == 60 and a.stop_reason == "evaluation budget"
+    assert [t.config for t in a.history] == [t.config for t in b.history]
+    assert a.best is not None and a.best.config == OPT
+
+
+def test_auto_restarts_when_stalled(tmp_path: Path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    res = run_search(ev, "auto", Budget(max_evals=100), seed=0, options={"stall": 8})
+    assert any("restart" in n for n in res.notes), res.notes
+    assert len(res.history) == 100
+
+
+def test_auto_with_scripted_model_opens_with_the_model_and_keeps_going(tmp_path: Path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    client = _client(lambda n, m: answer(OPT, {"BM": 32, "W": 4}) if n == 1 else answer({"BM": 64, "W": 8}))
+    res = run_search(ev, "auto", Budget(max_evals=50), seed=0, llm=client)
+    first_opt = next(i for i, t in enumerate(res.history) if t.config == OPT)
+    assert first_opt < 10, "the model's first answer is measured right after the start"
+    assert len(res.history) == 50, "the search does not stop while budget remains"
+    assert res.llm_exchanges and res.extra["model_calls"] >= 1
+    assert any(t.ok for t in res.history)
+
+
+def test_auto_survives_a_failing_model(tmp_path: Path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    res = run_search(ev, "auto", Budget(max_evals=40), seed=0, llm=_client(failing))
+    assert len(res.history) == 40
+    assert any("failed" in n for n in res.notes)
+
+
+def test_auto_asks_the_model_again_when_the_surrogate_stalls(tmp_path: Path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    calls: list[int] = []
+
+    def script(n: int, messages) -> str:  # noqa: ANN001
+        calls.append(n)
+        return answer({"BM": 16, "W": 8, "bs": [64, 64]}, {"BM": 128, "W": 8, "bs": [16, 64]},
+                      {"BM": 32, "W": 2, "bs": [64, 16]}, {"BM": 16, "W": 4, "bs": [16, 64]})
+
+    res = run_search(ev, "auto", Budget(max_evals=100), seed=1, llm=_client(script), options={"stall": 6})
+    assert len(calls) >= 2, res.notes
+    assert any("asked again" in n for n in res.notes)
+    later = [ex for ex in res.llm_exchanges if ex["round"] > 1]
+    assert later and "Results" in later[0]["prompt"] or "result" in later[0]["prompt"].lower()
+
+
+def _fast_recording(tmp_path: Path, cost: float) -> Path:
+    space = synthetic_space()
+    trials = []
+    for cfg in space.enumerate():
+        t = synthetic_time(cfg)
+        trials.append(Trial(cfg, Status.OK, t, compile_s=cost / 2, bench_s=cost / 2) if t is not None else
+                      Trial(cfg, Status.RUNTIME_ERROR, compile_s=cost, error="out of resources"))
+    path = tmp_path / "fast.json"
+    path.write_text(json.dumps(table_dict(space, trials, {"kernel_name": "synthetic", "device_name": "NVIDIA H100"})))
+    return path
+
+
+def test_model_time_is_hidden_behind_measurements_in_real_time(tmp_path: Path) -> None:
+    """A model that really waits 0.3 s a call, configs that really take 0.05 s: the surrogate
+    measures while the model thinks, so nearly all model time is hidden and the wall clock
+    is about the measuring time, not measuring + model."""
+    ev = ReplayEvaluator.from_file(_fast_recording(tmp_path, 0.05), realtime=True)
+
+    fresh = [OPT, {"BM": 16, "W": 8, "bs": (64, 64)}, {"BM": 128, "W": 8, "bs": (16, 64)}, {"BM": 32, "W": 2}]
+
+    def slow(n: int, messages) -> str:  # noqa: ANN001
+        time.sleep(0.3)
+        return answer(fresh[(n - 1) % len(fresh)])
+
+    t0 = time.perf_counter()
+    res = run_search(ev, "auto", Budget(max_evals=60), seed=0, llm=_client(slow), options={"stall": 6})
+    wall = time.perf_counter() - t0
+    extra = res.extra
+    assert extra["model_calls"] >= 2 and extra["model_seconds"] >= 0.3 * extra["model_calls"]
+    assert extra["model_hidden_share"] >= 0.8, extra
+    assert any("hidden" in n for n in res.notes)
+    assert wall < 60 * 0.05 + 0.2 * extra["model_seconds"] + 1.0
+
+
+def test_model_time_overlap_on_a_simulated_clock_is_charged_only_when_unhidden(tmp_path: Path) -> None:
+    ev = synthetic_evaluator(tmp_path)  # recorded cost 0.6 s a config, on a simulated clock
+
+    def slow(n: int, messages) -> str:  # noqa: ANN001
+        time.sleep(0.3)
+        return answer(OPT)
+
+    res = run_search(ev, "auto", Budget(max_evals=30), seed=0, llm=_client(slow))
+    assert res.extra["model_hidden_share"] >= 0.99
+    assert res.clocks[-1] == sum(t.cost_s for t in res.history) + (res.extra["model_seconds"] - res.extra["model_hidden_seconds"])
+
+
+def test_llm_tells_the_user_when_it_stops_with_budget_left(tmp_path: Path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    client = _client(lambda n, m: answer(OPT) if n == 1 else answer({"BM": 16, "W": 8}))
+    res = run_search(ev, "llm", Budget(max_evals=100), seed=0, llm=client,
+                     options={"initial": 4, "refine": 2, "patience": 1})
+    assert len(res.history) < 100
+    assert any("unspent" in n for n in res.notes), res.notes
