@@ -17,6 +17,10 @@ def options(strategy: Optional[str] = typer.Argument(None, help="One strategy (d
     names = [strategy_name(strategy)] if strategy else list(STRATEGIES)
     for name in names:
         table = Table("option", "type", "default", "what it does", title=name, title_justify="left")
-        for row in describe_options(name):
+        rows = describe_options(name)
+        if not rows:
+            console.print(f"{name}: checks its own options (see its module's docstring)")
+            continue
+        for row in rows:
             table.add_row(*row)
         console.print(table)

@@ -160,6 +160,8 @@ def _free_bytes(path: Path) -> int | None:
         st = os.statvfs(path)
     except (OSError, AttributeError):  # no statvfs on Windows
         return None
+    if st.f_blocks == 0:
+        return None   # /proc, /sys and the like have no blocks at all: "0 bytes free" is no full disk
     return st.f_bavail * st.f_frsize
 
 

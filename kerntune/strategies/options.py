@@ -95,6 +95,7 @@ class LLMOptions(_Options):
     warmup: int = Field(3, ge=0, le=10_000, description="fallback configs measured before the first prompt")
     max_tokens: int = Field(6000, ge=1, le=1_000_000, description="answer length cap per call")
     top_up: bool = Field(True, description="fill a round the model left short with fallback configs")
+    tell_unspent: bool = Field(True, description="say so when the rounds end with evaluations unspent")
 
 
 class LLMSeededOptions(LLMOptions):
@@ -157,7 +158,9 @@ def validate_options(strategy: str, options: dict[str, Any] | None) -> dict[str,
 
 def describe_options(strategy: str) -> list[tuple[str, str, str, str]]:
     """(name, type, default, what it does) of each option, from the model itself."""
-    model = MODELS[strategy_name(strategy)]
+    model = MODELS.get(strategy_name(strategy))
+    if model is None:
+        return []   # a strategy that checks its own options (auto: its engine's dataclass)
     out = []
     for name, f in model.model_fields.items():
         bounds = [f"{k} {getattr(m, k)}" for m in f.metadata for k in ("ge", "gt", "le", "lt") if getattr(m, k, None) is not None]

@@ -1,0 +1,258 @@
+"""Issue 22's input items, one test each (4, 12-18): real files, real SQLite stores, real
+kerntune processes.  The corpus of ``test_bad_inputs.py`` covers the breadth; these pin the
+behaviour each fix promised."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import inspect
+import json
+import os
+import random
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bad_inputs import kt_cache
+from kerntune.errors import FormatError, StoreError
+from kerntune.evaluate.recorded import load_recording
+from kerntune.store import Store
+from kerntune.store.schema import CURRENT
+from kerntune.strategies import STRATEGIES, get_strategy
+from kerntune.strategies.options import MODELS, validate_options
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    full = dict(os.environ, PYTHONPATH=str(ROOT), KERNTUNE_STORE=str(tmp / "store.db"), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "kerntune", *args], cwd=tmp, capture_output=True, text=True,
+                          timeout=timeout, env=full)
+
+
+def one_line(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def write(path: Path, data: dict) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def run_id(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.split("run id: ")[1].split()[0]
+
+
+def trial_rows(db: Path, rid: str) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT seq, config_key, time_ms FROM trials WHERE run_id=? ORDER BY seq", (rid,)).fetchall()
+
+
+# -- item 4 ---------------------------------------------------------------------------------------------
+def test_item4_a_resume_against_another_recording_or_other_options_is_refused(tmp_path) -> None:
+    a = write(tmp_path / "a.json", kt_cache())
+    b_data = kt_cache()
+    for entry in b_data["cache"].values():
+        entry["time"] *= 3   # the same kernel and parameters, other measurements
+    b = write(tmp_path / "b.json", b_data)
+    rid = run_id(cli(tmp_path, "tune", "--replay", str(a), "--budget", "8", "--no-report", "--retime", "0"))
+    before = trial_rows(tmp_path / "store.db", rid)
+    one_line(cli(tmp_path, "tune", "--replay", str(b), "--resume", rid, "--no-report"), "cannot resume", rid)
+    one_line(cli(tmp_path, "tune", "--replay", str(a), "--resume", rid, "--no-report", "-o", "population=4"),
+             "cannot resume", "population")
+    # The same file rewritten in place is another recording too.
+    a.write_text(json.dumps(b_data))
+    one_line(cli(tmp_path, "tune", "--replay", str(a), "--resume", rid, "--no-report"), "cannot resume")
+    assert trial_rows(tmp_path / "store.db", rid) == before   # nothing was mixed in
+    comp = run_id(cli(tmp_path, "compare", "--space", str(b), "--strategies", "random", "--budget", "5",
+                      "--repeats", "1", "--no-report"))
+    b.write_text(json.dumps(kt_cache()))
+    one_line(cli(tmp_path, "compare", "--resume", comp, "--no-report"), "cannot resume")
+    one_line(cli(tmp_path, "tune", "--replay", str(b), "--resume", comp, "--no-report"), "compare --resume")
+
+
+# -- item 12 --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("field,value,needle", [
+    ("time", -1.97, "not a time"), ("time", True, "not a time"), ("time", 0, "not a time"),
+    ("compile_time", "slow", "compile_time"), ("times", 3, "times"),
+])
+def test_item12_bad_values_inside_a_recording_are_refused(tmp_path, field, value, needle) -> None:
+    data = kt_cache()
+    next(iter(data["cache"].values()))[field] = value
+    with pytest.raises(FormatError, match=needle):
+        load_recording(write(tmp_path / "r.json", data))
+
+
+def test_item12_a_key_that_disagrees_with_its_config_overrides_nothing(tmp_path) -> None:
+    data = kt_cache()
+    first_key, first = next(iter(data["cache"].items()))
+    data["cache"]["128,8,2"] = dict(first)   # claims another config, records the first one's values again
+    proc = cli(tmp_path, "space", "info", str(write(tmp_path / "r.json", data)))
+    one_line(proc, "disagrees", "128,8,2")
+
+
+def test_item12_a_negative_time_never_becomes_the_optimum(tmp_path) -> None:
+    data = kt_cache()
+    next(iter(data["cache"].values()))["time"] = -1.97
+    one_line(cli(tmp_path, "compare", "--space", str(write(tmp_path / "r.json", data)), "--budget", "5",
+                 "--repeats", "1", "--strategies", "random", "--no-report"), "not a time")
+
+
+# -- item 13 --------------------------------------------------------------------------------------------
+def _sparse(path: Path) -> Path:
+    rng = random.Random(7)
+    names, vals = [f"p{i}" for i in range(8)], [1, 2, 4, 8, 16, 32, 64, 128]
+    cache: dict[str, dict] = {}
+    while len(cache) < 300:
+        cfg = [rng.choice(vals) for _ in names]
+        cache[",".join(map(str, cfg))] = {**dict(zip(names, cfg)), "time": rng.uniform(1, 10)}
+    return write(path, {"tune_params_keys": names, "tune_params": {n: vals for n in names}, "cache": cache})
+
+
+def test_item13_a_sparse_recording_is_its_recorded_set(tmp_path) -> None:
+    path = _sparse(tmp_path / "sparse.json")
+    rec = load_recording(path)
+    assert rec.space.cartesian_size == 8**8 and rec.space.materialised and rec.space.count() == 300
+    assert rec.space.key(rec.space.default) in rec.trials
+    for strategy in ("random", "genetic", "bayes", "pattern"):
+        proc = cli(tmp_path, "tune", "--replay", str(path), "--strategy", strategy, "--budget", "40", "--no-report",
+                   "--retime", "0", timeout=60)
+        rid = run_id(proc)
+        rows = trial_rows(tmp_path / "store.db", rid)
+        assert len(rows) == 40 and all(t is not None and t > 0 for _, _, t in rows), strategy
+    info = cli(tmp_path, "space", "info", str(path), "--json", timeout=60)
+    assert info.returncode == 0 and json.loads(info.stdout)["recorded"] == 300
+
+
+# -- item 14 --------------------------------------------------------------------------------------------
+def test_item14_space_info_reads_what_store_export_table_writes(tmp_path) -> None:
+    rid = run_id(cli(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--budget", "12",
+                     "--no-report", "--retime", "0"))
+    assert cli(tmp_path, "store", "export", rid, "--table", "t.json").returncode == 0
+    info = cli(tmp_path, "space", "info", "t.json", "--json")
+    assert info.returncode == 0, info.stderr
+    facts = json.loads(info.stdout)
+    assert facts["format"] == "kerntune-table" and facts["recorded"] == 12
+    assert facts["optimum_ms"] == min(t for _, _, t in trial_rows(tmp_path / "store.db", rid) if t)
+
+
+# -- item 15 --------------------------------------------------------------------------------------------
+def _digest(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def test_item15_store_versions(tmp_path) -> None:
+    db = tmp_path / "store.db"
+    rid = run_id(cli(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--budget", "5",
+                     "--no-report", "--retime", "0"))
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == CURRENT
+        conn.execute("PRAGMA user_version=0")   # a store from before versioning
+    with Store(db) as st:
+        assert st.get_run(rid).status == "done" and len(st.trials(rid)) == 5
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == CURRENT
+    conn.execute(f"PRAGMA user_version={CURRENT + 1}")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")   # all in the main file, so its bytes show any write
+    conn.close()
+    digest = _digest(db)
+    for args in (["store", "runs"], ["store", "export", rid, "--csv", "x.csv"], ["report", rid],
+                 ["tune", "--replay", "r.json", "--resume", rid, "--no-report"]):
+        one_line(cli(tmp_path, *args), "newer", str(db))
+    assert _digest(db) == digest
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, owner TEXT)")
+    digest = _digest(foreign)
+    one_line(cli(tmp_path, "store", "runs", "--store", str(foreign)), "not a kerntune store")
+    one_line(cli(tmp_path, "tune", "--replay", "r.json", "--store", str(foreign)), "not a kerntune store")
+    assert _digest(foreign) == digest
+    corrupt = tmp_path / "corrupt.db"
+    raw = bytearray((tmp_path / "store.db").read_bytes())
+    raw[4096:12288] = bytes(8192)
+    corrupt.write_bytes(bytes(raw))
+    for args in (["store", "runs"], ["store", "export", rid, "--csv", "y.csv"]):
+        proc = cli(tmp_path, *args, "--store", str(corrupt))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_item15_best_configs_are_written_by_column_name(tmp_path) -> None:
+    db = tmp_path / "s.db"
+    Store(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE best_configs ADD COLUMN note TEXT")   # an additive migration of a later version
+    with Store(db) as st:
+        st.put_best("k", "64", "gpu", "v", {"BX": 32}, 1.5, "run1")
+        assert st.get_best("k", "64", "gpu", "v") == ({"BX": 32}, 1.5)
+        assert st.iter_best()[0]["run_id"] == "run1"
+    (tmp_path / "y.db").write_text("plain text, no database")
+    with pytest.raises(StoreError, match="not a kerntune store"):
+        Store(tmp_path / "y.db")
+
+
+# -- items 16 and 17: one place for options, and it matches the strategies --------------------------------
+def test_items16_17_every_strategy_option_is_modelled_and_checked() -> None:
+    from kerntune.strategies.llm.rounds import _rounds
+
+    # auto (added later) checks its own options against its engine's dataclass.
+    assert set(STRATEGIES) - set(MODELS) <= {"auto"}
+    for name in MODELS:
+        fns = [get_strategy(name)] + ([_rounds] if name in ("llm", "llm-seeded") else [])
+        params = {p.name for fn in fns for p in inspect.signature(fn).parameters.values()
+                  if p.kind is p.KEYWORD_ONLY or (p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "ctx")}
+        fields = set(MODELS[name].model_fields)
+        assert params <= fields, f"{name}: options {params - fields} are not validated"
+    for bad in ({"population": 0}, {"population": 10**9}, {"mutation_rate": 5}, {"population": "abc"},
+                {"tournament": 0}, {"elite": 20}):
+        with pytest.raises(Exception, match="genetic"):
+            validate_options("genetic", bad)
+    with pytest.raises(Exception, match="kappa"):
+        validate_options("bayes", {"kappa": float("nan")})
+    assert validate_options("ga", {"population": 4}) == {"population": 4}
+
+
+# -- item 18 --------------------------------------------------------------------------------------------
+def test_item18_a_gzip_bomb_stops_at_the_cap(tmp_path) -> None:
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"cache": {' + b" " * (8 * 2**20) + b"}}"))
+    one_line(cli(tmp_path, "space", "info", str(bomb), env={"KERNTUNE_MAX_RECORDING_MB": "2"}),
+             "decompresses to over")
+
+
+def test_item18_a_fifo_is_refused_not_waited_on(tmp_path) -> None:
+    os.mkfifo(tmp_path / "space.json")
+    one_line(cli(tmp_path, "space", "info", "space.json", timeout=30), "not a regular file")
+    one_line(cli(tmp_path, "tune", "--replay", "space.json", timeout=30), "not a regular file")
+
+
+def test_item18_store_runs_on_a_mistyped_path_creates_nothing(tmp_path) -> None:
+    one_line(cli(tmp_path, "store", "runs", "--store", "stroe.db"), "no store at stroe.db")
+    assert not (tmp_path / "stroe.db").exists()
+
+
+def test_item18_the_markdown_report_escapes_model_text(tmp_path) -> None:
+    """A scripted model (a `cmd:` process printing a fixed answer) whose reason carries HTML."""
+    answer = tmp_path / "answer.json"
+    evil = "<script>alert(1)</script><img src=x onerror=alert(2)> [click](javascript:alert(3))"
+    answer.write_text(json.dumps({"configs": [{"reasoning": evil, "config": {"BX": 32, "BY": 2, "U": 1}},
+                                              {"reasoning": evil, "config": {"BX": 64, "BY": 4, "U": 2}}]}))
+    rid = run_id(cli(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--strategy", "llm",
+                     "--llm", f"cmd:cat {answer}", "--budget", "6", "-o", "max_rounds=1", "-o", "warmup=0",
+                     "--no-report", "--retime", "0"))
+    proc = cli(tmp_path, "report", rid, "--md", "r.md")
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "r.md").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text   # the reason is shown, as text
+    shown = text.split("<details>")[0]
+    assert "<script>" not in shown and "<img" not in shown
+    assert not re.search(r"(?<!\\)\]\(javascript:", shown)   # the link's bracket is escaped: no link
