@@ -6,7 +6,7 @@
 # exchanges are kept as a transcript that `replay:` re-runs (tests/test_auto_transcripts.py,
 # benchmarks/search_quality/strong_auto_report.py).
 #
-#   benchmarks/search_quality/strong_auto.sh            # start; logs in $EXCHANGE/logs/
+#   benchmarks/search_quality/strong_auto.sh            # start; logs in $LOGS
 #
 # A model call is charged and overlapped on the recording's simulated clock as 30 s
 # (-o model_clock_s=30: a hosted model's latency), not as the minutes a hand-written answer takes.
@@ -15,7 +15,8 @@ cd "$(dirname "$0")/../.."
 EXCHANGE=${EXCHANGE:-/work/exchange/auto}
 PY=${PY:-/work/main/.venv/bin/python}
 BUDGET=${BUDGET:-200}
-mkdir -p "$EXCHANGE/logs" benchmarks/transcripts/auto /tmp/kerntune-strong-auto
+LOGS=${LOGS:-/tmp/kerntune-strong-auto/logs}  # not in $EXCHANGE: the logs show measured times
+mkdir -p "$LOGS" benchmarks/transcripts/auto /tmp/kerntune-strong-auto
 for f in examples/spaces/*.json.gz; do
   s=$(basename "$f" .json.gz)
   extra=()
@@ -26,6 +27,6 @@ for f in examples/spaces/*.json.gz; do
   PYTHONPATH=$PWD nohup "$PY" -m kerntune tune --replay "$f" "${extra[@]}" --strategy auto \
     --llm "files:$EXCHANGE/$s" --llm-timeout 1800 --llm-transcript "benchmarks/transcripts/auto/$s.llm.jsonl" \
     --budget "$BUDGET" --seed 0 --store "/tmp/kerntune-strong-auto/$s.db" --no-report \
-    -o model_clock_s=30 -o max_calls=4 > "$EXCHANGE/logs/$s.log" 2>&1 &
+    -o model_clock_s=30 -o max_calls=4 > "$LOGS/$s.log" 2>&1 &
   echo "$s: pid $!"
 done
