@@ -37,7 +37,7 @@ test: $(STAMP)
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium chromium-driver >/dev/null || { echo "make test: could not install chromium" >&2; exit 1; }; \
 	fi
-	KERNTUNE_REQUIRE_LOCAL=1 KERNTUNE_REQUIRE_BROWSER=1 $(BIN)/python -m pytest
+	KERNTUNE_REQUIRE_LOCAL=1 KERNTUNE_REQUIRE_BROWSER=1 KERNTUNE_REQUIRE_PACKAGES=1 $(BIN)/python -m pytest
 
 clean:
 	rm -rf $(VENV) .kerntune .pytest_cache .hypothesis
