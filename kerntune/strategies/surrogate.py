@@ -63,6 +63,7 @@ class SurrogateOptions:
     explore_share: float = 0.0    # share of steps that take the most uncertain config (pure exploration)
     climb_share: float = 0.5      # the climber's share of steps before either member has earned credit
     min_share: float = 0.3        # neither member's share falls below this
+    rank_climb: bool = False      # the GP's bound orders the climber's neighbourhoods (measured: no gain)
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
@@ -111,7 +112,7 @@ class SurrogateSearch:
         self.region_radius = self.opts.radius(len(space.params))
         self.restarts = 0
         self._restart_pending = False
-        self.climber = Climber(ctx)
+        self.climber = Climber(ctx, rank=self.screen if self.opts.rank_climb else None)
         self.owner: dict[str, str] = {}            # config key -> the member that proposed it
         self.credit = {"gp": 0.0, "climb": 0.0}    # decayed log-time gains each member brought
         self.steps = {"gp": 0, "climb": 0}
