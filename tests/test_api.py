@@ -2,7 +2,7 @@
 
 Recorded spaces (examples/spaces), a real SQLite file per test; the model of
 the ``llm`` case is a strong model's committed transcript replayed through
-``replay:`` (benchmarks/transcripts), not a live one.
+``replay:`` (benchmarks/llm/transcripts), not a live one.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from kerntune.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 SPACE = ROOT / "examples/spaces/matmul_256x8192x8192_h100.json.gz"
-TRANSCRIPT = ROOT / "benchmarks/transcripts/matmul_256x8192x8192_h100.llm.jsonl"
+TRANSCRIPT = ROOT / "benchmarks/llm/transcripts/matmul_256x8192x8192_h100.llm.jsonl"
 
 
 def test_tune_returns_the_stored_winner_and_trials(tmp_path: Path) -> None:
