@@ -5,7 +5,7 @@ Two paths, and it says which it took:
 * no NVIDIA GPU (``nvidia-smi`` fails): an LLM-guided search against the best
   classical strategy on a shipped recorded space (an H100 matmul, replayed: no
   GPU needed).  The model is not live: its answers are a strong model's
-  committed transcript (``benchmarks/transcripts/``), replayed through
+  committed transcript (``benchmarks/llm/transcripts/``), replayed through
   ``replay:``; the table says so.  The transcript was answered at seed 0, so the
   LLM row is that one search; the classical row is 10 seeds.
 * an NVIDIA GPU: ``examples/triton/matmul.py`` tuned for real at 4096^3, the
@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 STORE = Path(os.environ.get("KERNTUNE_DEMO_STORE", ".kerntune/demo.db"))
 NAME = "matmul_256x8192x8192_h100"
 SPACE = ROOT / "examples/spaces" / f"{NAME}.json.gz"
-TRANSCRIPT = ROOT / "benchmarks/transcripts" / f"{NAME}.llm.jsonl"
+TRANSCRIPT = ROOT / "benchmarks/llm/transcripts" / f"{NAME}.llm.jsonl"
 CLASSICAL_RESULTS = ROOT / "benchmarks/results" / f"compare_{NAME}.json"
-# The options the transcript was recorded with (benchmarks/strong_model_files.sh).
+# The options the transcript was recorded with (benchmarks/llm/strong_model_files.sh).
 LLM_OPTIONS = {"initial": 25, "refine": 15, "max_rounds": 5}
 console = Console(width=None if sys.stdout.isatty() else 130)  # a log keeps the table whole
 
