@@ -11,6 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kerntune.cli.progress import RunLog
 from kerntune.cli.common import check_number, check_output, console, err_console, open_store, write_output
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
@@ -124,12 +125,17 @@ def compare(
         names = names or ["auto", "gp", "genetic", "random"]
         budget, repeats, seed = budget or 100, repeats or 10, seed if seed is not None else 0
         check_seed(seed, repeats)
+    log = RunLog(every=25, min_interval_s=10.0)  # the run id first; plain progress lines when piped
+    log.watch(st, "compare")
+    if resume:
+        log.run_id(resume, st.path)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
+                  console=err_console, transient=True, disable=log.plain) as bar:
         task = bar.add_task("comparing", total=None)
 
         def progress(label: str, done: int, total: int) -> None:
             bar.update(task, description=f"comparing: {label}", completed=done, total=total)
+            log.repeat_done(label, done, total)
 
         result = run_compare(str(space) if space else None, names or [], budget or 0, repeats or 0, seed or 0, st,
                              resume=resume,

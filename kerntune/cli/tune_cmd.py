@@ -9,14 +9,18 @@ from typing import Optional
 import typer
 
 from kerntune.cli.common import check_number, check_output, console, err_console, open_store, parse_options
+from kerntune.cli.progress import RunLog
 from kerntune.cli.report_cmd import write_after_run
+from kerntune.store.sqlite import new_run_id
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.hardware import device_facts
 from kerntune.runner import run_search
 from kerntune.space import jsonable
 from kerntune.llm import LLMClient
-from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget
+from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
+from kerntune.strategies.base import check_seed
+from kerntune.strategies.options import validate_options
 
 
 def tune(
@@ -85,16 +89,26 @@ def tune(
     def progress(ctx) -> None:  # noqa: ANN001 - SearchContext
         if ctx.evaluations % 25 == 0:
             best = f"{ctx.best.time_ms:.4g} ms" if ctx.best else "none yet"
-            err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
+            if log.plain:
+                log.line(f"progress: {ctx.evaluations} evaluations, best {best}, {log.elapsed():.0f} s")
+            else:
+                err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
 
     client = None
     if strategy in LLM_STRATEGIES and not llm:
         raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
     if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL:  # auto: with a model when one is given
         client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
+    # The run id first (a killed run is resumed by it), then progress: plain stdout lines when piped.
+    get_strategy(strategy)
+    validate_options(strategy, options)
+    check_seed(seed)  # refused here, not after a run id was printed for a run that never starts
+    log = RunLog()
+    run_id = resume or new_run_id()
+    log.run_id(run_id, st.path)
     # A package kernel: its own choice is measured first, so the search starts from it and can only improve on it.
     shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
-    res = run_search(evaluator, strategy, b, seed, store=st, run_id=resume, progress=progress, llm=client,
+    res = run_search(evaluator, strategy, b, seed, store=st, run_id=run_id, progress=progress, llm=client,
                      options=options, warm_start=[shipped] if shipped else ())
     for note in res.notes:
         err_console.print(f"[yellow]note:[/yellow] {note}")
