@@ -1,7 +1,7 @@
 """``@kerntune.autotune``: a drop-in for ``@triton.autotune`` that searches a
 kerntune Space with any strategy and remembers the winner in the store.
 
-    @kerntune.autotune(space=SPACE, key=["M", "N", "K"], strategy="bayes", budget=60)
+    @kerntune.autotune(space=SPACE, key=["M", "N", "K"], budget=60)   # strategy="auto" by default
     @triton.jit
     def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, ..., BLOCK_M: tl.constexpr, ...):
         ...
@@ -145,7 +145,7 @@ class _LaunchEvaluator(Evaluator):
 class Autotuned:
     """The decorated kernel: ``kernel[grid](*args)`` tunes once per key, then launches the winner."""
 
-    def __init__(self, fn: Any, space: Space | Mapping[str, Any], key: Sequence[str], strategy: str = "bayes",
+    def __init__(self, fn: Any, space: Space | Mapping[str, Any], key: Sequence[str], strategy: str = "auto",
                  budget: int = 60, seconds: float | None = None, store: str | Store | None = None,
                  restore_value: Sequence[str] = (), reset_to_zero: Sequence[str] = (), check: Sequence[str] = (),
                  options: Mapping[str, Any] | None = None, llm: Any = None, seed: int = 0, rep_ms: int = 20,

@@ -60,6 +60,6 @@ def describe_device(facts: dict[str, Any]) -> str:
         "lds_per_cu_kb": "LDS per CU (KB)", "registers_per_sm": "32-bit registers per SM",
         "registers_per_cu": "32-bit registers per CU", "max_threads_per_sm": "Max threads per SM",
         "l2_mb": "L2 cache (MB)", "wavefront": "Wavefront size", "peak_fp16_tflops": "Dense fp16 tensor peak (TFLOP/s)",
-        "infinity_cache_mb": "Infinity Cache (MB)",
+        "infinity_cache_mb": "Infinity Cache (MB)", "description": "Description",
     }
     return "\n".join(f"- {labels.get(k, k)}: {v}" for k, v in facts.items() if k != "vendor")

@@ -70,3 +70,14 @@ def test_an_adapter_is_found_by_its_kernel_path_and_unknown_names_say_what_is_kn
 
     with pytest.raises(KerntuneError, match="known are .*liger.rms_norm"):
         find("liger.no_such_kernel")
+
+
+def test_a_kept_list_that_varies_one_knob_is_searched_as_listed() -> None:
+    """FLA's l2norm and causal-conv lists vary num_warps alone: the list constraint must still be a
+    tuple test (seen on the GPU: `(num_warps) in ((1,), ...)` rejected every listed config)."""
+    from kerntune.evaluate.triton_backend.derive_space import space_from_configs
+
+    one = space_from_configs([{"num_warps": w} for w in (1, 2, 4, 8)], widen=False)
+    assert one.count() == 4 and one.default == {"num_warps": 1}
+    two = space_from_configs([{"BK": 32, "num_warps": 1}, {"BK": 64, "num_warps": 2}], widen=False)
+    assert two.count() == 2 and not two.is_valid({"BK": 32, "num_warps": 2})

@@ -1,6 +1,6 @@
 """Recorded model transcripts re-run deterministically through ``replay:``.
 
-The transcripts in benchmarks/transcripts/ were answered through the
+The transcripts in benchmarks/llm/transcripts/ were answered through the
 ``files:`` provider by a strong model (an agent answering from the prompts
 alone); replaying them must reproduce the recorded search exactly.
 """
@@ -19,10 +19,10 @@ from kerntune.strategies import Budget
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [
-    ("examples/spaces/convolution_A100.json.gz", "benchmarks/transcripts/convolution_A100.llm.jsonl"),
-    ("examples/spaces/matmul_4096_h100.json.gz", "benchmarks/transcripts/matmul_4096_h100.llm.jsonl"),
-    ("examples/spaces/matmul_8192x8192x512_h100.json.gz", "benchmarks/transcripts/matmul_8192x8192x512_h100.llm.jsonl"),
-    ("examples/spaces/matmul_256x8192x8192_h100.json.gz", "benchmarks/transcripts/matmul_256x8192x8192_h100.llm.jsonl"),
+    ("examples/spaces/convolution_A100.json.gz", "benchmarks/llm/transcripts/convolution_A100.llm.jsonl"),
+    ("examples/spaces/matmul_4096_h100.json.gz", "benchmarks/llm/transcripts/matmul_4096_h100.llm.jsonl"),
+    ("examples/spaces/matmul_8192x8192x512_h100.json.gz", "benchmarks/llm/transcripts/matmul_8192x8192x512_h100.llm.jsonl"),
+    ("examples/spaces/matmul_256x8192x8192_h100.json.gz", "benchmarks/llm/transcripts/matmul_256x8192x8192_h100.llm.jsonl"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""The embedded model's phased GPU runs (benchmarks/transform_embedded.py) with a RECORDED model.
+"""The embedded model's phased GPU runs (benchmarks/transform/transform_embedded.py) with a RECORDED model.
 
 No GPU and no real model: ``RecordedModel`` answers from a tiny handmade transcript through a real
 ``LLMClient``; a prompt that differs only in a measured number still matches (masked); a miss is
@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.transform_embedded import (AwaitingModelAnswer, RecordedModel, answer, mask,  # noqa: E402
+from benchmarks.transform.transform_embedded import (AwaitingModelAnswer, RecordedModel, answer, mask,  # noqa: E402
                                            read_jsonl, request_key)
 from kerntune.llm import LLMClient, LLMError, Message  # noqa: E402
 
@@ -165,7 +165,7 @@ def test_speculation_with_a_scripted_live_model_then_a_real_pocl_run_replays_it_
     """CPU speculation (transform_gpu.py --speculate) answers ahead every request up to the first rewrite
     that must be measured; the real run (PoCL here, the GPU there) then finds every answer it needs up to
     that point in the transcript, and only the requests after the measurement are misses."""
-    from benchmarks.transform_embedded import LiveRecorder, NeedsGPU, speculation
+    from benchmarks.transform.transform_embedded import LiveRecorder, NeedsGPU, speculation
     from kerntune.transform import ExplicitTuningStrategy, KernelTransformer
     from kerntune.transform.scripted import ScriptedTransformProvider
     from kerntune.transform.steps import default_steps

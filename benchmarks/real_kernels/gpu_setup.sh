@@ -1,6 +1,7 @@
 # Source on the GPU machine (no network): installs the pinned package wheels brought along in .whl/
 # into /tmp/site, ahead of the image's own packages.  The wheels: `pip download --no-deps` of the
-# versions pinned in pyproject.toml's `packages` and `packages-e2e` extras.
+# versions pinned in pyproject.toml's `packages` and `packages-e2e` extras, and pydantic (+ pydantic-core,
+# annotated-types, typing-inspection: kerntune needs it and the GPU image lacks it).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader

@@ -11,6 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kerntune.cli.progress import RunLog
 from kerntune.cli.common import check_number, check_output, console, err_console, open_store, write_output
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
@@ -67,8 +68,10 @@ def _check_resume(st, run_id: str, space: Optional[Path], names: Optional[list[s
 
 def compare(
     space: Optional[Path] = typer.Option(None, "--space", help="Recorded space: Kernel Tuner cache (.json/.json.gz), T4 or kerntune table"),
+    source: Optional[Path] = typer.Option(None, "--source", help="The kernel's source file, shown to a model as a real run would"),
+    device: Optional[str] = typer.Option(None, "--device", help="The GPU, as a name or a JSON/text file describing it (the recording may lack it)"),
     strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategy names"
-                                             " (default random,pattern,bayes,genetic)"),
+                                             " (default auto,gp,genetic,random)"),
     budget: Optional[int] = typer.Option(None, "--budget", help="Evaluations per repeat (default 100)"),
     repeats: Optional[int] = typer.Option(None, "--repeats", help="Seeded repeats per strategy (default 10)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the first repeat (repeat r uses seed + r; default 0)"),
@@ -119,20 +122,26 @@ def compare(
     if resume:
         _check_resume(st, resume, space, names, budget, repeats, seed, per_strategy)
     else:
-        names = names or ["random", "pattern", "bayes", "genetic"]
+        names = names or ["auto", "gp", "genetic", "random"]
         budget, repeats, seed = budget or 100, repeats or 10, seed if seed is not None else 0
         check_seed(seed, repeats)
+    log = RunLog(every=25, min_interval_s=10.0)  # the run id first; plain progress lines when piped
+    log.watch(st, "compare")
+    if resume:
+        log.run_id(resume, st.path)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
+                  console=err_console, transient=True, disable=log.plain) as bar:
         task = bar.add_task("comparing", total=None)
 
         def progress(label: str, done: int, total: int) -> None:
             bar.update(task, description=f"comparing: {label}", completed=done, total=total)
+            log.repeat_done(label, done, total)
 
         result = run_compare(str(space) if space else None, names or [], budget or 0, repeats or 0, seed or 0, st,
                              resume=resume,
                              progress=progress, llm_spec=llm, llm_base_url=llm_base_url,
-                             llm_timeout=llm_timeout, strategy_options=per_strategy)
+                             llm_timeout=llm_timeout, strategy_options=per_strategy,
+                             kernel_source_path=str(source) if source else None, device=device)
     print_table(result)
     for name, s in result.strategies.items():
         if s.llm:

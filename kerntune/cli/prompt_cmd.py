@@ -21,13 +21,18 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
          run: Optional[str] = typer.Option(None, "--run", help="Run whose trials feed a refinement prompt"),
          n: Optional[int] = typer.Option(None, "--n", help="Configs asked for (default 25, later rounds 15)"),
          no_source: bool = typer.Option(False, "--no-source", help="Leave the kernel source out"),
+         source: Optional[Path] = typer.Option(None, "--source", help="The kernel's source file, shown to the model"),
+         device: Optional[str] = typer.Option(None, "--device", help="The GPU: a name, or a JSON/text file describing it"),
          store: Optional[str] = typer.Option(None, "--store")) -> None:
     """Print the system and user messages exactly as the strategy would send them."""
     if not space.exists():
         raise KerntuneError(f"file not found: {space}")
     if round_no < 1:
         raise KerntuneError("--round must be 1 or more")
-    ev = ReplayEvaluator.from_file(space)
+    from kerntune.evaluate.replay import replay_extras
+
+    kernel_source, device_info = replay_extras(source, device)
+    ev = ReplayEvaluator.from_file(space, kernel_source=kernel_source, device_info=device_info)
     opts = PromptOptions(include_source=not no_source)
     if round_no == 1:
         messages = first_round(ev.space, ev.workload(), ev.device(), n or 25, opts)

@@ -9,14 +9,18 @@ from typing import Optional
 import typer
 
 from kerntune.cli.common import check_number, check_output, console, err_console, open_store, parse_options
+from kerntune.cli.progress import RunLog
 from kerntune.cli.report_cmd import write_after_run
+from kerntune.store.sqlite import new_run_id
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.hardware import device_facts
 from kerntune.runner import run_search
 from kerntune.space import jsonable
 from kerntune.llm import LLMClient
-from kerntune.strategies import LLM_STRATEGIES, Budget
+from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
+from kerntune.strategies.base import check_seed
+from kerntune.strategies.options import validate_options
 
 
 def tune(
@@ -25,6 +29,8 @@ def tune(
     shapes: Optional[Path] = typer.Option(None, "--shapes", help="A file of shapes, one per line: tune them all "
                                           "under one --budget, nearest-first, into one dispatch table"),
     replay: Optional[Path] = typer.Option(None, "--replay", help="Recorded space to tune against instead (Kernel Tuner cache, T4, kerntune table)"),
+    source: Optional[Path] = typer.Option(None, "--source", help="With --replay: the kernel's source file, shown to the model as a real run would"),
+    device: Optional[str] = typer.Option(None, "--device", help="With --replay: the GPU, as a name (e.g. 'AMD Instinct MI250X') or a JSON/text file describing it"),
     compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="Seconds before a config's compile is killed"),
     gpus: str = typer.Option("all", "--gpus", help="GPUs that benchmark: N or all visible (one worker each); with"
                              " --ray-address, the number of actors (default: every GPU of the cluster)"),
@@ -32,7 +38,7 @@ def tune(
                                               " machine's cluster), ray://HOST:PORT, or local (a private one)"),
     retime: int = typer.Option(5, "--retime", help="Re-time this many leaders, beside the default config, in "
                                "interleaved rounds before declaring the winner (0: none)"),
-    strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy name (default genetic; `kerntune"
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy name (default auto; `kerntune"
                                            " options` lists each one's -o options)"),
     budget: Optional[int] = typer.Option(None, "--budget", help="Maximum evaluations (default 100)"),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="Maximum tuning seconds on the evaluator's clock"),
@@ -60,14 +66,16 @@ def tune(
     check_output("--report", report, (".html", ".htm"))
     check_output("--llm-transcript", llm_transcript)
     if shapes is not None:
-        strategy, budget, seed = strategy or "genetic", budget if budget is not None else 100, seed or 0
+        strategy, budget, seed = strategy or DEFAULT_STRATEGY, budget if budget is not None else 100, seed or 0
         from kerntune.cli.shapes_cmd import tune_shapes_cli
 
         if kernel is None or shape is not None or replay is not None:
             raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
         tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option)
         return
-    evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address)
+    if (source is not None or device is not None) and replay is None:
+        raise KerntuneError("--source and --device describe a replayed space: use them with --replay")
+    evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address, source, device)
     st = open_store(store)
     given_options = parse_options(option)
     if resume:
@@ -75,22 +83,32 @@ def tune(
                                               Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms),
                                               (budget, seconds, target_ms), given_options)
     else:
-        strategy, seed, options = strategy or "genetic", seed if seed is not None else 0, given_options
+        strategy, seed, options = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0, given_options
         b = Budget(max_evals=budget if budget is not None else 100, max_seconds=seconds, target_ms=target_ms)
 
     def progress(ctx) -> None:  # noqa: ANN001 - SearchContext
         if ctx.evaluations % 25 == 0:
             best = f"{ctx.best.time_ms:.4g} ms" if ctx.best else "none yet"
-            err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
+            if log.plain:
+                log.line(f"progress: {ctx.evaluations} evaluations, best {best}, {log.elapsed():.0f} s")
+            else:
+                err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
 
     client = None
-    if strategy in LLM_STRATEGIES:
-        if not llm:
-            raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
+    if strategy in LLM_STRATEGIES and not llm:
+        raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
+    if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL:  # auto: with a model when one is given
         client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
+    # The run id first (a killed run is resumed by it), then progress: plain stdout lines when piped.
+    get_strategy(strategy)
+    validate_options(strategy, options)
+    check_seed(seed)  # refused here, not after a run id was printed for a run that never starts
+    log = RunLog()
+    run_id = resume or new_run_id()
+    log.run_id(run_id, st.path)
     # A package kernel: its own choice is measured first, so the search starts from it and can only improve on it.
     shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
-    res = run_search(evaluator, strategy, b, seed, store=st, run_id=resume, progress=progress, llm=client,
+    res = run_search(evaluator, strategy, b, seed, store=st, run_id=run_id, progress=progress, llm=client,
                      options=options, warm_start=[shipped] if shipped else ())
     for note in res.notes:
         err_console.print(f"[yellow]note:[/yellow] {note}")
@@ -137,7 +155,7 @@ def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None,
     for name, value in options.items():
         check_same(run_id, f"-o {name}", stored.get(name), value)
     b = Budget(**stored_budget) if stored_budget else budget
-    return run.strategy or "genetic", run.seed if run.seed is not None else 0, b, stored
+    return run.strategy or DEFAULT_STRATEGY, run.seed if run.seed is not None else 0, b, stored
 
 
 def _confirm(evaluator, history, n: int):  # noqa: ANN001, ANN202 - Evaluator, list[Trial] -> Trial | None
@@ -179,7 +197,8 @@ def _parse_gpus(text: str) -> int | None:
 
 
 def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Path], compile_timeout: float,
-               gpus: int | None = None, ray_address: str | None = None):
+               gpus: int | None = None, ray_address: str | None = None, source: Optional[Path] = None,
+               device: Optional[str] = None):
     if (kernel is None) == (replay is None):
         raise KerntuneError("give a kernel file (with --shape) or --replay RECORDING, not both")
     if replay is not None:
@@ -189,7 +208,10 @@ def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Pa
             from kerntune.evaluate.ray_backend import RayEvaluator, ReplayFactory
 
             return RayEvaluator(ReplayFactory.of(replay), ray_address, num_actors=gpus)
-        return ReplayEvaluator.from_file(replay)
+        from kerntune.evaluate.replay import replay_extras
+
+        kernel_source, device_info = replay_extras(source, device)
+        return ReplayEvaluator.from_file(replay, kernel_source=kernel_source, device_info=device_info)
     if shape is None:
         raise KerntuneError("a kernel file needs --shape, e.g. --shape 4096x4096x4096")
     from kerntune.evaluate.triton_backend.kernel_file import parse_shape

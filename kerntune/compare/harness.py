@@ -97,7 +97,8 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
                 store: Store, resume: str | None = None, progress: Progress | None = None,
                 llm_spec: str | None = None, llm_base_url: str | None = None,
                 llm_timeout: float = 300.0,
-                strategy_options: dict[str, dict[str, Any]] | None = None) -> CompareResult:
+                strategy_options: dict[str, dict[str, Any]] | None = None,
+                kernel_source_path: str | None = None, device: str | None = None) -> CompareResult:
     """``strategy_options`` maps a strategy name to the options its runs get (``-o name.key=value``)."""
     if resume:
         opts = _options_from(store, resume)
@@ -105,6 +106,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
         budget, repeats, seed = opts["budget"], opts["repeats"], opts["seed"]
         llm_spec = llm_spec or opts.get("llm")
         strategy_options = opts.get("strategy_options") or {}
+        kernel_source_path, device = opts.get("source"), opts.get("device")
     strategy_options = strategy_options or {}
     unknown = sorted(set(strategy_options) - set(strategies))
     if unknown:
@@ -124,7 +126,10 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
 
         client = LLMClient.from_spec(llm_spec, llm_base_url, timeout=llm_timeout)
     budget_obj = Budget(max_evals=budget)
-    evaluator = ReplayEvaluator.from_file(space_path)
+    from kerntune.evaluate.replay import replay_extras
+
+    kernel_source, device_info = replay_extras(kernel_source_path, device)
+    evaluator = ReplayEvaluator.from_file(space_path, kernel_source=kernel_source, device_info=device_info)
     rec = evaluator.recording
     if resume:
         from kerntune.store.resume import check_evaluator
@@ -135,7 +140,8 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
         raise KerntuneError(f"{space_path}: the recording has no successful measurement")
     ref = Reference.from_times(ok, len(rec.trials) - len(ok))
     options = {"space": str(space_path), "strategies": strategies, "budget": budget, "repeats": repeats, "seed": seed,
-               "llm": llm_spec if client is not None else None, "strategy_options": strategy_options}
+               "llm": llm_spec if client is not None else None, "strategy_options": strategy_options,
+               "source": kernel_source_path, "device": device}
     run_id = resume or store.create_run("compare", options=options, space=None, evaluator=evaluator.describe(),
                                         device=evaluator.device().get("name"))
     cutoff = min(ref.cutoff(budget), budget)

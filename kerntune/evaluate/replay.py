@@ -8,6 +8,7 @@ stands in for a GPU in tests of distributed evaluation (a kill must land mid-bat
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -24,11 +25,15 @@ class ReplayEvaluator(Evaluator):
     simulated_clock = True
 
     def __init__(self, recording: Recording, source: str | None = None, delay_s: float = 0.0,
-                 realtime: bool = False) -> None:
+                 realtime: bool = False, kernel_source: str | None = None,
+                 device_info: dict[str, Any] | None = None) -> None:
         super().__init__(recording.space)
         self.recording = recording
         self.source = source
         self.delay_s = delay_s
+        #: What a real run would show the model and the recording lacks (``--source``, ``--device``).
+        self.kernel_source = kernel_source
+        self.device_info = dict(device_info or {})
         #: Each config takes its recorded compile + benchmark time in wall time and the clock is
         #: the wall: a replay that behaves like the GPU run it records, so that overlapping work
         #: (a model thinking while configs are measured) is measured for real, not simulated.
@@ -37,8 +42,10 @@ class ReplayEvaluator(Evaluator):
             self.simulated_clock = False
 
     @classmethod
-    def from_file(cls, path: str | Path, delay_s: float = 0.0, realtime: bool = False) -> "ReplayEvaluator":
-        return cls(load_recording(path), source=str(path), delay_s=delay_s, realtime=realtime)
+    def from_file(cls, path: str | Path, delay_s: float = 0.0, realtime: bool = False,
+                  kernel_source: str | None = None, device_info: dict[str, Any] | None = None) -> "ReplayEvaluator":
+        return cls(load_recording(path), source=str(path), delay_s=delay_s, realtime=realtime,
+                   kernel_source=kernel_source, device_info=device_info)
 
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
         out = []
@@ -66,15 +73,17 @@ class ReplayEvaluator(Evaluator):
             yield i, self.evaluate([cfg])[0]
 
     def device(self) -> dict[str, Any]:
-        return {"name": self.recording.meta.get("device_name") or "unknown"}
+        out = {"name": self.recording.meta.get("device_name") or "unknown"}
+        out.update({k: v for k, v in self.device_info.items() if v not in (None, "")})
+        return out
 
     def workload(self) -> dict[str, Any]:
         meta = self.recording.meta
         known = describe_kernel(meta.get("kernel_name"))
         out = {"kernel_name": meta.get("kernel_name"), "problem_size": meta.get("problem_size"),
                "description": meta.get("description") or known.get("description")}
-        if meta.get("source"):
-            out["source"] = meta["source"]
+        if self.kernel_source or meta.get("source"):
+            out["source"] = self.kernel_source or meta["source"]
         return out
 
     def describe(self) -> dict[str, Any]:
@@ -83,4 +92,41 @@ class ReplayEvaluator(Evaluator):
             out["recording_hash"] = self.recording.digest
         if self.delay_s > 0:
             out["delay_s"] = self.delay_s
+        if self.device_info:
+            out["device_info"] = self.device_info
+        if self.kernel_source:
+            out["kernel_source_chars"] = len(self.kernel_source)
         return out
+
+
+def replay_extras(source: str | Path | None, device: str | None) -> tuple[str | None, dict[str, Any]]:
+    """``--source FILE`` and ``--device TEXT|FILE`` for a replayed space: the kernel source text, and
+    the device as a real run would report it.  ``device`` is a GPU name (its known facts are then
+    looked up like a live GPU's), a JSON file of facts (``{"name": ..., "sms": ...}``), or any
+    other file, whose text becomes the device's description."""
+    from kerntune.errors import KerntuneError
+
+    text = None
+    if source is not None:
+        p = Path(source)
+        if not p.is_file():
+            raise KerntuneError(f"--source {source}: file not found")
+        text = p.read_text(errors="replace")
+    info: dict[str, Any] = {}
+    if device:
+        p = Path(device)
+        if p.is_file():
+            raw = p.read_text(errors="replace")
+            if p.suffix == ".json":
+                try:
+                    data = json.loads(raw)
+                except json.JSONDecodeError as exc:
+                    raise KerntuneError(f"--device {device}: not valid JSON ({exc})") from None
+                if not isinstance(data, dict):
+                    raise KerntuneError(f"--device {device}: expected a JSON object of device facts")
+                info = data
+            else:
+                info = {"description": raw.strip()}
+        else:
+            info = {"name": device.strip()}
+    return text, info

@@ -1,5 +1,8 @@
 """From a run id to report files: load, compute, draw, write.
 
+The :class:`Report` the writers render lives in ``model`` so that this module
+imports the writers and they do not import it back.
+
 ``tune`` and ``compare`` call :func:`write_report` after every run, so it has
 to stay cheap: one pass over the store, a handful of small figures.
 """
@@ -7,37 +10,15 @@ to stay cheap: one pass over the store, a handful of small figures.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kerntune.report import analysis, plots
-from kerntune.report.analysis import (
-    Failures,
-    LLMRun,
-    ParamEffect,
-    StrategyRow,
-    TopConfig,
-)
-from kerntune.report.data import ReportData, load_report
-from kerntune.report.plots import Plot
+from kerntune.report.data import load_report
+from kerntune.report.html import render_html
+from kerntune.report.markdown import write_markdown
+from kerntune.report.model import Report
 from kerntune.store import Store
-
-
-@dataclass
-class Report:
-    """Everything a writer renders; plots are PNG bytes."""
-
-    data: ReportData
-    strategies: list[StrategyRow]
-    top: list[TopConfig]
-    failures: Failures
-    effects: list[ParamEffect]
-    llm: list[LLMRun]
-    plots: dict[str, Plot] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def plot(self, key: str) -> Plot | None:
-        return self.plots.get(key)
 
 
 @dataclass
@@ -69,9 +50,6 @@ def build_report(store: Store, run: str) -> Report:
 def write_report(store: Store, run: str, html: str | Path | None = None,
                  markdown: str | Path | None = None) -> ReportFiles:
     """Write the HTML (self-contained) and/or Markdown (PNGs beside it) report of ``run``."""
-    from kerntune.report.html import render_html
-    from kerntune.report.markdown import write_markdown
-
     t0 = time.perf_counter()
     rep = build_report(store, run)
     html_path = md_path = None

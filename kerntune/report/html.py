@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from kerntune.report import tables
 from kerntune.report.analysis import LLMRun, Round
-from kerntune.report.build import Report
+from kerntune.report.model import Report
 from kerntune.report.plots import Plot
 from kerntune.report.tables import Table
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from kerntune.report import tables
-from kerntune.report.build import Report
+from kerntune.report.model import Report
 from kerntune.report.html import DETAILED_LLM_RUNS
 from kerntune.report.plots import Plot
 from kerntune.report.tables import Table

@@ -21,7 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from kerntune.errors import StoreError
 from kerntune.evaluate.trial import Status, Trial
@@ -189,8 +189,20 @@ def _writable(path: Path) -> bool:
     return os.access(target, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
+def new_run_id() -> str:
+    """A fresh run id; a caller that must print the id before the run starts makes it here."""
+    return uuid.uuid4().hex[:12]
+
+
 class Store:
     """A thin, explicit layer over one SQLite file."""
+
+    #: Called with (run_id, kind, parent_id) right after a run is created, and with (run_id, trial)
+    #: after each trial is committed.  Why hooks here: the run id of a comparison is made deep in
+    #: the harness, and a caller (the CLI, the Python API) must name it before the run ends, so
+    #: that a killed run can be resumed from what a log file shows.
+    on_run_created: Callable[[str, str, str | None], None] | None = None
+    on_trial_added: Callable[[str, Trial], None] | None = None
 
     def __init__(self, path: str | Path, readonly: bool = False) -> None:
         """``readonly`` opens an existing store for reading only (``store runs``, ``export``,
@@ -313,7 +325,7 @@ class Store:
                    strategy: str | None = None, seed: int | None = None, options: Mapping[str, Any] | None = None,
                    space: Mapping[str, Any] | None = None, evaluator: Mapping[str, Any] | None = None,
                    device: str | None = None, run_id: str | None = None) -> str:
-        run_id = run_id or uuid.uuid4().hex[:12]
+        run_id = run_id or new_run_id()
         self._write(
             "INSERT INTO runs (id, parent_id, kind, label, strategy, seed, status, options_json, space_json,"
             " evaluator_json, device, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -321,6 +333,8 @@ class Store:
              json.dumps(space) if space is not None else None,
              json.dumps(evaluator) if evaluator is not None else None, device, time.time()),
         )
+        if self.on_run_created is not None:
+            self.on_run_created(run_id, kind, parent_id)
         return run_id
 
     def finish_run(self, run_id: str, status: str = "done") -> None:
@@ -367,6 +381,8 @@ class Store:
              trial.time_ms, json.dumps(trial.times_ms), trial.compile_s, trial.bench_s, clock_s, trial.error,
              json.dumps(trial.extra), source, time.time()),
         )
+        if self.on_trial_added is not None:
+            self.on_trial_added(run_id, trial)
 
     def trials(self, run_id: str) -> list[tuple[str, Trial, float]]:
         """(config_key, trial, clock_s) in measurement order."""

@@ -43,11 +43,12 @@ class _Cooperation:
 
     def __init__(self, ctx: SearchContext, engine: SurrogateSearch, batch_size: int, *, initial: int, refine: int,
                  max_calls: int, screen_keep: float, temperature: float, max_tokens: int, opts: PromptOptions,
-                 new_region_fields: int) -> None:
+                 new_region_fields: int, model_clock_s: float | None) -> None:
         self.ctx, self.engine, self.batch_size = ctx, engine, batch_size
         self.initial, self.refine, self.max_calls = initial, refine, max_calls
         self.screen_keep, self.temperature, self.max_tokens, self.opts = screen_keep, temperature, max_tokens, opts
         self.new_region_fields = new_region_fields
+        self.model_clock_s = model_clock_s
         self.workload, self.device = ctx.evaluator.workload(), ctx.evaluator.device()
         self.calls = 0
         self.model_s = 0.0
@@ -91,6 +92,8 @@ class _Cooperation:
         clock0 = self.clock_at_submit  # measurements since the call began (round 1: the start too)
         if ctx.evaluator.simulated_clock:
             answer = fut.result()
+            if self.model_clock_s is not None:
+                answer.seconds = self.model_clock_s  # the call as a hosted model would take it
             while not ctx.done and ctx.clock_s - clock0 < answer.seconds and self.surrogate_step(source):
                 pass
         else:
@@ -174,9 +177,14 @@ class _Cooperation:
 def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size: int | None = None,
                    initial: int = 25, refine: int = 15, max_calls: int = 6, screen_keep: float = 0.6,
                    temperature: float = 0.7, max_tokens: int = 6000, include_source: bool = True,
-                   include_hardware: bool = True, include_hints: bool = True, new_region_fields: int = 2) -> None:
+                   include_hardware: bool = True, include_hints: bool = True, new_region_fields: int = 2,
+                   model_clock_s: float | None = None) -> None:
     """``max_calls`` bounds the model calls (round 1 included); ``screen_keep`` is the share of a
-    later round's proposals that the surrogate lets through to measurement (1.0: all)."""
+    later round's proposals that the surrogate lets through to measurement (1.0: all).
+    ``model_clock_s``: on a recording, charge and overlap each model call as this many seconds
+    instead of its wall time — for answers written by hand or by an agent (``files:``), which
+    take minutes where a hosted model takes 10-60 s; without it such a run would let the
+    surrogate spend most of the budget while one answer is being written."""
     if batch_size is None:
         batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
     engine = SurrogateSearch(ctx, engine_opts)
@@ -185,4 +193,4 @@ def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size
     _Cooperation(ctx, engine, batch_size, initial=initial, refine=refine, max_calls=max_calls,
                  screen_keep=screen_keep, temperature=temperature, max_tokens=max_tokens,
                  opts=PromptOptions(include_source, include_hardware, include_hints),
-                 new_region_fields=new_region_fields).run()
+                 new_region_fields=new_region_fields, model_clock_s=model_clock_s).run()

@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from kerntune.space import Space
-from kerntune.strategies.gp import _GP, _encode
+from kerntune.strategies.gp_model import _GP, _encode
 
 SHRINK_S0 = 0.05     # log units: a run's prediction is trusted where its sd is below about this
 NEUTRAL_Q = 0.25     # the neutral value: this quantile of the run's predictions over the pool

@@ -61,11 +61,9 @@ def search(ctx: SearchContext, initial: int = 10, batch: int = 4, perturb_fields
     first += ctx.sample_unmeasured(max(want - len(first), 0))
     if first:
         ctx.evaluate(first, source="pattern:sample")
-    start: Config | None = None
+    start: Config | None = ctx.best.config if ctx.best is not None else None
     while True:
-        if start is None and ctx.best is not None:
-            start = ctx.best.config
-        elif start is None:
+        if start is None:  # no best yet, or a random restart (or the perturbation found nothing new)
             sample = ctx.sample_unmeasured(1)
             if not sample:
                 ctx.stop_reason = "space exhausted"
@@ -76,9 +74,3 @@ def search(ctx: SearchContext, initial: int = 10, batch: int = 4, perturb_fields
         start = None
         if ctx.rng.random() >= random_restart_share and ctx.best is not None:
             start = _perturb(ctx, ctx.best.config, perturb_fields)
-        if start is None:
-            sample = ctx.sample_unmeasured(1)
-            if not sample:
-                ctx.stop_reason = "space exhausted"
-                return
-            start = sample[0]

@@ -19,16 +19,33 @@ radius scale with the number of parameters.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from kerntune.evaluate.trial import Trial
 from kerntune.space import Config
 from kerntune.strategies.base import SearchContext
+from kerntune.strategies.climber import Climber
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """The model's matrices are small (at most a few hundred rows): on a shared machine several
+    BLAS threads per factorisation oversubscribe the cores and a 200-evaluation run took 95 s
+    instead of 1 s (measured on 2 shared cores).  One thread is as fast when the machine is
+    idle.  threadpoolctl is optional: without it nothing changes."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 @dataclass
@@ -44,6 +61,10 @@ class SurrogateOptions:
     region_radius: int | None = None  # after a restart, fields within which the region's search stays
     refit_every: int = 5
     explore_share: float = 0.0    # share of steps that take the most uncertain config (pure exploration)
+    climb_share: float = 0.5      # the climber's share of steps before either member has earned credit
+    min_share: float = 0.3        # neither member's share falls below this
+    credit_rate: float = 0.1      # weight of a proposal's gain in its member's running mean gain
+    rank_climb: bool = False      # the GP's bound orders the climber's neighbourhoods (measured: no gain)
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
@@ -92,6 +113,10 @@ class SurrogateSearch:
         self.region_radius = self.opts.radius(len(space.params))
         self.restarts = 0
         self._restart_pending = False
+        self.climber = Climber(ctx, rank=self.screen if self.opts.rank_climb else None)
+        self.owner: dict[str, str] = {}            # config key -> the member that proposed it
+        self.credit = {"gp": 0.0, "climb": 0.0}    # running mean log-time gain per proposal of each member
+        self.steps = {"gp": 0, "climb": 0}
 
     # -- pool -------------------------------------------------------------------------------
     def _grow(self, cfgs: Sequence[Config], keys: Sequence[str] | None = None, feats: np.ndarray | None = None) -> None:
@@ -114,6 +139,10 @@ class SurrogateSearch:
     # -- learning ---------------------------------------------------------------------------
     def tell(self, batch: Sequence[Config], trials: Sequence[Trial]) -> None:
         """Record measured configs (any source: the model's too) and move the region clock."""
+        with _one_blas_thread():
+            self._tell(batch, trials)
+
+    def _tell(self, batch: Sequence[Config], trials: Sequence[Trial]) -> None:
         space = self.ctx.space
         for cfg, t in zip(batch, trials):
             key = space.key(space.canonical(cfg))
@@ -123,6 +152,13 @@ class SurrogateSearch:
             if key in self.index:
                 self.measured[self.index[key]] = True
             value = math.log(max(t.time_ms, 1e-12)) if t.ok else math.inf  # type: ignore[arg-type]
+            member = self.owner.pop(key, None)
+            if member is not None:
+                best_before = min(self.ys) if self.ys else math.inf
+                gain = best_before - value if math.isfinite(value) and math.isfinite(best_before) else 0.0
+                self.credit[member] = (1 - self.opts.credit_rate) * self.credit[member] + self.opts.credit_rate * max(gain, 0.0)
+                if member == "climb":
+                    self.climber.observe(cfg, self.ctx.value(t))
             if t.ok and self.model.n < self.cap:
                 self.ys.append(value)
                 self.model.add_obs(_encode(space, [cfg])[0])
@@ -180,8 +216,41 @@ class SurrogateSearch:
 
     def propose(self, n: int, taken: set[str] | None = None) -> list[Config]:
         """Up to ``n`` unmeasured configs (kriging believer within a batch)."""
+        with _one_blas_thread():
+            return self._propose(n, taken)
+
+    def climb_probability(self) -> float:
+        """The climber's share of the next steps: credit-proportional (probability matching),
+        bounded by ``min_share`` on both sides, the prior share until either has credit."""
+        total = self.credit["gp"] + self.credit["climb"]
+        share = self.credit["climb"] / total if total > 1e-12 else self.opts.climb_share
+        return min(max(share, self.opts.min_share), 1.0 - self.opts.min_share)
+
+    def _propose(self, n: int, taken: set[str] | None) -> list[Config]:
         ctx, space = self.ctx, self.ctx.space
-        taken = taken or set()
+        taken = set(taken or ())
+        out: list[Config] = []
+        if self.ys and self.opts.climb_share > 0:
+            p = self.climb_probability()
+            for _ in range(sum(ctx.rng.random() < p for _ in range(n))):
+                c = self.climber.propose(taken)
+                if c is None:
+                    break
+                k = space.key(space.canonical(c))
+                taken.add(k)
+                self.owner[k] = "climb"
+                self.steps["climb"] += 1
+                out.append(c)
+        picks = self._gp_propose(n - len(out), taken)
+        for c in picks:
+            self.owner[space.key(space.canonical(c))] = "gp"
+            self.steps["gp"] += 1
+        return out + picks
+
+    def _gp_propose(self, n: int, taken: set[str]) -> list[Config]:
+        ctx, space = self.ctx, self.ctx.space
+        if n <= 0:
+            return []
         if not self.ys:
             return [c for c in ctx.sample_unmeasured(n + len(taken)) if space.key(c) not in taken][:n]
         mask = np.array(self.measured, dtype=bool)

@@ -86,7 +86,7 @@ def space_from_configs(configs: Iterable[Any], name: str = "", widen: bool = Tru
     constraints = []
     if not widen and len(flat) > 1:
         listed = sorted({tuple(c[n] for n in names) for c in flat}, key=repr)
-        constraints.append(f"({', '.join(names)}) in {tuple(listed)!r}")
+        constraints.append(f"({', '.join(names)},) in {tuple(listed)!r}")  # a tuple even for one knob
     start = dict(default) if default is not None else flat[0]
     space = Space(params, constraints=constraints, default={k: start[k] for k in names if k in start}, name=name,
                   description=description)

@@ -1,0 +1,151 @@
+"""Issue 9, acceptance 1: exhaustive throughput on 1 GPU and on 2 GPUs, same process.
+
+    PYTHONPATH=$PWD python benchmarks/gpu_throughput/multi_gpu.py examples/triton/matmul.py --shape 4096x4096x4096 \\
+        --out OUT/multi_gpu.json
+
+What is measured, and why: the issue asks whether the *benchmark stage* scales with the
+GPUs.  A cold run is bound by compilation on the CPUs (about 0.8 s of CPU per matmul
+config), which would hide that, so:
+  1. an untimed-for-the-verdict pass compiles every config once into a fresh Triton disk
+     cache (``TRITON_CACHE_DIR``), on all GPUs; its end-to-end rate is reported as ``prewarm``;
+  2. for each GPU count, a fresh ``TritonEvaluator(gpus=N)`` (new worker processes, same
+     number of compile workers for every N, so the GPU count is the only variable) has its
+     workers started by an untimed warm-up batch, then ``run_search(..., "exhaustive")``
+     with a store measures the whole space; configs/s = configs / wall seconds of that search
+     (the one-off device query for the store is made before the timed window, too).
+     Compiles are then disk-cache loads, so this is the benchmark stage's throughput.
+The JSON holds both rates, their ratio (the acceptance asks >= 1.8), how the configs were
+shared out between the GPUs (from each trial's ``gpu``), status counts, the best config,
+device names and versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator, default_compile_workers, visible_devices
+from kerntune.evaluate.triton_backend.kernel_file import parse_shape
+from kerntune.runner import run_search
+from kerntune.store import Store
+from kerntune.strategies import Budget
+
+FACTS = """
+import json, torch, triton
+print(json.dumps({"torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
+                  "devices": [torch.cuda.get_device_properties(i).name for i in range(torch.cuda.device_count())]}))
+"""
+
+
+def facts() -> dict:
+    """Versions and devices, from a child process so that this one holds no CUDA context."""
+    out: dict = {"host": platform.node(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
+                 "visible_devices": visible_devices()}
+    try:
+        proc = subprocess.run([sys.executable, "-c", FACTS], capture_output=True, text=True, timeout=300)
+        out.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (subprocess.SubprocessError, ValueError, IndexError) as exc:
+        out["facts_error"] = str(exc)
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total,clocks.max.sm",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=60).stdout
+        out["nvidia_smi"] = [line.strip() for line in smi.splitlines() if line.strip()]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
+
+
+def timed_search(kernel: str, shape: tuple[int, ...], gpus: int, compile_workers: int, limit: int | None,
+                 db: Path, warm_up: bool = True) -> dict:
+    ev = TritonEvaluator(kernel, shape, compile_workers=compile_workers, gpus=gpus)
+    try:
+        n = min(limit or ev.space.count(), ev.space.count())
+        warm_s = 0.0
+        if warm_up:
+            # Outside the timed window: start every worker (and its CUDA context), and the one-off
+            # device query that run_search makes for the store (a child process importing torch, ~4 s).
+            t0 = time.perf_counter()
+            first = [c for _, c in zip(range(ev.parallelism), ev.space.enumerate())]
+            ev.evaluate(first)
+            ev.device()
+            warm_s = time.perf_counter() - t0
+        with Store(db) as store:
+            t0 = time.perf_counter()
+            res = run_search(ev, "exhaustive", Budget(max_evals=n), seed=0, store=store)
+            wall = time.perf_counter() - t0
+        ok = [t for t in res.history if t.ok]
+        best = min(ok, key=lambda t: t.time_ms) if ok else None
+        return {
+            "gpus": gpus, "devices": ev.devices, "compile_workers": len(ev.compilers), "configs": len(res.history),
+            "wall_s": wall, "configs_per_s": len(res.history) / wall, "worker_warm_up_s": warm_s,
+            "per_gpu": dict(Counter(str(t.extra.get("gpu")) for t in res.history if "gpu" in t.extra)),
+            "bench_s_sum": sum(t.bench_s for t in res.history), "compile_s_sum": sum(t.compile_s for t in res.history),
+            "statuses": dict(Counter(t.status.value for t in res.history)),
+            "best_ms": best.time_ms if best else None, "best_config": best.config if best else None,
+            "best_gpu": best.extra.get("gpu") if best else None,
+        }
+    finally:
+        ev.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kernel", help="a kernel file, e.g. examples/triton/matmul.py")
+    ap.add_argument("--shape", required=True, help="problem shape, e.g. 4096x4096x4096")
+    ap.add_argument("--out", required=True, type=Path, help="JSON file to write")
+    ap.add_argument("--gpus", default="1,2", help="GPU counts to time, in this order (default 1,2)")
+    ap.add_argument("--limit", type=int, default=None, help="measure only the first N configs of the space")
+    ap.add_argument("--compile-workers", type=int, default=None,
+                    help="the same for every GPU count (default: what the largest count gets by default)")
+    args = ap.parse_args()
+
+    counts = [int(x) for x in args.gpus.split(",") if x.strip()]
+    shape = parse_shape(args.shape)
+    workdir = Path(tempfile.mkdtemp(prefix="kerntune-multi-gpu-"))
+    # Every worker this process starts inherits the fresh cache: the pre-warm fills it, the timed runs read it.
+    os.environ["TRITON_CACHE_DIR"] = str(workdir / "triton-cache")
+    compile_workers = args.compile_workers or default_compile_workers(max(counts))
+    summary: dict = {
+        "job": "multi_gpu", "kernel": args.kernel, "shape": list(shape), "command": " ".join(sys.argv),
+        "measured": ("configs/s of run_search(strategy=exhaustive, store on) with a warm Triton disk cache "
+                     "(pre-compiled by the prewarm pass), workers already started and the device queried: "
+                     "compiles are cache loads, so this is benchmark-stage throughput; same compile_workers for every GPU count"),
+        **facts(), "compile_workers": compile_workers, "runs": [],
+    }
+    t0 = time.perf_counter()
+    prewarm = timed_search(args.kernel, shape, max(counts), compile_workers, args.limit, workdir / "prewarm.db",
+                           warm_up=False)
+    prewarm["what"] = "end to end, cold Triton cache, all GPUs, worker start-up included (compile-bound)"
+    summary["prewarm"] = prewarm
+    print(f"prewarm: {prewarm['configs']} configs in {prewarm['wall_s']:.1f} s "
+          f"({prewarm['configs_per_s']:.1f}/s, cold)", flush=True)
+    for g in counts:
+        try:
+            run = timed_search(args.kernel, shape, g, compile_workers, args.limit, workdir / f"gpus{g}.db")
+        except Exception as exc:  # noqa: BLE001 - e.g. fewer GPUs than asked: say so in the JSON
+            run = {"gpus": g, "error": f"{type(exc).__name__}: {exc}"}
+        summary["runs"].append(run)
+        print(f"{g} GPU(s): " + (f"{run['configs']} configs in {run['wall_s']:.1f} s = "
+                                 f"{run['configs_per_s']:.1f} configs/s, per GPU {run['per_gpu']}"
+                                 if "error" not in run else run["error"]), flush=True)
+    rates = {r["gpus"]: r["configs_per_s"] for r in summary["runs"] if "configs_per_s" in r}
+    if 1 in rates and 2 in rates:
+        summary["speedup_2_over_1"] = rates[2] / rates[1]
+        summary["acceptance_1_8x"] = rates[2] / rates[1] >= 1.8
+        print(f"2 GPUs / 1 GPU = {summary['speedup_2_over_1']:.2f}x (acceptance: >= 1.8)", flush=True)
+    summary["total_wall_s"] = time.perf_counter() - t0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""``kerntune.tune`` and ``kerntune.compare`` from Python, checked against the store.
+
+Recorded spaces (examples/spaces), a real SQLite file per test; the model of
+the ``llm`` case is a strong model's committed transcript replayed through
+``replay:`` (benchmarks/llm/transcripts), not a live one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kerntune
+from kerntune.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+SPACE = ROOT / "examples/spaces/matmul_256x8192x8192_h100.json.gz"
+TRANSCRIPT = ROOT / "benchmarks/llm/transcripts/matmul_256x8192x8192_h100.llm.jsonl"
+
+
+def test_tune_returns_the_stored_winner_and_trials(tmp_path: Path) -> None:
+    started: list[str] = []
+    store = tmp_path / "k.db"
+
+    def on_start(run_id: str, path: Path) -> None:  # before any evaluation: nothing stored yet
+        with Store(path, readonly=True) as st:
+            assert not any(r.id == run_id for r in st.list_runs())
+        started.append(run_id)
+
+    res = kerntune.tune(SPACE, strategy="random", budget=40, seed=3, store=store, on_start=on_start)
+    assert isinstance(res, kerntune.TuneResult)
+    assert started == [res.run_id] and res.store == store
+    with Store(store, readonly=True) as st:
+        run = st.get_run(res.run_id)
+        trials = [t for _, t, _ in st.trials(res.run_id)]
+    assert run.kind == "tune" and run.strategy == "random" and run.seed == 3 and run.status == "done"
+    assert res.trials == len(trials) == 40
+    best = min((t for t in trials if t.ok), key=lambda t: t.time_ms)
+    assert res.time_ms == best.time_ms
+    assert res.winner == {k: (list(v) if isinstance(v, tuple) else v) for k, v in best.config.items()}
+    assert res.report is not None and res.report.is_file() and res.run_id in res.report.read_text()
+
+
+def test_tune_with_a_replayed_strong_model_transcript_finds_the_optimum(tmp_path: Path) -> None:
+    res = kerntune.tune(space=SPACE, strategy="llm", llm=f"replay:{TRANSCRIPT}", budget=100, seed=0,
+                        options={"initial": 25, "refine": 15, "max_rounds": 5}, store=tmp_path / "k.db", report=False)
+    assert res.report is None
+    with Store(tmp_path / "k.db", readonly=True) as st:
+        assert len(st.llm_exchanges(res.run_id)) >= 1
+        trials = [t for _, t, _ in st.trials(res.run_id)]
+        times = [t.time_ms for t in trials if t.ok]
+    assert res.trials == len(trials) < 100  # the model stopped early, as recorded
+    assert res.time_ms == pytest.approx(0.06454399973154068) == min(times)  # the recorded optimum
+
+
+def test_compare_scores_match_the_stored_repeats(tmp_path: Path) -> None:
+    store = tmp_path / "k.db"
+    started: list[str] = []
+    res = kerntune.compare(SPACE, strategies=["random", "pattern"], budget=30, repeats=3, seed=1, store=store,
+                           on_start=lambda run_id, path: started.append(run_id))
+    assert isinstance(res, kerntune.ComparisonResult)
+    assert started == [res.run_id]
+    assert list(res.scores) == ["random", "pattern"] and res.best in res.scores
+    with Store(store, readonly=True) as st:
+        assert st.get_run(res.run_id).kind == "compare"
+        children = st.child_runs(res.run_id)
+        assert sorted(c.label for c in children) == ["pattern#0", "pattern#1", "pattern#2",
+                                                     "random#0", "random#1", "random#2"]
+        finals = {c.label: min(t.time_ms for _, t, _ in st.trials(c.id) if t.ok) for c in children}
+        assert all(len(st.trials(c.id)) == 30 for c in children)
+    for name, s in res.scores.items():
+        ratios = [finals[f"{name}#{r}"] / res.optimum_ms for r in range(3)]
+        assert s.repeats == 3
+        assert s.best_over_opt == pytest.approx(sum(ratios) / 3)
+        assert s.best_over_opt_range == pytest.approx((min(ratios), max(ratios)))
+        assert s.score_stderr is not None and s.score_ci95[0] is not None
+    assert res.report is not None and res.report.is_file()
+
+
+def test_kerntune_compare_is_still_the_harness_package() -> None:
+    from kerntune.compare import run_compare
+
+    assert kerntune.compare.run_compare is run_compare and callable(kerntune.compare)
