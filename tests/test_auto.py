@@ -143,3 +143,24 @@ def test_auto_refuses_unknown_options_in_one_line(tmp_path: Path) -> None:
         run_search(ev, "auto", Budget(max_evals=5), options={"initial": 3})  # a model option, no model
     with pytest.raises(KerntuneError, match="unknown option"):
         run_search(ev, "auto", Budget(max_evals=5), llm=_client(failing), options={"bogus": 1})
+
+
+def test_compare_reports_model_time_hidden(tmp_path: Path) -> None:
+    """``compare`` with ``auto`` and a model (a recorded transcript, replayed) shows the share of
+    model time hidden, in its table output and its JSON."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "c.json"
+    proc = subprocess.run([sys.executable, "-m", "kerntune", "compare", "--space",
+                           str(root / "examples/spaces/matmul_4096_h100.json.gz"), "--strategies", "auto",
+                           "--budget", "40", "--repeats", "1", "--llm",
+                           f"replay:{root / 'benchmarks/llm/transcripts/matmul_4096_h100.llm.jsonl'}",
+                           "--store", str(tmp_path / "s.db"), "--json", str(out), "--no-report"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "hidden behind measurements" in proc.stdout
+    data = json.loads(out.read_text())["strategies"]["auto"]
+    assert data["model_time"]["repeats"] == 1 and 0.0 <= data["model_time"]["hidden_share"] <= 1.0
+    assert data["score_stderr"] is None and data["repeats"] == 1  # one repeat has no spread

@@ -16,16 +16,16 @@ EXCHANGE=${EXCHANGE:-/work/exchange/auto}
 PY=${PY:-/work/main/.venv/bin/python}
 BUDGET=${BUDGET:-200}
 LOGS=${LOGS:-/tmp/kerntune-strong-auto/logs}  # not in $EXCHANGE: the logs show measured times
-mkdir -p "$LOGS" benchmarks/transcripts/auto /tmp/kerntune-strong-auto
+mkdir -p "$LOGS" benchmarks/llm/transcripts/auto /tmp/kerntune-strong-auto
 for f in examples/spaces/*.json.gz; do
   s=$(basename "$f" .json.gz)
   extra=()
   # The MI250X recording's device name is empty: say what a real run on that GPU would report.
   [[ $s == *MI250X* ]] && extra=(--device "AMD Instinct MI250X")
-  rm -f "benchmarks/transcripts/auto/$s.llm.jsonl" "/tmp/kerntune-strong-auto/$s.db"
+  rm -f "benchmarks/llm/transcripts/auto/$s.llm.jsonl" "/tmp/kerntune-strong-auto/$s.db"
   mkdir -p "$EXCHANGE/$s"
   PYTHONPATH=$PWD nohup "$PY" -m kerntune tune --replay "$f" "${extra[@]}" --strategy auto \
-    --llm "files:$EXCHANGE/$s" --llm-timeout 1800 --llm-transcript "benchmarks/transcripts/auto/$s.llm.jsonl" \
+    --llm "files:$EXCHANGE/$s" --llm-timeout 1800 --llm-transcript "benchmarks/llm/transcripts/auto/$s.llm.jsonl" \
     --budget "$BUDGET" --seed 0 --store "/tmp/kerntune-strong-auto/$s.db" --no-report \
     -o model_clock_s=30 -o max_calls=4 > "$LOGS/$s.log" 2>&1 &
   echo "$s: pid $!"

@@ -3,7 +3,7 @@ answers (``replay:``, deterministic: the same path as the live run) and compare 
 curve with the GP's mean curve of ``classical_200x20.json``.
 
     python benchmarks/search_quality/strong_auto_report.py \
-        --transcripts benchmarks/transcripts/auto --out benchmarks/results/search_quality/strong_auto.json
+        --transcripts benchmarks/llm/transcripts/auto --out benchmarks/results/search_quality/strong_auto.json
 
 Per space: best/optimum after 40 evaluations (target >= 0.98, i.e. time/optimum <= 1/0.98) and
 the worst ratio of this run's best-so-far to the GP's mean best-so-far over budgets 25..200
@@ -33,7 +33,7 @@ from kerntune.strategies import Budget  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--transcripts", type=Path, default=ROOT / "benchmarks" / "transcripts" / "auto")
+    ap.add_argument("--transcripts", type=Path, default=ROOT / "benchmarks" / "llm" / "transcripts" / "auto")
     ap.add_argument("--classical", type=Path, default=ROOT / "benchmarks" / "results" / "search_quality" / "classical_200x20.json")
     ap.add_argument("--budget", type=int, default=200)
     ap.add_argument("-o", "--option", action="append", default=["model_clock_s=30", "max_calls=4"])

@@ -150,6 +150,10 @@ def compare(
                           f"{s.llm['tokens_in_per_repeat']:.0f}+{s.llm['tokens_out_per_repeat']:.0f} tokens, "
                           f"{s.llm['llm_seconds_per_repeat']:.1f} LLM s per repeat"
                           f" ({s.llm['failed_calls']} failed calls); valid configs {shares or 'n/a'}")
+        mt = s.extra.get("model_time")
+        if mt:
+            console.print(f"{name}: {mt['seconds_per_repeat']:.1f} s of model time per repeat, "
+                          f"{mt['hidden_seconds_per_repeat']:.1f} s ({mt['hidden_share']:.0%}) hidden behind measurements")
     console.print(f"run id: {result.run_id} (store {st.path})")
     if json_out:
         text = json.dumps(result.to_dict(), indent=1) + "\n"
