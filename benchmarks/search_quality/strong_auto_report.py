@@ -36,10 +36,13 @@ def main() -> None:
     ap.add_argument("--transcripts", type=Path, default=ROOT / "benchmarks" / "llm" / "transcripts" / "auto")
     ap.add_argument("--classical", type=Path, default=ROOT / "benchmarks" / "results" / "search_quality" / "classical_200x20.json")
     ap.add_argument("--budget", type=int, default=200)
-    ap.add_argument("-o", "--option", action="append", default=["model_clock_s=30", "max_calls=4"])
+    # The live runs of strong_auto.sh had no overlap cap yet (overlap_first/overlap_later came after):
+    # a large cap reproduces them exactly; -o overlap_first=10 -o overlap_later=15 replays under today's defaults.
+    ap.add_argument("-o", "--option", action="append", default=None)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    options = {k: json.loads(v) for k, _, v in (o.partition("=") for o in a.option)}
+    given = a.option if a.option is not None else ["overlap_first=100000", "overlap_later=100000"]
+    options = {k: json.loads(v) for k, _, v in (o.partition("=") for o in ["model_clock_s=30", "max_calls=4"] + given)}
     gp = {r["space"]: r["mean_curve_over_opt"] for r in json.loads(a.classical.read_text())["rows"] if r["strategy"] == "gp"}
     rows = []
     for path in sorted(a.transcripts.glob("*.llm.jsonl")):

@@ -43,12 +43,15 @@ class _Cooperation:
 
     def __init__(self, ctx: SearchContext, engine: SurrogateSearch, batch_size: int, *, initial: int, refine: int,
                  max_calls: int, screen_keep: float, temperature: float, max_tokens: int, opts: PromptOptions,
-                 new_region_fields: int, model_clock_s: float | None) -> None:
+                 new_region_fields: int, model_clock_s: float | None, overlap_first: int,
+                 overlap_later: int | None) -> None:
         self.ctx, self.engine, self.batch_size = ctx, engine, batch_size
         self.initial, self.refine, self.max_calls = initial, refine, max_calls
         self.screen_keep, self.temperature, self.max_tokens, self.opts = screen_keep, temperature, max_tokens, opts
         self.new_region_fields = new_region_fields
         self.model_clock_s = model_clock_s
+        self.overlap_first = overlap_first
+        self.overlap_later = refine if overlap_later is None else overlap_later
         self.workload, self.device = ctx.evaluator.workload(), ctx.evaluator.device()
         self.calls = 0
         self.model_s = 0.0
@@ -83,21 +86,28 @@ class _Cooperation:
         self.calls += 1
         ctx.charge(0.0)  # a real evaluator's clock catches up with the wall: the call starts now
         self.clock_at_submit = ctx.clock_s
+        self.evals_at_submit = ctx.evaluations
         fut = self.pool.submit(call_model, ctx, messages, self.temperature, self.max_tokens, set(ctx.measured), n)
         return fut, messages, n
 
-    def wait(self, fut: Future, source: str) -> Answer:
-        """Measure surrogate proposals while the model thinks; charge only the unhidden time."""
+    def wait(self, fut: Future, source: str, cap: int) -> Answer:
+        """Measure surrogate proposals while the model thinks, at most ``cap`` evaluations since the
+        call began; charge only the unhidden time."""
         ctx = self.ctx
         clock0 = self.clock_at_submit  # measurements since the call began (round 1: the start too)
+        last = self.evals_at_submit + cap
+
+        def more() -> bool:
+            return not ctx.done and ctx.evaluations < last
+
         if ctx.evaluator.simulated_clock:
             answer = fut.result()
             if self.model_clock_s is not None:
                 answer.seconds = self.model_clock_s  # the call as a hosted model would take it
-            while not ctx.done and ctx.clock_s - clock0 < answer.seconds and self.surrogate_step(source):
+            while more() and ctx.clock_s - clock0 < answer.seconds and self.surrogate_step(source):
                 pass
         else:
-            while not fut.done() and not ctx.done and self.surrogate_step(source):
+            while not fut.done() and more() and self.surrogate_step(source):
                 pass
             answer = fut.result()
         seconds = answer.seconds
@@ -148,7 +158,7 @@ class _Cooperation:
         try:
             fut, messages, n = self.submit(1)
             self.startup()
-            self.use(1, messages, n, self.wait(fut, "auto:while-model"))
+            self.use(1, messages, n, self.wait(fut, "auto:while-model", self.overlap_first))
             self.mark_seen()
             round_no = 1
             while True:
@@ -158,7 +168,7 @@ class _Cooperation:
                     reason = "the surrogate stalled" if self.engine.stalled else "a new region"
                     ctx.note(f"auto: model asked again (round {round_no}) after {ctx.evaluations} evaluations: {reason}")
                     fut, messages, n = self.submit(round_no)
-                    self.use(round_no, messages, n, self.wait(fut, "auto:while-model"))
+                    self.use(round_no, messages, n, self.wait(fut, "auto:while-model", self.overlap_later))
                     self.mark_seen()
                     continue
                 if not self.surrogate_step("auto:restart" if self.engine.stalled else "auto:surrogate"):
@@ -178,13 +188,20 @@ def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size
                    initial: int = 25, refine: int = 15, max_calls: int = 6, screen_keep: float = 0.6,
                    temperature: float = 0.7, max_tokens: int = 6000, include_source: bool = True,
                    include_hardware: bool = True, include_hints: bool = True, new_region_fields: int = 2,
-                   model_clock_s: float | None = None) -> None:
+                   model_clock_s: float | None = None, overlap_first: int = 10,
+                   overlap_later: int | None = None) -> None:
     """``max_calls`` bounds the model calls (round 1 included); ``screen_keep`` is the share of a
     later round's proposals that the surrogate lets through to measurement (1.0: all).
     ``model_clock_s``: on a recording, charge and overlap each model call as this many seconds
     instead of its wall time — for answers written by hand or by an agent (``files:``), which
     take minutes where a hosted model takes 10-60 s; without it such a run would let the
-    surrogate spend most of the budget while one answer is being written."""
+    surrogate spend most of the budget while one answer is being written.
+    ``overlap_first`` / ``overlap_later``: the most evaluations the surrogate spends while the
+    first / a later call is out (the start included; default 10 and ``refine``).  Without a
+    cap, a kernel whose configs measure in 0.1 s would spend a 200-evaluation budget during one
+    30 s call and the model's answer would never be measured (seen on two H100 matmul
+    recordings); with it the model opens and keeps its share, and the GPU waits only once the
+    surrogate has had as many evaluations as the model is asked for."""
     if batch_size is None:
         batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
     engine = SurrogateSearch(ctx, engine_opts)
@@ -193,4 +210,5 @@ def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size
     _Cooperation(ctx, engine, batch_size, initial=initial, refine=refine, max_calls=max_calls,
                  screen_keep=screen_keep, temperature=temperature, max_tokens=max_tokens,
                  opts=PromptOptions(include_source, include_hardware, include_hints),
-                 new_region_fields=new_region_fields, model_clock_s=model_clock_s).run()
+                 new_region_fields=new_region_fields, model_clock_s=model_clock_s,
+                 overlap_first=overlap_first, overlap_later=overlap_later).run()
