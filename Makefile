@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-DEMO_SPACE := examples/spaces/convolution_A100.json.gz
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: install demo test clean
 
@@ -21,11 +21,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/kerntune space info $(DEMO_SPACE)
-	$(BIN)/kerntune compare --space $(DEMO_SPACE) --strategies random,pattern,bayes,genetic \
-		--budget 100 --repeats 5 --seed 0 --store .kerntune/demo.db \
-		--json .kerntune/demo-compare.json --plot .kerntune/demo-compare.png
+# The demo needs kerntune alone (no llama-cpp-python build, no test tools): a replayed space runs on
+# any CPU.  With an NVIDIA GPU it tunes examples/triton/matmul.py for real, so torch (with Triton)
+# is added there when missing.  examples/demo.py says which path it took.
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	@if nvidia-smi -L >/dev/null 2>&1 && ! $(BIN)/python -c "import torch, triton" 2>/dev/null; then \
+	  echo "make demo: NVIDIA GPU found, installing torch"; $(BIN)/python -m pip install -q torch; fi
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	$(BIN)/python examples/demo.py
 
 # The report test opens a report in headless Chromium; a clean CI machine gets it from Debian's
 # archive (sudo when not root), and KERNTUNE_REQUIRE_BROWSER=1 makes a missing browser a failure.
