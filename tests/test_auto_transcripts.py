@@ -2,7 +2,7 @@
 
 benchmarks/transcripts/auto/ holds the exchanges of ``auto`` runs whose model was a separate
 answerer working from the ``files:`` prompts alone (benchmarks/search_quality/strong_auto.sh);
-the older benchmarks/transcripts/*.llm.jsonl were answered the same way for the ``llm``
+the older benchmarks/llm/transcripts/*.llm.jsonl were answered the same way for the ``llm``
 strategy, and their first answer is a fair opening for ``auto`` too.  A replay must be
 deterministic, must measure the model's first answer right after the start, and must spend
 the whole budget (the surrogate carries on after the model's last call)."""
@@ -22,7 +22,7 @@ from kerntune.strategies import Budget
 ROOT = Path(__file__).resolve().parent.parent
 AUTO = sorted((ROOT / "benchmarks" / "transcripts" / "auto").glob("*.llm.jsonl"))
 CASES = [(p.name.split(".")[0], p) for p in AUTO if p.stat().st_size] or []
-CASES.append(("convolution_A100", ROOT / "benchmarks" / "transcripts" / "convolution_A100.llm.jsonl"))
+CASES.append(("convolution_A100", ROOT / "benchmarks" / "llm" / "transcripts" / "convolution_A100.llm.jsonl"))
 OPTIONS = {"model_clock_s": 30, "max_calls": 4}
 
 
