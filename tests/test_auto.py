@@ -131,3 +131,15 @@ def test_llm_tells_the_user_when_it_stops_with_budget_left(tmp_path: Path) -> No
                      options={"initial": 4, "refine": 2, "patience": 1})
     assert len(res.history) < 100
     assert any("unspent" in n for n in res.notes), res.notes
+
+
+def test_auto_refuses_unknown_options_in_one_line(tmp_path: Path) -> None:
+    import pytest
+
+    from kerntune.errors import KerntuneError
+
+    ev = synthetic_evaluator(tmp_path)
+    with pytest.raises(KerntuneError, match="unknown option"):
+        run_search(ev, "auto", Budget(max_evals=5), options={"initial": 3})  # a model option, no model
+    with pytest.raises(KerntuneError, match="unknown option"):
+        run_search(ev, "auto", Budget(max_evals=5), llm=_client(failing), options={"bogus": 1})

@@ -110,7 +110,8 @@ def test_cache_export_emits_a_triton_config_list(tmp_path) -> None:
     assert sum(isinstance(n, ast.Call) for n in ast.walk(tree)) == 1  # both keys share one winner: deduplicated
     empty = subprocess.run([sys.executable, "-m", "kerntune", "cache", "export", "--triton", "--store",
                             str(tmp_path / "none.db")], capture_output=True, text=True, timeout=120)
-    assert empty.returncode == 2 and "no store at" in empty.stderr  # a mistyped path creates no store (issue 22)
+    # A store that is not there is said to be missing (and not created), not shown as empty.
+    assert empty.returncode == 2 and "no store at" in empty.stderr and not (tmp_path / "none.db").exists()
 
 
 def test_an_unseen_shape_gets_the_nearest_tuned_config_and_is_queued(tmp_path) -> None:

@@ -42,13 +42,20 @@ def _pad(curve: np.ndarray, n: int) -> np.ndarray:
     return curve[:n] if len(curve) >= n else np.concatenate([curve, np.full(n - len(curve), curve[-1])])
 
 
-def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
+def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options: dict[str, Any],
+        llm: str | None = None, llm_timeout: float = 900.0) -> dict[str, Any]:
     ev = ReplayEvaluator.from_file(str(ROOT / "examples" / "spaces" / f"{space}.json.gz"))
+    client = None
+    if llm:
+        from kerntune.llm import LLMClient
+
+        client = LLMClient.from_spec(llm, timeout=llm_timeout)
     rec = ev.recording
     ref = Reference.from_times(rec.ok_times, len(rec.trials) - len(rec.ok_times))
-    curves, notes, t0 = [], [], time.perf_counter()
+    curves, notes, extras, t0 = [], [], [], time.perf_counter()
     for r in range(repeats):
-        res = run_search(ev, strategy, Budget(max_evals=budget), seed=seed + r, options=options)
+        res = run_search(ev, strategy, Budget(max_evals=budget), seed=seed + r, options=options, llm=client)
+        extras.append(res.extra)
         curves.append(_pad(best_so_far([t.time_ms if t.ok else None for t in res.history], ref.worst), budget))
         notes.append(res.stop_reason)
     spread = score_spread(curves, ref, budget, seed=seed)
@@ -57,7 +64,8 @@ def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options
             "best_over_opt_at": {n: float(np.mean([c[n - 1] for c in curves]) / ref.optimum)
                                  for n in CHECKPOINTS if n <= budget},
             "mean_curve_over_opt": [float(x / ref.optimum) for x in mean],
-            "stop_reasons": sorted(set(notes)), "wall_s": time.perf_counter() - t0}
+            "stop_reasons": sorted(set(notes)), "wall_s": time.perf_counter() - t0,
+            **({"extra_per_repeat": extras} if any(extras) else {})}
 
 
 def main() -> None:
@@ -70,6 +78,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("-o", "--option", action="append", default=[], help="STRATEGY.NAME=JSON")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--llm", default=None, help="a model for strategies that use one (auto, llm)")
+    ap.add_argument("--llm-timeout", type=float, default=900.0)
     a = ap.parse_args()
     opts: dict[str, dict[str, Any]] = {}
     for item in a.option:
@@ -78,7 +88,7 @@ def main() -> None:
         opts.setdefault(strat, {})[name] = json.loads(value)
     jobs = [(sp, st) for st in a.strategies.split(",") for sp in a.spaces.split(",")]
     with ProcessPoolExecutor(a.jobs) as pool:
-        futs = [pool.submit(one, sp, st, a.budget, a.repeats, a.seed, opts.get(st, {})) for sp, st in jobs]
+        futs = [pool.submit(one, sp, st, a.budget, a.repeats, a.seed, opts.get(st, {}), a.llm, a.llm_timeout) for sp, st in jobs]
         rows = []
         for f in futs:
             row = f.result()
@@ -93,7 +103,7 @@ def main() -> None:
         print(f"{st}: mean {summary[st]['mean_score']:.3f} min {summary[st]['min_score']:.3f}")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps({"command": " ".join(sys.argv), "budget": a.budget, "repeats": a.repeats,
+        a.out.write_text(json.dumps({"command": " ".join(["python"] + sys.argv), "budget": a.budget, "llm": a.llm, "repeats": a.repeats,
                                      "seed": a.seed, "options": opts, "summary": summary, "rows": rows}, indent=1) + "\n")
 
 

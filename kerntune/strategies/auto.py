@@ -4,6 +4,17 @@ Without a model it is the surrogate engine (``kerntune.strategies.surrogate``: t
 ``gp`` with stall-triggered restarts and a tabu list, so that a deceptive basin does not
 hold it).  With a model (``--llm``) the model and the engine share one budget
 (``kerntune.strategies.auto_model``).
+
+Options (``-o NAME=VALUE``; unknown names stop the run with one line):
+
+* the engine's (``SurrogateOptions``): ``kappa`` (2.5), ``explore_kappa`` (50), ``local_share``
+  (0.3), ``startup`` (5), ``stall`` (evaluations without gain before a restart; default
+  max(15, 2 x parameters)), ``tabu_radius`` (2), ``region_radius``, ``refit_every`` (5),
+  ``explore_share`` (0), ``climb_share`` (0.5), ``min_share`` (0.3), ``credit_rate`` (0.1),
+  ``rank_climb`` (false), and ``batch_size`` (1 on a recording, up to 8 on GPUs);
+* with a model only: ``initial`` (25), ``refine`` (15), ``max_calls`` (6), ``screen_keep`` (0.6),
+  ``temperature`` (0.7), ``max_tokens``, ``include_source``/``include_hardware``/``include_hints``,
+  ``new_region_fields`` (2), ``model_clock_s`` (none).
 """
 
 from __future__ import annotations
@@ -26,6 +37,13 @@ def search(ctx: SearchContext, batch_size: int | None = None, **options: Any) ->
                                 f"(known without a model: {', '.join(sorted(_ENGINE | {'batch_size'}))})")
         run(ctx, SurrogateOptions(**engine), batch_size=batch_size)
         return
+    import inspect
+
     from kerntune.strategies.auto_model import run_with_model
 
+    known = set(inspect.signature(run_with_model).parameters) - {"ctx", "engine_opts", "batch_size"}
+    unknown = sorted(set(rest) - known)
+    if unknown:
+        raise KerntuneError(f"auto: unknown option(s) {', '.join(unknown)} "
+                            f"(known: {', '.join(sorted(_ENGINE | known | {'batch_size'}))})")
     run_with_model(ctx, SurrogateOptions(**engine), batch_size=batch_size, **rest)

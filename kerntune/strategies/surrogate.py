@@ -63,6 +63,8 @@ class SurrogateOptions:
     explore_share: float = 0.0    # share of steps that take the most uncertain config (pure exploration)
     climb_share: float = 0.5      # the climber's share of steps before either member has earned credit
     min_share: float = 0.3        # neither member's share falls below this
+    credit_rate: float = 0.1      # weight of a proposal's gain in its member's running mean gain
+    rank_climb: bool = False      # the GP's bound orders the climber's neighbourhoods (measured: no gain)
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
@@ -111,9 +113,9 @@ class SurrogateSearch:
         self.region_radius = self.opts.radius(len(space.params))
         self.restarts = 0
         self._restart_pending = False
-        self.climber = Climber(ctx)
+        self.climber = Climber(ctx, rank=self.screen if self.opts.rank_climb else None)
         self.owner: dict[str, str] = {}            # config key -> the member that proposed it
-        self.credit = {"gp": 0.0, "climb": 0.0}    # decayed log-time gains each member brought
+        self.credit = {"gp": 0.0, "climb": 0.0}    # running mean log-time gain per proposal of each member
         self.steps = {"gp": 0, "climb": 0}
 
     # -- pool -------------------------------------------------------------------------------
@@ -154,7 +156,7 @@ class SurrogateSearch:
             if member is not None:
                 best_before = min(self.ys) if self.ys else math.inf
                 gain = best_before - value if math.isfinite(value) and math.isfinite(best_before) else 0.0
-                self.credit[member] = 0.9 * self.credit[member] + max(gain, 0.0)
+                self.credit[member] = (1 - self.opts.credit_rate) * self.credit[member] + self.opts.credit_rate * max(gain, 0.0)
                 if member == "climb":
                     self.climber.observe(cfg, self.ctx.value(t))
             if t.ok and self.model.n < self.cap:

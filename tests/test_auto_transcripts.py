@@ -1,0 +1,48 @@
+"""``auto`` re-running recorded strong-model transcripts through ``replay:`` (no live model).
+
+benchmarks/transcripts/auto/ holds the exchanges of ``auto`` runs whose model was a separate
+answerer working from the ``files:`` prompts alone (benchmarks/search_quality/strong_auto.sh);
+the older benchmarks/llm/transcripts/*.llm.jsonl were answered the same way for the ``llm``
+strategy, and their first answer is a fair opening for ``auto`` too.  A replay must be
+deterministic, must measure the model's first answer right after the start, and must spend
+the whole budget (the surrogate carries on after the model's last call)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kerntune.evaluate import ReplayEvaluator
+from kerntune.llm import LLMClient
+from kerntune.runner import run_search
+from kerntune.strategies import Budget
+
+ROOT = Path(__file__).resolve().parent.parent
+AUTO = sorted((ROOT / "benchmarks" / "transcripts" / "auto").glob("*.llm.jsonl"))
+CASES = [(p.name.split(".")[0], p) for p in AUTO if p.stat().st_size] or []
+CASES.append(("convolution_A100", ROOT / "benchmarks" / "llm" / "transcripts" / "convolution_A100.llm.jsonl"))
+OPTIONS = {"model_clock_s": 30, "max_calls": 4}
+
+
+def _run(space: str, transcript: Path, budget: int):  # noqa: ANN202
+    ev = ReplayEvaluator.from_file(ROOT / "examples" / "spaces" / f"{space}.json.gz")
+    return run_search(ev, "auto", Budget(max_evals=budget), seed=0, llm=LLMClient.from_spec(f"replay:{transcript}"),
+                      options=OPTIONS)
+
+
+@pytest.mark.parametrize("space, transcript", CASES, ids=[f"{s}-{p.parent.name}" for s, p in CASES])
+def test_auto_replays_a_strong_model_transcript(space: str, transcript: Path) -> None:
+    entries = [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
+    first = json.loads(entries[0]["response"])["configs"]
+    res = _run(space, transcript, 120)
+    assert len(res.history) == 120, res.stop_reason
+    assert res.llm_exchanges and res.llm_exchanges[0]["response"] == entries[0]["response"]
+    assert res.extra["model_calls"] >= 1
+    # The first answer's configs are measured right after the surrogate's start and the
+    # evaluations that overlap the (30 s on the simulated clock) call.
+    sources = [s for s in res.llm_exchanges[0]["accepted"]]
+    assert len(sources) >= len(first) // 2
+    again = _run(space, transcript, 120)
+    assert [t.config for t in again.history] == [t.config for t in res.history]
