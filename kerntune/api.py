@@ -172,21 +172,24 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
         run_id = resume or new_run_id()
         if on_start is not None:
             on_start(run_id, st.path)
-        shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
-        res = run_search(evaluator, strategy, b, seed, store=st, run_id=run_id, progress=progress, llm=client,
-                         options=opts, warm_start=[shipped] if shipped else ())
-        best, speedup = res.best, None
-        if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
-            from kerntune.evaluate.retime import confirm
+        try:
+            shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
+            res = run_search(evaluator, strategy, b, seed, store=st, run_id=run_id, progress=progress, llm=client,
+                             options=opts, warm_start=[shipped] if shipped else ())
+            best, speedup = res.best, None
+            if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
+                from kerntune.evaluate.retime import confirm
 
-            found = confirm(evaluator, res.history, n_leaders=retime, baseline=shipped or evaluator.space.default)
-            best = found.winner or best
-            speedup = found.speedup.median if found.speedup is not None else None
-        if best is not None and kernel is not None:  # what the decorator and `tune` look up later
-            dev, ident = evaluator.device(), evaluator.describe()
-            st.put_best(ident["source_hash"], "x".join(map(str, ident["shape"])), dev.get("name", ""),
-                        f"torch={dev.get('torch')},triton={dev.get('triton')}", best.config, best.time_ms, res.run_id)
-        evaluator.close()
+                found = confirm(evaluator, res.history, n_leaders=retime, baseline=shipped or evaluator.space.default)
+                best = found.winner or best
+                speedup = found.speedup.median if found.speedup is not None else None
+            if best is not None and kernel is not None:  # what the decorator and `tune` look up later
+                dev, ident = evaluator.device(), evaluator.describe()
+                st.put_best(ident["source_hash"], "x".join(map(str, ident["shape"])), dev.get("name", ""),
+                            f"torch={dev.get('torch')},triton={dev.get('triton')}", best.config, best.time_ms,
+                            res.run_id)
+        finally:
+            evaluator.close()  # worker processes end even when the search raised
         from kerntune.space import jsonable
 
         return TuneResult(

@@ -121,20 +121,28 @@ class _Worker:
         if self.proc is None or self.proc.stdout is None:
             return {"status": "runtime_error", "error": "worker process died (not running)"}
         fd = self.proc.stdout.fileno()
-        # A fresh worker imports torch, the kernel's package and builds its inputs before its first
-        # answer (seconds, more when fifteen start at once): that is not the task's time.
-        end = time.monotonic() + timeout + (STARTUP_S if self.fresh else 0.0)
-        while b"\n" not in self._buf:
-            left = end - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                self.kill()
-                return {"status": "timeout", "error": f"no result within {timeout:g} s; worker killed"}
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return self._crashed()
-            self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        self.fresh = False
+        # A fresh worker imports torch, the kernel's package and builds its inputs, then says
+        # "ready": until then it has STARTUP_S (fifteen starting at once take tens of seconds),
+        # and the task's own timeout starts at its "ready".
+        end = time.monotonic() + (STARTUP_S if self.fresh else timeout)
+        while True:
+            while b"\n" not in self._buf:
+                left = end - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    what = "start-up" if self.fresh else "result"
+                    self.kill()
+                    return {"status": "timeout", "error": f"no {what} within "
+                            f"{STARTUP_S if what == 'start-up' else timeout:g} s; worker killed"}
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return self._crashed()
+                self._buf += chunk
+            line, _, self._buf = self._buf.partition(b"\n")
+            if line.strip() == b'{"ready": true}':
+                self.fresh = False
+                end = time.monotonic() + timeout
+                continue
+            break
         result: dict[str, Any] = json.loads(line)
         if result.pop("fatal", False):
             # The worker is exiting (its CUDA context is gone): wait for it, so that the next

@@ -267,6 +267,8 @@ def main() -> None:
             restore()
         return reference
 
+    pipe.write(json.dumps({"ready": True}) + "\n")  # start-up over: the parent's task timeouts start now
+    pipe.flush()
     on_gpu = torch is not None and torch.cuda.is_available()
     keep = KeepWarm(keep_warm_flag and on_gpu and not compile_only)
     for line in read_tasks(sys.stdin.fileno(), lambda: keep.step(sync)):
