@@ -19,8 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.triton_backend import capture as cap
-from kerntune.evaluate.triton_backend import derive_space as derive
-from kerntune.evaluate.triton_backend.derive_space import space_from_configs, space_from_knobs
+from kerntune.evaluate.triton_backend.derive_space import config_dict, space_from_configs, space_from_knobs
 from kerntune.space import Space
 
 Shape = tuple[int, ...]
@@ -125,7 +124,7 @@ class PackageTarget:
         tuner = cap.autotuner(self.kernel) if preset else None
         saved = tuner.configs if tuner is not None else None
         if tuner is not None:  # only the list's own knobs (the rest are the launch's arguments and heuristics)
-            knobs = {k for c in tuner.configs for k in derive.config_dict(c)}
+            knobs = {k for c in tuner.configs for k in config_dict(c)}
             tuner.configs = [_triton_config({k: v for k, v in json.loads(preset).items() if k in knobs})]
         try:
             self.launch_state = cap.capture(self.kernel, lambda: self.adapter.call(inputs), self.adapter.which, sync)
