@@ -7,9 +7,9 @@
 ``--package-only`` runs the package's entry point in a fresh process (the caller gives it a fresh
 TRITON_CACHE_DIR): the seconds of its first call are the package's own autotune (or compile) wall,
 and what it launched is its choice.  The judge then re-creates that launch without autotuning
-again (KERNTUNE_PACKAGE_CHOICE) and times the candidates: a 300 ms warm-up of the first, then
-``rounds`` rounds in which every candidate gets the protocol's window, the order rotated each round,
-so that every figure and every paired ratio comes from the same GPU state.  Prints one JSON line.
+again (KERNTUNE_PACKAGE_CHOICE) and times the candidates interleaved (kerntune.evaluate.judge: a warm-up, then rounds in which every
+candidate gets the protocol's window, the order rotated each round), so that every figure and every
+paired ratio comes from the same GPU state.  Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def main() -> None:
     import torch
 
     from kerntune.adapters import load
-    from kerntune.evaluate.protocol import DEFAULT, estimate, speedup
+    from kerntune.evaluate.judge import summarize, time_interleaved
+    from kerntune.evaluate.protocol import DEFAULT
     from kerntune.evaluate.triton_backend.kernel_file import parse_shape
     from kerntune.evaluate.triton_backend.worker import timer
 
@@ -68,24 +69,9 @@ def main() -> None:
         del pristine
     except Exception as exc:  # noqa: BLE001 - report, do not hide
         check = f"{type(exc).__name__}: {exc}"
-    bench = timer(torch)
-    names = list(cands)
-    bench(cands[names[0]], 300, 300)  # the GPU rested while this process started
-    rounds: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(DEFAULT.rounds):
-        for i in range(len(names)):
-            n = names[(i + r) % len(names)]
-            samples = sorted(bench(cands[n], DEFAULT.rep_ms, DEFAULT.warmup_ms))
-            rounds[n].append(samples[len(samples) // 2])
-    out = {"rounds_ms": rounds, "relative_max_error": check, "protocol": DEFAULT.to_dict()}
-    for n in names:
-        e = estimate(rounds[n])
-        out[n] = {"ms": e.median, "ci_ms": [e.lo, e.hi]}
-    s = speedup(rounds["package"], rounds["kerntune"])
-    out["speedup"] = {"median": s.median, "ci": [s.lo, s.hi], "n": s.n}
-    if "torch" in rounds:
-        t = speedup(rounds["torch"], rounds["package"])
-        out["package_vs_torch"] = {"median": t.median, "ci": [t.lo, t.hi]}
+    rounds = time_interleaved(cands, timer(torch), DEFAULT)
+    out = summarize(rounds, {"speedup": ("package", "kerntune"), "package_vs_torch": ("torch", "package")}, DEFAULT)
+    out["relative_max_error"] = check
     print(json.dumps(out))
 
 

@@ -150,6 +150,7 @@ def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path
         _log(name, shape, f"list only: {r['evaluations']} evaluations in {r['wall_s']:.0f} s "
              f"(limit {half:.0f} s), speedup over the package's pick {r['speedup']}")
     rec["pair_wall_s"] = time.perf_counter() - t0
+    rec["command"] = "python benchmarks/real_kernels/suite.py " + " ".join(sys.argv[1:])
     rec["versions"] = _versions()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}_{shape}.json").write_text(json.dumps(rec, indent=1))
@@ -184,11 +185,9 @@ def main() -> None:
 
 
 def _default_strategy() -> str:
-    import inspect
+    from kerntune.strategies import DEFAULT_STRATEGY
 
-    from kerntune.cli.tune_cmd import tune
-
-    return inspect.signature(tune).parameters["strategy"].default.default
+    return DEFAULT_STRATEGY
 
 
 if __name__ == "__main__":
