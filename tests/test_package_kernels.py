@@ -57,6 +57,27 @@ def test_capture_picks_the_launch_asked_for_and_finds_in_place_outputs() -> None
         capture(ops.row_sum_kernel, lambda: ops.scale(x))
 
 
+def test_workers_fix_the_other_autotuners_of_a_call_and_keep_the_tuned_one() -> None:
+    """In a worker, only the tuned kernel's list autotunes; the call's other kernels take their first config."""
+    from kerntune.evaluate.triton_backend.capture import autotune_seconds, other_autotuners_fixed
+
+    def call(n: int) -> None:
+        ops.row_sum(torch.randn(4, 64))
+        ops.scale(torch.randn(n))
+
+    before = len(ops.scale_kernel.cache)
+    with other_autotuners_fixed(ops.row_sum_kernel):  # scale_kernel is another kernel of the call
+        call(1234)
+    assert len(ops.scale_kernel.cache) == before  # it benchmarked nothing: no pick was cached
+    with other_autotuners_fixed(ops.scale_kernel):  # the tuned kernel itself autotunes as shipped
+        call(1235)
+    assert len(ops.scale_kernel.cache) == before + 1
+    assert ops.scale_kernel.configs and len(ops.scale_kernel.configs) == 8  # the list is restored
+    own = autotune_seconds(ops.scale_kernel, lambda: call(1236))
+    assert own is not None and own > 0
+    assert autotune_seconds(ops.row_sum_kernel, lambda: call(1237)) is None
+
+
 def test_kernel_introspection() -> None:
     assert jit_function(ops.scale_kernel).arg_names == ["x_ptr", "y_ptr", "n", "alpha", "BLOCK"]
     assert constexpr_names(jit_function(ops.scale_kernel)) == ["BLOCK"]

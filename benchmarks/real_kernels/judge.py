@@ -6,7 +6,8 @@
 
 ``--package-only`` runs the package's entry point in a fresh process (the caller gives it a fresh
 TRITON_CACHE_DIR): the seconds of its first call are the package's own autotune (or compile) wall,
-and what it launched is its choice.  The judge then re-creates that launch without autotuning
+and what it launched is its choice; of those seconds, ``own_autotune_s`` is the tuned kernel's own
+``triton.autotune`` (its list's compiles and benchmarks; the call's other kernels excluded).  The judge then re-creates that launch without autotuning
 again (KERNTUNE_PACKAGE_CHOICE) and times the candidates interleaved (kerntune.evaluate.judge: a warm-up, then rounds in which every
 candidate gets the protocol's window, the order rotated each round), so that every figure and every
 paired ratio comes from the same GPU state.  Prints one JSON line.
@@ -44,6 +45,7 @@ def main() -> None:
         t0 = time.perf_counter()
         target.make_inputs(shape)
         print(json.dumps({"config": target.baseline(), "first_call_s": target.autotune_s,
+                          "own_autotune_s": target.own_autotune_s,
                           "setup_s": time.perf_counter() - t0}))
         return
     package, winner = json.loads(args.package), json.loads(args.winner)

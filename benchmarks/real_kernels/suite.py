@@ -12,8 +12,8 @@ cache so that nobody profits from another's compiles:
 3. the judge (judge.py, fresh process): package choice, kerntune's winner and the PyTorch
    reference timed interleaved by one timer: the table's figures;
 4. for kernels that ``triton.autotune``: kerntune over the package's own list, no warm start, with
-   half of step 1's wall time as its whole budget (start-up included), then its pick re-timed
-   beside the package's.
+   half of the seconds the kernel's own autotuner spent in step 1 as its whole budget (worker
+   start-up included), then its pick re-timed beside the package's.
 Every pair writes ``<out>/<adapter>_<shape>.json`` as soon as it ends; table.py renders them.
 """
 
@@ -133,6 +133,7 @@ def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path
     pkg = _judge([name, shape, "--package-only"], cache_a)
     _log(name, shape, f"package's first call {pkg['first_call_s']:.1f} s, choice {pkg['config']}")
     rec["package_choice"], rec["package_first_call_s"] = pkg["config"], pkg["first_call_s"]
+    rec["package_own_autotune_s"] = pkg.get("own_autotune_s")
     env = {**_fresh_cache(base_env), "KERNTUNE_PACKAGE_CHOICE": json.dumps(pkg["config"])}
     rec["kerntune"] = _search(name, shape, strategy, seconds, pkg["config"], env)
     k = rec["kerntune"]
@@ -142,7 +143,9 @@ def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path
                            json.dumps({**rec["kerntune"]["fixed"], **rec["kerntune"]["winner"]})], cache_a)
     if autotuned:
         env = {**_fresh_cache(base_env), "KERNTUNE_LIST_ONLY": "1", "KERNTUNE_PACKAGE_CHOICE": json.dumps(pkg["config"])}
-        half = 0.5 * pkg["first_call_s"]
+        # half of the kernel's own triton.autotune over its list (not of the whole call's first run,
+        # which also autotunes the call's other kernels)
+        half = 0.5 * (pkg.get("own_autotune_s") or pkg["first_call_s"])
         r = _search(name, shape, strategy, half, pkg["config"], env, wall_limit=half, list_only=True)
         r.pop("curve", None)
         # the package's pick is the confirm baseline only: the search itself did not start from it
@@ -162,17 +165,23 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/real_kernels/h100"))
     ap.add_argument("--only", nargs="*", default=None, help="adapter names (default: all)")
     ap.add_argument("--shapes", type=int, default=None, help="only the first N shapes of each adapter")
+    ap.add_argument("--shape", default=None, help="only this shape (e.g. 4096x151936)")
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--strategy", default=None, help="default: the one `kerntune tune` uses")
     args = ap.parse_args()
     from kerntune.adapters import all_adapters
 
     strategy = args.strategy or _default_strategy()
-    for name, a in all_adapters().items():
-        if args.only and name not in args.only:
-            continue
+    adapters = all_adapters()
+    unknown = sorted(set(args.only or ()) - set(adapters))
+    if unknown:
+        raise SystemExit(f"unknown adapters {unknown}; known: {sorted(adapters)}")
+    for name in args.only or list(adapters):  # in the order asked for
+        a = adapters[name]
         for shape in list(a.shapes)[: args.shapes]:
             s = "x".join(map(str, shape))
+            if args.shape and s != args.shape:
+                continue
             t0 = time.perf_counter()
             try:
                 rec = run_pair(name, s, strategy, args.seconds, Path(args.out))

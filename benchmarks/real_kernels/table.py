@@ -26,7 +26,9 @@ def main() -> None:
         s = j["speedup"]
         ver = r["versions"].get(r["package"], "?")
         searched = f"{k['evaluations']} ({k['failed']} failed) of {k['space_size']}"
-        auto = f"{r['package_first_call_s']:.1f} s" if r["autotuned"] else "heuristic"
+        own = r.get("package_own_autotune_s")
+        auto = (f"{r['package_first_call_s']:.1f} s" + (f" ({own:.1f} s its own autotune)" if own else "")
+                if r["autotuned"] else "heuristic")
         lo = r.get("list_only")
         list_only = "" if not lo else (f"{lo['wall_s']:.0f} s for {lo['evaluations']} evals (limit "
                                        f"{lo['wall_limit_s']:.0f} s); x{lo['speedup']['median']:.3f}"

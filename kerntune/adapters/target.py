@@ -84,7 +84,8 @@ class PackageTarget:
         self.description = adapter.description or (f"{adapter.kernel or self.name} from {adapter.package or 'a package'}"
                                                    f"; shape = {adapter.shape_doc or 'see make_inputs'}")
         self.launch_state: cap.Launch | None = None
-        self.autotune_s: float | None = None
+        self.autotune_s: float | None = None      # the package call's first run (all its kernels)
+        self.own_autotune_s: float | None = None  # the tuned kernel's own triton.autotune in it
         self._spaces: dict[Shape, Space] = {}
 
     # -- the kernel-file interface -----------------------------------------------------------
@@ -132,6 +133,7 @@ class PackageTarget:
             if tuner is not None:
                 tuner.configs = saved
         self.autotune_s = self.launch_state.first_call_s
+        self.own_autotune_s = self.launch_state.own_autotune_s
         return tuple(t for _, t in self.launch_state.tensors())
 
     def launch(self, config: Mapping[str, Any], inputs: Any) -> Any:

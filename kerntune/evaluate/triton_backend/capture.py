@@ -111,6 +111,8 @@ class Launch:
     calls: int = 1
     #: Seconds of the package's first call (its autotuning, compiles included, if it autotunes).
     first_call_s: float | None = None
+    #: Of those, the seconds the kernel's own ``triton.autotune`` spent (None: it has none).
+    own_autotune_s: float | None = None
     #: ``triton.heuristics`` rules to re-apply when a replay changes the config.
     rules: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
 
@@ -158,6 +160,70 @@ def _wrapped(fn: Any, hook: Callable[..., Any]) -> Iterator[None]:
             del fn.run
 
 
+@contextlib.contextmanager
+def other_autotuners_fixed(kernel: Any) -> Iterator[None]:
+    """Inside a tuner's worker: every ``triton.autotune`` list other than ``kernel``'s launches its
+    first config instead of benchmarking the whole list.
+
+    A package's entry point often launches several autotuned kernels (FLA's chunked attention
+    launches eight) to produce the inputs of the one being tuned.  Each of kerntune's workers runs
+    that entry point once at start-up; letting every worker autotune every other kernel cost
+    tens of seconds of compiles per worker and launched benchmarks on the GPU the benchmark worker
+    times.  Those kernels only feed inputs, so their first config serves (and a config that fails
+    falls back to the kernel's own autotuning).  The tuned kernel's own list is left alone: what it
+    picks is the package's choice, the baseline."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:  # pragma: no cover - every Triton 3 has it
+        yield
+        return
+    keep = autotuner(kernel)
+    original = Autotuner.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self is keep or len(self.configs) <= 1:
+            return original(self, *args, **kwargs)
+        saved = self.configs
+        self.configs = saved[:1]
+        try:
+            return original(self, *args, **kwargs)
+        except Exception:  # noqa: BLE001 - the first config does not run here: the kernel's own way
+            self.configs = saved
+            return original(self, *args, **kwargs)
+        finally:
+            self.configs = saved
+
+    Autotuner.run = run  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Autotuner.run = original  # type: ignore[method-assign]
+
+
+def autotune_seconds(kernel: Any, call: Callable[[], Any], sync: Callable[[], None] | None = None) -> float | None:
+    """Seconds that ``kernel``'s own ``triton.autotune`` spends inside ``call`` (its list's compiles
+    and benchmarks; the other kernels of the call excluded); None when it has no autotuner."""
+    tuner = autotuner(kernel)
+    if tuner is None:
+        call()
+        return None
+    spent = [0.0]
+    done = sync or (lambda: None)
+
+    def hook(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        done()
+        t0 = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            done()
+            spent[0] += time.perf_counter() - t0
+
+    with _wrapped(tuner, hook):
+        call()
+    return spent[0]
+
+
 def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callable[[], None] | None = None) -> Launch:
     """Run ``call`` (the package's own entry point) twice and catch launch number ``which`` of
     ``kernel`` in the second run (-1: the last).  The first run does what a program's first step
@@ -172,7 +238,7 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
         return launch
     done = sync or (lambda: None)
     t0 = time.perf_counter()
-    call()
+    own_s = autotune_seconds(kernel, call, done)
     done()
     first_call_s = time.perf_counter() - t0
     seen: list[tuple[Launch, dict[str, Any], list[str]]] = []
@@ -198,7 +264,7 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
         raise KerntuneError(f"{fn.__name__} was not launched by the package call"
                             + (f" (asked for launch {which}, saw {count[0]})" if count[0] else ""))
     launch, before, outputs = seen[0]
-    launch.calls, launch.first_call_s = count[0], first_call_s
+    launch.calls, launch.first_call_s, launch.own_autotune_s = count[0], first_call_s, own_s
     launch.rules = heuristics(kernel)
 
     def reset() -> None:
