@@ -256,3 +256,21 @@ def test_item18_the_markdown_report_escapes_model_text(tmp_path) -> None:
     shown = text.split("<details>")[0]
     assert "<script>" not in shown and "<img" not in shown
     assert not re.search(r"(?<!\\)\]\(javascript:", shown)   # the link's bracket is escaped: no link
+
+
+# -- item 16: a kernel file on a machine without torch ------------------------------------------------
+def test_item16_a_kernel_file_on_a_machine_without_torch_is_one_line(tmp_path) -> None:
+    """The machine is made torch-less for the subprocess: a ``torch`` package that cannot be imported
+    stands first on its path, as a missing install would behave."""
+    fake = tmp_path / "no_torch" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'torch\'", name="torch")\n')
+    env = dict(os.environ, PYTHONPATH=f"{fake.parent}{os.pathsep}{ROOT}", KERNTUNE_STORE=str(tmp_path / "s.db"))
+    proc = subprocess.run([sys.executable, "-m", "kerntune", "tune", str(ROOT / "examples/triton/matmul.py"),
+                           "--shape", "256x256x256", "--budget", "2"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env=env)
+    one_line(proc, "matmul.py", "install torch")
+    broken = tmp_path / "broken.py"  # a kernel file that raises on import: named, no traceback
+    broken.write_text("space = {}\nraise RuntimeError('the author left a bug here')\n")
+    one_line(cli(tmp_path, "tune", str(broken), "--shape", "4", "--budget", "2"), "broken.py", "RuntimeError",
+             "the author left a bug here")

@@ -53,7 +53,16 @@ def load_kernel_module(path: str | Path) -> Any:
         raise KerntuneError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:  # most often torch or triton missing on this machine
+        sys.modules.pop(name, None)
+        missing = f" (install {exc.name}: a kernel file runs on a machine with a GPU, torch and Triton)" \
+            if getattr(exc, "name", None) in ("torch", "triton") else ""
+        raise KerntuneError(f"{path}: importing the kernel file failed: {exc}{missing}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's file raised while importing: one line, not a traceback
+        sys.modules.pop(name, None)
+        raise KerntuneError(f"{path}: importing the kernel file failed: {type(exc).__name__}: {exc}") from None
     if hasattr(module, "kernel") and hasattr(module, "call") and not hasattr(module, "launch"):
         from kerntune.adapters import from_module
 
