@@ -30,7 +30,8 @@ import json
 from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.errors import KerntuneError
-from kerntune.run.decorator_search import Timer, default_timer, device_and_versions, key_part, torch_module
+from kerntune.run.decorator_search import (Timer, default_timer, device_and_versions, key_part, search_call,
+                                            torch_module)
 from kerntune.space import Config, Space, space_from_dict
 from kerntune.store import Store
 
@@ -176,8 +177,6 @@ class Autotuned:
 
     def tune(self, grid: Any, args: dict[str, Any], pkey: str, device: str, versions: str) -> Config:
         """Search now for this key (``kerntune.run.decorator_search``) and cache the winner."""
-        from kerntune.run.decorator_search import search_call
-
         res = search_call(self, grid, args, pkey)
         if res.best is None:
             raise KerntuneError(f"autotune: no config of {self.name} ran for {pkey}; "
