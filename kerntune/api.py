@@ -3,7 +3,7 @@
 Why: a notebook or a script should not shell out to the CLI and parse its
 tables.  These calls take what ``kerntune tune`` / ``kerntune compare`` take
 and return typed results (dataclasses) instead of printing.  They are thin on
-purpose: the search is :func:`kerntune.runner.run_search` and the comparison
+purpose: the search is :func:`kerntune.run.search.run_search` and the comparison
 is :func:`kerntune.compare.harness.run_compare`, the very functions the CLI
 calls, so a run started here is stored, resumed and reported exactly like
 one started from the command line (same store, same run ids).
@@ -142,7 +142,7 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     ``--source`` / ``--device`` do.  ``strategy`` defaults to the CLI's default.  ``resume``
     continues a killed run by its id (with the same arguments).
     """
-    from kerntune.runner import run_search
+    from kerntune.run.search import RunOptions, run_search
     from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
     from kerntune.strategies.base import check_seed
     from kerntune.strategies.options import validate_options
@@ -174,8 +174,9 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
             on_start(run_id, st.path)
         try:
             shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
-            res = run_search(evaluator, strategy, b, seed, store=st, run_id=run_id, progress=progress, llm=client,
-                             options=opts, warm_start=[shipped] if shipped else ())
+            run_options = RunOptions(store=st, run_id=run_id, progress=progress, llm=client,
+                                     strategy_options=opts, warm_start=[shipped] if shipped else ())
+            res = run_search(evaluator, strategy, b, seed, run_options)
             best, speedup = res.best, None
             if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
                 from kerntune.evaluate.retime import confirm

@@ -17,129 +17,23 @@ written to the persistent cache (the store's ``best_configs``), keyed by the
 kernel source and space, the key argument values, the device and the
 triton/torch versions; a later process with the same key launches it at once.
 ``kerntune cache export --triton`` turns the cache into ``triton.Config`` lists.
+
+This module is the lookup side (memory, cache, dispatch table, nearest key) and the
+launch; the search a miss runs is ``kerntune.run.decorator_search``'s.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import inspect
 import json
-import time
 from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.errors import KerntuneError
-from kerntune.evaluate.base import Evaluator
-from kerntune.evaluate.trial import Status, Trial
-from kerntune.evaluate.triton_backend.worker import classify, clone, compare_outputs
-from kerntune.evaluate.triton_backend.worker import timer as make_timer
-from kerntune.space import Config, Space, jsonable, space_from_dict
+from kerntune.run.decorator_search import (Timer, default_timer, device_and_versions, key_part, search_call,
+                                            torch_module)
+from kerntune.space import Config, Space, space_from_dict
 from kerntune.store import Store
-
-Timer = Callable[[Callable[[], Any]], list[float]]
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
-
-
-def _default_timer(rep_ms: int) -> Timer:
-    bench = make_timer(_torch(), max_samples=200)
-    return lambda fn: bench(fn, rep_ms)
-
-
-def device_and_versions() -> tuple[str, str]:
-    """What a cached winner is only valid for: the device and the compiler stack."""
-    torch = _torch()
-    index = torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else -1
-    return _device_and_versions(index)
-
-
-@functools.lru_cache(maxsize=None)
-def _device_and_versions(index: int) -> tuple[str, str]:
-    """Per CUDA device index (-1: none): the name and versions do not change within a process."""
-    torch = _torch()
-    device = "cpu"
-    versions = []
-    if torch is not None:
-        versions.append(f"torch={torch.__version__}")
-        if index >= 0:
-            device = torch.cuda.get_device_name(index)
-    try:
-        import triton
-
-        versions.append(f"triton={triton.__version__}")
-    except ImportError:
-        pass
-    return device, ",".join(versions)
-
-
-def _key_part(value: Any) -> Any:
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return [list(value.shape), str(value.dtype)]
-    return jsonable(value)
-
-
-class _LaunchEvaluator(Evaluator):
-    """Measures configs of one call's arguments by launching the kernel here."""
-
-    name = "autotune"
-
-    def __init__(self, tuner: "Autotuned", grid: Any, args: dict[str, Any]) -> None:
-        super().__init__(tuner.space)
-        self.tuner, self.grid, self.args = tuner, grid, args
-        self.saved = {n: clone(args[n]) for n in tuner.restore_value}
-        self.reference: Any = None
-
-    def _restore(self) -> None:
-        for n, v in self.saved.items():
-            dst = self.args[n]
-            dst.copy_(v) if hasattr(dst, "copy_") else dst.__setitem__(Ellipsis, v)
-        for n in self.tuner.reset_to_zero:
-            dst = self.args[n]
-            dst.zero_() if hasattr(dst, "zero_") else dst.__setitem__(Ellipsis, 0)
-
-    def _launch(self, config: Config) -> None:
-        self._restore()
-        self.tuner.fn[self.grid](**self.args, **config)
-
-    def _outputs(self) -> Any:
-        self.tuner.synchronize()
-        return tuple(clone(self.args[n]) for n in self.tuner.check)
-
-    def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
-        out = []
-        for cfg in configs:
-            t0 = time.perf_counter()
-            try:
-                if self.tuner.check:
-                    if self.reference is None:
-                        self._launch(self.space.default)
-                        self.reference = self._outputs()
-                    self._launch(cfg)
-                    wrong = compare_outputs(self._outputs(), self.reference, _torch())
-                    if wrong:
-                        out.append(Trial(dict(cfg), Status.WRONG_RESULT, error=wrong))
-                        continue
-                times = sorted(self.tuner.timer(lambda c=cfg: self._launch(c)))
-                out.append(Trial(dict(cfg), Status.OK, times[len(times) // 2], times[:: max(1, len(times) // 32)],
-                                 bench_s=time.perf_counter() - t0))
-            except Exception as exc:  # noqa: BLE001 - a bad config is a status, never the end of the call
-                status, text = classify(exc)
-                out.append(Trial(dict(cfg), Status(status), error=text[-2000:], bench_s=time.perf_counter() - t0))
-        self._restore()
-        return out
-
-    def device(self) -> dict[str, Any]:
-        return {"name": device_and_versions()[0]}
-
-    def workload(self) -> dict[str, Any]:
-        return {"kernel_name": self.tuner.name, "source": self.tuner.source,
-                "problem_size": {k: _key_part(self.args[k]) for k in self.tuner.key}}
 
 
 class Autotuned:
@@ -166,7 +60,7 @@ class Autotuned:
         self.key, self.strategy, self.budget, self.seconds = list(key), strategy, budget, seconds
         self.restore_value, self.reset_to_zero, self.check = list(restore_value), list(reset_to_zero), list(check)
         self.options, self.llm, self.seed = dict(options or {}), llm, seed
-        self.timer = timer or _default_timer(rep_ms)
+        self.timer = timer or default_timer(rep_ms)
         self._store_arg = store
         self._store: Store | None = None
         try:
@@ -184,7 +78,7 @@ class Autotuned:
         # A shipped dispatch table (``kerntune cache export --json``): key values in ``key`` order -> winner.
         self.dispatch: dict[tuple, Config] = {}
         if dispatch is not None:
-            from kerntune.multishape import load_dispatch
+            from kerntune.run.dispatch import load_dispatch
 
             for shape, cfg, _ in load_dispatch(dispatch):
                 if len(shape) != len(self.key):
@@ -195,7 +89,7 @@ class Autotuned:
                     self.dispatch[shape] = cfg
 
     def synchronize(self) -> None:
-        torch = _torch()
+        torch = torch_module()
         if torch is not None and torch.cuda.is_available():
             torch.cuda.synchronize()
 
@@ -214,7 +108,7 @@ class Autotuned:
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
     def problem_key(self, args: Mapping[str, Any]) -> str:
-        return json.dumps({k: _key_part(args[k]) for k in self.key}, sort_keys=True)
+        return json.dumps({k: key_part(args[k]) for k in self.key}, sort_keys=True)
 
     def config_for(self, grid: Any, args: dict[str, Any]) -> Config:
         """The winner for these arguments: this process's memory, the store, or (``on_miss``)
@@ -248,8 +142,8 @@ class Autotuned:
 
     def nearest(self, pkey: str, device: str, versions: str) -> Config | None:
         """The cached winner of the nearest tuned key (sum of |log2| differences of the numeric
-        key values, see ``kerntune.warmstart.shape_distance``) on this device and stack."""
-        from kerntune.warmstart import shape_distance
+        key values, see ``kerntune.run.warm_start.shape_distance``) on this device and stack."""
+        from kerntune.run.warm_start import shape_distance
 
         want = json.loads(pkey)
         best: tuple[float, Config] | None = None
@@ -282,13 +176,8 @@ class Autotuned:
                 self.queued.remove(pkey)
 
     def tune(self, grid: Any, args: dict[str, Any], pkey: str, device: str, versions: str) -> Config:
-        from kerntune.runner import run_search
-        from kerntune.strategies import Budget
-
-        evaluator = _LaunchEvaluator(self, grid, args)
-        res = run_search(evaluator, self.strategy, Budget(max_evals=self.budget, max_seconds=self.seconds),
-                         seed=self.seed, store=self.store, label=f"autotune {self.name} {pkey}",
-                         options=self.options, llm=self.llm)
+        """Search now for this key (``kerntune.run.decorator_search``) and cache the winner."""
+        res = search_call(self, grid, args, pkey)
         if res.best is None:
             raise KerntuneError(f"autotune: no config of {self.name} ran for {pkey}; "
                                 f"first error: {next((t.error for t in res.history if t.error), 'none')}")

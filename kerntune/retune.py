@@ -175,13 +175,13 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
         if st.space.is_valid(cfg):
             STATS.loaded.append(label)
             return st.triton_config(cfg)
-    from kerntune.runner import run_search
+    from kerntune.run.search import RunOptions, run_search
     from kerntune.strategies import Budget
 
     t0 = time.perf_counter()
     ev = _ListEvaluator(tuner, st, args, kwargs)
-    res = run_search(ev, _SETTINGS["strategy"], Budget(max_evals=_budget(st.space.count())), store=_store(),
-                     label=f"retune {label}")
+    res = run_search(ev, _SETTINGS["strategy"], Budget(max_evals=_budget(st.space.count())),
+                     run=RunOptions(store=_store(), label=f"retune {label}"))
     if res.best is None:
         raise KerntuneError(f"kerntune retune: no config of {st.name}'s autotune list ran for key {pkey}; "
                             f"first error: {next((t.error for t in res.history if t.error), 'none')}")

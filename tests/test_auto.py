@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kerntune.evaluate import ReplayEvaluator, Status, Trial, table_dict
 from kerntune.llm import LLMClient
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.strategies import DEFAULT_STRATEGY, Budget
 from tests.scripted import ScriptedProvider, answer, failing, synthetic_evaluator, synthetic_space, synthetic_time
 
@@ -39,7 +39,7 @@ def test_auto_without_model_spends_the_budget_and_is_deterministic(tmp_path: Pat
 
 def test_auto_restarts_when_stalled(tmp_path: Path) -> None:
     ev = synthetic_evaluator(tmp_path)
-    res = run_search(ev, "auto", Budget(max_evals=100), seed=0, options={"stall": 8})
+    res = run_search(ev, "auto", Budget(max_evals=100), seed=0, run=RunOptions(strategy_options={"stall": 8}))
     assert any("restart" in n for n in res.notes), res.notes
     assert len(res.history) == 100
 
@@ -47,7 +47,7 @@ def test_auto_restarts_when_stalled(tmp_path: Path) -> None:
 def test_auto_with_scripted_model_opens_with_the_model_and_keeps_going(tmp_path: Path) -> None:
     ev = synthetic_evaluator(tmp_path)
     client = _client(lambda n, m: answer(OPT, {"BM": 32, "W": 4}) if n == 1 else answer({"BM": 64, "W": 8}))
-    res = run_search(ev, "auto", Budget(max_evals=50), seed=0, llm=client)
+    res = run_search(ev, "auto", Budget(max_evals=50), seed=0, run=RunOptions(llm=client))
     first_opt = next(i for i, t in enumerate(res.history) if t.config == OPT)
     assert first_opt < 10, "the model's first answer is measured right after the start"
     assert len(res.history) == 50, "the search does not stop while budget remains"
@@ -57,7 +57,7 @@ def test_auto_with_scripted_model_opens_with_the_model_and_keeps_going(tmp_path:
 
 def test_auto_survives_a_failing_model(tmp_path: Path) -> None:
     ev = synthetic_evaluator(tmp_path)
-    res = run_search(ev, "auto", Budget(max_evals=40), seed=0, llm=_client(failing))
+    res = run_search(ev, "auto", Budget(max_evals=40), seed=0, run=RunOptions(llm=_client(failing)))
     assert len(res.history) == 40
     assert any("failed" in n for n in res.notes)
 
@@ -71,7 +71,8 @@ def test_auto_asks_the_model_again_when_the_surrogate_stalls(tmp_path: Path) -> 
         return answer({"BM": 16, "W": 8, "bs": [64, 64]}, {"BM": 128, "W": 8, "bs": [16, 64]},
                       {"BM": 32, "W": 2, "bs": [64, 16]}, {"BM": 16, "W": 4, "bs": [16, 64]})
 
-    res = run_search(ev, "auto", Budget(max_evals=100), seed=1, llm=_client(script), options={"stall": 6})
+    res = run_search(ev, "auto", Budget(max_evals=100), seed=1,
+                     run=RunOptions(llm=_client(script), strategy_options={"stall": 6}))
     assert len(calls) >= 2, res.notes
     assert any("asked again" in n for n in res.notes)
     later = [ex for ex in res.llm_exchanges if ex["round"] > 1]
@@ -103,7 +104,8 @@ def test_model_time_is_hidden_behind_measurements_in_real_time(tmp_path: Path) -
         return answer(fresh[(n - 1) % len(fresh)])
 
     t0 = time.perf_counter()
-    res = run_search(ev, "auto", Budget(max_evals=60), seed=0, llm=_client(slow), options={"stall": 6})
+    res = run_search(ev, "auto", Budget(max_evals=60), seed=0,
+                     run=RunOptions(llm=_client(slow), strategy_options={"stall": 6}))
     wall = time.perf_counter() - t0
     extra = res.extra
     assert extra["model_calls"] >= 2 and extra["model_seconds"] >= 0.3 * extra["model_calls"]
@@ -119,7 +121,7 @@ def test_model_time_overlap_on_a_simulated_clock_is_charged_only_when_unhidden(t
         time.sleep(0.3)
         return answer(OPT)
 
-    res = run_search(ev, "auto", Budget(max_evals=30), seed=0, llm=_client(slow))
+    res = run_search(ev, "auto", Budget(max_evals=30), seed=0, run=RunOptions(llm=_client(slow)))
     assert res.extra["model_hidden_share"] >= 0.99
     assert res.clocks[-1] == sum(t.cost_s for t in res.history) + (res.extra["model_seconds"] - res.extra["model_hidden_seconds"])
 
@@ -127,8 +129,8 @@ def test_model_time_overlap_on_a_simulated_clock_is_charged_only_when_unhidden(t
 def test_llm_tells_the_user_when_it_stops_with_budget_left(tmp_path: Path) -> None:
     ev = synthetic_evaluator(tmp_path)
     client = _client(lambda n, m: answer(OPT) if n == 1 else answer({"BM": 16, "W": 8}))
-    res = run_search(ev, "llm", Budget(max_evals=100), seed=0, llm=client,
-                     options={"initial": 4, "refine": 2, "patience": 1})
+    res = run_search(ev, "llm", Budget(max_evals=100), seed=0,
+                     run=RunOptions(llm=client, strategy_options={"initial": 4, "refine": 2, "patience": 1}))
     assert len(res.history) < 100
     assert any("unspent" in n for n in res.notes), res.notes
 
@@ -140,9 +142,10 @@ def test_auto_refuses_unknown_options_in_one_line(tmp_path: Path) -> None:
 
     ev = synthetic_evaluator(tmp_path)
     with pytest.raises(KerntuneError, match="unknown option"):
-        run_search(ev, "auto", Budget(max_evals=5), options={"initial": 3})  # a model option, no model
+        run_search(ev, "auto", Budget(max_evals=5),
+                   run=RunOptions(strategy_options={"initial": 3}))  # a model option, no model
     with pytest.raises(KerntuneError, match="unknown option"):
-        run_search(ev, "auto", Budget(max_evals=5), llm=_client(failing), options={"bogus": 1})
+        run_search(ev, "auto", Budget(max_evals=5), run=RunOptions(llm=_client(failing), strategy_options={"bogus": 1}))
 
 
 def test_compare_reports_model_time_hidden(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.llm import LLMClient
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.strategies import Budget
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +28,8 @@ OPTIONS = {"model_clock_s": 30, "max_calls": 4}
 
 def _run(space: str, transcript: Path, budget: int):  # noqa: ANN202
     ev = ReplayEvaluator.from_file(ROOT / "examples" / "spaces" / f"{space}.json.gz")
-    return run_search(ev, "auto", Budget(max_evals=budget), seed=0, llm=LLMClient.from_spec(f"replay:{transcript}"),
-                      options=OPTIONS)
+    return run_search(ev, "auto", Budget(max_evals=budget), seed=0,
+                      run=RunOptions(llm=LLMClient.from_spec(f"replay:{transcript}"), strategy_options=OPTIONS))
 
 
 @pytest.mark.parametrize("space, transcript", CASES, ids=[f"{s}-{p.parent.name}" for s, p in CASES])

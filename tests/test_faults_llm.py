@@ -21,7 +21,7 @@ pytest.importorskip("anthropic")
 
 from kerntune.llm import LLMClient  # noqa: E402
 from kerntune.llm.providers.http_sdk import AnthropicProvider, OpenAIProvider  # noqa: E402
-from kerntune.runner import SearchResult, run_search  # noqa: E402
+from kerntune.run.search import RunOptions, SearchResult, run_search  # noqa: E402
 from kerntune.store import Store  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
 from llm_servers import ScriptedServer  # noqa: E402
@@ -53,8 +53,8 @@ def _sources(db: Path, run_id: str) -> list[str]:
 
 def _run(tmp_path: Path, client: LLMClient, **kw: Any) -> tuple[SearchResult, Store]:
     store = Store(tmp_path / "k.db")
-    res = run_search(synthetic_evaluator(tmp_path), "llm", Budget(max_evals=BUDGET), seed=0, llm=client, store=store,
-                     options=dict(OPTIONS), **kw)
+    res = run_search(synthetic_evaluator(tmp_path), "llm", Budget(max_evals=BUDGET), seed=0,
+                     run=RunOptions(llm=client, store=store, strategy_options=dict(OPTIONS), **kw))
     return res, store
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from kerntune.evaluate.trial import Status
 from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator, default_memory_limit_mb
-from kerntune.runner import run_search
+from kerntune.run.search import run_search
 from kerntune.strategies import Budget
 
 KERNEL = textwrap.dedent('''

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from kerntune.llm import LLMClient, ParseError, configs_from_answer, extract_json, parse_configs
 from kerntune.llm.parsing import MAX_REASON_CHARS, MAX_REJECTION_CHARS
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.space import (Boolean, Choice, IntRange, ListParam, Param, Permutation, PowerOfTwo, Space,
                             jsonable)
 from kerntune.store import Store
@@ -307,8 +307,9 @@ def test_replies_through_the_round_search_into_the_store(round_setup: Any, text:
     EXAMPLES["count"] += 1
     ev, store, transcript = round_setup
     client = LLMClient(ScriptedProvider(lambda n, m: text), retries=0, transcript=transcript)
-    res = run_search(ev, "llm", Budget(max_evals=4), seed=0, llm=client, store=store,
-                     options={"initial": 3, "max_rounds": 1, "warmup": 1, "fallback": "random"})
+    res = run_search(ev, "llm", Budget(max_evals=4), seed=0,
+                     run=RunOptions(llm=client, store=store, strategy_options={"initial": 3, "max_rounds": 1,
+                                                                               "warmup": 1, "fallback": "random"}))
     assert 1 <= len(res.history) <= 4
     assert all(ev.space.is_valid(t.config) for t in res.history)
     stored = store.llm_exchanges(res.run_id)

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from kerntune.evaluate import ReplayEvaluator
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
+from kerntune.run.warm_start import PastRun
 from kerntune.strategies import Budget
 from kerntune.strategies.gp import _encode
 from kerntune.strategies.gp_prior import PastPrior
-from kerntune.warmstart import PastRun
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,7 @@ def runs(ev: ReplayEvaluator, near_is_right: bool) -> tuple[list[PastRun], str, 
 @pytest.mark.parametrize("near_is_right", [True, False])
 def test_prior_follows_the_nearer_run_and_its_best_is_measured_first(ev, near_is_right):
     transfer, right_best, wrong_best = runs(ev, near_is_right)
-    res = run_search(ev, "bayes", Budget(max_evals=1), 0, transfer=transfer)
+    res = run_search(ev, "bayes", Budget(max_evals=1), 0, RunOptions(transfer=transfer))
     assert any("prior mean from 2 past run(s)" in n for n in res.notes)
     first = ev.space.key(res.history[0].config)
     assert first == (right_best if near_is_right else wrong_best)
@@ -80,7 +80,8 @@ def test_prior_with_batches_measures_distinct_configs(ev):
     """On a GPU the GP picks batches (kriging believer, in the residual's units with a prior): every
     config of a batch is new and the search uses its whole budget."""
     transfer, right_best, _ = runs(ev, True)
-    res = run_search(ev, "bayes", Budget(max_evals=24), 1, transfer=transfer, options={"batch_size": 4})
+    res = run_search(ev, "bayes", Budget(max_evals=24), 1,
+                     RunOptions(transfer=transfer, strategy_options={"batch_size": 4}))
     keys = [ev.space.key(t.config) for t in res.history]
     assert len(keys) == 24 == len(set(keys))
     assert keys[0] == right_best

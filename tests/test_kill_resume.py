@@ -37,7 +37,7 @@ import pytest
 
 from kerntune.errors import StoreError
 from kerntune.evaluate import ReplayEvaluator
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.store import Store
 from kerntune.strategies import Budget
 
@@ -167,7 +167,7 @@ def test_sqlite_full_stops_the_run_with_a_clear_error_and_the_run_resumes(tmp_pa
     pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
     store.conn.execute(f"PRAGMA max_page_count={pages + 6}")
     with pytest.raises(StoreError) as info:
-        run_search(ev, "genetic", Budget(max_evals=300), seed=5, store=store, run_id=run_id)
+        run_search(ev, "genetic", Budget(max_evals=300), seed=5, run=RunOptions(store=store, run_id=run_id))
     message = str(info.value)
     assert str(tmp_path / "store.db") in message and "disk full" in message and "\n" not in message
     stored = store.trials(run_id)
@@ -178,7 +178,7 @@ def test_sqlite_full_stops_the_run_with_a_clear_error_and_the_run_resumes(tmp_pa
     store.close()
 
     with Store(tmp_path / "store.db") as again:   # room again: a new connection has no page cap
-        res = run_search(ev, "genetic", Budget(max_evals=300), seed=5, store=again, run_id=run_id)
+        res = run_search(ev, "genetic", Budget(max_evals=300), seed=5, run=RunOptions(store=again, run_id=run_id))
         assert res.resumed_trials == len(stored)
         assert [ev.space.key(t.config) for t in res.history] == [ev.space.key(t.config) for t in ref.history]
         assert len(again.trials(run_id)) == 300

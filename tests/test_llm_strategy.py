@@ -9,7 +9,7 @@ import pytest
 
 from kerntune.errors import KerntuneError
 from kerntune.llm import LLMClient
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.store import Store
 from kerntune.strategies import Budget
 from scripted import ScriptedProvider, answer, failing, synthetic_evaluator
@@ -32,8 +32,9 @@ def test_scripted_stops_after_patience_rounds_without_gain(tmp_path) -> None:
         return answer({"BM": 16, "bs": [64, 64], "W": [2, 8][n % 2]}, {"BM": 16, "bs": [16, 64], "W": 8 if n % 2 else 2})
 
     client, provider = _client(script)
-    res = run_search(ev, "llm", Budget(max_evals=200), seed=0, llm=client,
-                     options={"initial": 3, "refine": 2, "patience": 2, "max_rounds": 10, "fallback": "random"})
+    res = run_search(ev, "llm", Budget(max_evals=200), seed=0,
+                     run=RunOptions(llm=client, strategy_options={"initial": 3, "refine": 2, "patience": 2,
+                                                                  "max_rounds": 10, "fallback": "random"}))
     assert res.stop_reason == "no improvement for 2 rounds"
     assert len(provider.prompts) == 3
 
@@ -41,8 +42,8 @@ def test_scripted_stops_after_patience_rounds_without_gain(tmp_path) -> None:
 def test_scripted_round_two_prompt_shows_round_one_best_and_its_time(tmp_path) -> None:
     ev = synthetic_evaluator(tmp_path)
     client, provider = _client(lambda n, m: answer(BEST, {"BM": 32}) if n == 1 else answer({"W": 8}))
-    run_search(ev, "llm", Budget(max_evals=100), seed=0, llm=client,
-               options={"initial": 2, "refine": 1, "max_rounds": 2})
+    run_search(ev, "llm", Budget(max_evals=100), seed=0,
+               run=RunOptions(llm=client, strategy_options={"initial": 2, "refine": 1, "max_rounds": 2}))
     round2 = provider.prompts[1][-1].content
     assert '"BM": 64, "W": 4, "bs": [32, 32]' in round2
     assert "Best so far: 1 ms" in round2            # synthetic_time(BEST) == 1.0
@@ -55,8 +56,9 @@ def test_scripted_round_two_prompt_shows_round_one_best_and_its_time(tmp_path) -
 def test_scripted_outage_with_fallback_random_carries_on(tmp_path) -> None:
     ev = synthetic_evaluator(tmp_path)
     client, _ = _client(failing)
-    res = run_search(ev, "llm", Budget(max_evals=30), seed=1, llm=client,
-                     options={"initial": 8, "refine": 6, "fallback": "random", "max_rounds": 3, "patience": 5})
+    res = run_search(ev, "llm", Budget(max_evals=30), seed=1,
+                     run=RunOptions(llm=client, strategy_options={"initial": 8, "refine": 6, "fallback": "random",
+                                                                  "max_rounds": 3, "patience": 5}))
     assert len(res.history) == 3 + 8 + 6 + 6       # warm-up, then three fallback rounds
     assert any("model failed" in n for n in res.notes)
     assert all(ex["error"] for ex in res.llm_exchanges)
@@ -66,7 +68,8 @@ def test_scripted_outage_with_fallback_error_stops_with_one_clear_line(tmp_path)
     ev = synthetic_evaluator(tmp_path)
     client, _ = _client(failing)
     with pytest.raises(KerntuneError, match=r"^the model failed in round 1: .*scripted outage$"):
-        run_search(ev, "llm", Budget(max_evals=30), seed=1, llm=client, options={"fallback": "error"})
+        run_search(ev, "llm", Budget(max_evals=30), seed=1,
+                   run=RunOptions(llm=client, strategy_options={"fallback": "error"}))
 
 
 def test_scripted_bad_proposals_are_rejected_with_stored_reasons(tmp_path) -> None:
@@ -81,8 +84,10 @@ def test_scripted_bad_proposals_are_rejected_with_stored_reasons(tmp_path) -> No
         {"reasoning": "already measured", "config": {}},       # the default, measured in warm-up
     ]})
     client, _ = _client(lambda n, m: bad if n == 1 else "{'configs': [{'config': {'W': 4}}]}")
-    res = run_search(ev, "llm", Budget(max_evals=40), seed=0, llm=client, store=store, run_id="r",
-                     options={"initial": 6, "refine": 4, "max_rounds": 2, "patience": 5, "fallback": "pattern"})
+    res = run_search(ev, "llm", Budget(max_evals=40), seed=0,
+                     run=RunOptions(llm=client, store=store, run_id="r",
+                                    strategy_options={"initial": 6, "refine": 4, "max_rounds": 2, "patience": 5,
+                                                      "fallback": "pattern"}))
     rows = sqlite3.connect(tmp_path / "k.db").execute(
         "SELECT round, accepted_json, rejected_json, error FROM llm_exchanges WHERE run_id='r' ORDER BY id").fetchall()
     assert len(rows) == 2
@@ -102,7 +107,8 @@ def test_scripted_bad_proposals_are_rejected_with_stored_reasons(tmp_path) -> No
 def test_llm_seeded_continues_classically_under_the_shared_budget(tmp_path) -> None:
     ev = synthetic_evaluator(tmp_path)
     client, provider = _client(lambda n, m: answer({"BM": 32, "W": 4}, {"BM": 64, "W": 8}))
-    res = run_search(ev, "llm-seeded", Budget(max_evals=25), seed=0, llm=client, options={"initial": 2})
+    res = run_search(ev, "llm-seeded", Budget(max_evals=25), seed=0,
+                     run=RunOptions(llm=client, strategy_options={"initial": 2}))
     assert len(provider.prompts) == 1
     assert len(res.history) == 25
     sources_seen = {t.config["BM"] for t in res.history}
@@ -115,8 +121,8 @@ def test_scripted_llm_seeded_measures_only_the_models_configs(tmp_path) -> None:
     ev = synthetic_evaluator(tmp_path)
     store = Store(tmp_path / "k.db")
     client, _ = _client(lambda n, m: answer({"BM": 32, "W": 4}, {"BM": 7}, {"nope": 1}))
-    res = run_search(ev, "llm-seeded", Budget(max_evals=20), seed=0, llm=client, options={"initial": 10},
-                     store=store)
+    res = run_search(ev, "llm-seeded", Budget(max_evals=20), seed=0,
+                     run=RunOptions(llm=client, strategy_options={"initial": 10}, store=store))
     sources = [src for (src,) in store.conn.execute("SELECT source FROM trials WHERE run_id=? ORDER BY seq",
                                                     (res.run_id,))]
     assert sources.count("llm:round1") == 1
@@ -138,7 +144,8 @@ def test_scripted_resume_replays_stored_answers_instead_of_asking_again(tmp_path
 
     opts = {"initial": 2, "refine": 2, "max_rounds": 3, "patience": 5}
     reference_client, _ = _client(varying)
-    ref = run_search(ev, "llm", Budget(max_evals=40), seed=0, llm=reference_client, options=opts)
+    ref = run_search(ev, "llm", Budget(max_evals=40), seed=0,
+                     run=RunOptions(llm=reference_client, strategy_options=opts))
     calls.clear()
 
     class Killed(Exception):
@@ -153,11 +160,13 @@ def test_scripted_resume_replays_stored_answers_instead_of_asking_again(tmp_path
     dying = Dying(ev.recording, ev.source)
     client, provider = _client(varying)
     with pytest.raises(Killed):
-        run_search(dying, "llm", Budget(max_evals=40), seed=0, llm=client, store=store, run_id="r", options=opts)
+        run_search(dying, "llm", Budget(max_evals=40), seed=0,
+                   run=RunOptions(llm=client, store=store, run_id="r", strategy_options=opts))
     asked_before = len(provider.prompts)
     calls.clear()
     calls.extend(range(asked_before))        # the live model continues where it was
     client2, provider2 = _client(varying)
-    res = run_search(ev, "llm", Budget(max_evals=40), seed=0, llm=client2, store=store, run_id="r", options=opts)
+    res = run_search(ev, "llm", Budget(max_evals=40), seed=0,
+                     run=RunOptions(llm=client2, store=store, run_id="r", strategy_options=opts))
     assert len(provider2.prompts) == len(ref.llm_exchanges) - asked_before
     assert [t.config for t in res.history] == [t.config for t in ref.history]

@@ -14,7 +14,7 @@ import pytest
 
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.llm import LLMClient
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.strategies import Budget
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,8 +33,9 @@ def test_replayed_transcript_reproduces_the_recorded_search(space: str, transcri
         pytest.skip(f"{transcript} not recorded yet")
     entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     ev = ReplayEvaluator.from_file(ROOT / space)
-    res = run_search(ev, "llm", Budget(max_evals=100), seed=0, llm=LLMClient.from_spec(f"replay:{path}"),
-                     options={"initial": 25, "refine": 15, "max_rounds": 5})
+    res = run_search(ev, "llm", Budget(max_evals=100), seed=0,
+                     run=RunOptions(llm=LLMClient.from_spec(f"replay:{path}"),
+                                    strategy_options={"initial": 25, "refine": 15, "max_rounds": 5}))
     assert len(res.llm_exchanges) == len(entries)
     # Every round's accepted configs are exactly the ones the transcript's answer proposed and were new.
     for ex, entry in zip(res.llm_exchanges, entries):
@@ -46,6 +47,7 @@ def test_replayed_transcript_reproduces_the_recorded_search(space: str, transcri
     proposed = [a["config"] for ex in res.llm_exchanges for a in ex["accepted"]]
     assert all(cfg in measured for cfg in proposed)
     # And the replay is deterministic: a second run walks the same path.
-    again = run_search(ev, "llm", Budget(max_evals=100), seed=0, llm=LLMClient.from_spec(f"replay:{path}"),
-                       options={"initial": 25, "refine": 15, "max_rounds": 5})
+    again = run_search(ev, "llm", Budget(max_evals=100), seed=0,
+                       run=RunOptions(llm=LLMClient.from_spec(f"replay:{path}"),
+                                      strategy_options={"initial": 25, "refine": 15, "max_rounds": 5}))
     assert [t.config for t in again.history] == [t.config for t in res.history]

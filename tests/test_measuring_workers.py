@@ -10,7 +10,7 @@ import pytest
 
 from kerntune.evaluate.trial import Status
 from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
-from kerntune.runner import run_search
+from kerntune.run.search import run_search
 from kerntune.strategies import Budget
 
 KERNELS = Path(__file__).parent / "data" / "cpu_kernels.py"

@@ -14,7 +14,7 @@ import pytest
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.trial import Status
 from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.store import Store
 from kerntune.strategies import Budget
 
@@ -132,9 +132,9 @@ def test_leaders_are_retimed_on_one_gpu(two_gpus) -> None:
 def test_store_and_resume_with_two_gpus(two_gpus, tmp_path: Path) -> None:
     ev, log = two_gpus
     with Store(tmp_path / "kt.db") as store:
-        first = run_search(ev, "exhaustive", Budget(max_evals=6), store=store)
+        first = run_search(ev, "exhaustive", Budget(max_evals=6), run=RunOptions(store=store))
         assert len(store.trials(first.run_id)) == 6
-        res = run_search(ev, "exhaustive", Budget(max_evals=100), store=store, run_id=first.run_id)
+        res = run_search(ev, "exhaustive", Budget(max_evals=100), run=RunOptions(store=store, run_id=first.run_id))
         rows = store.trials(res.run_id)
     assert res.resumed_trials == 6
     assert len(rows) == 16 and len({key for key, _, _ in rows}) == 16

@@ -16,10 +16,11 @@ import pytest
 import kerntune
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
-from kerntune.multishape import dispatch_table, load_dispatch, read_shapes, tune_shapes, tuning_order
+from kerntune.run.dispatch import dispatch_table, load_dispatch
+from kerntune.run.shapes import read_shapes, tune_shapes, tuning_order
+from kerntune.run.warm_start import PastWinner
 from kerntune.store import Store
 from kerntune.strategies.llm.prompting import first_round
-from kerntune.warmstart import PastWinner
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {(4096, 4096, 4096): "matmul_4096_h100", (8192, 8192, 512): "matmul_8192x8192x512_h100",

@@ -17,7 +17,7 @@ ray = pytest.importorskip("ray")
 from kerntune.errors import KerntuneError  # noqa: E402
 from kerntune.evaluate import ReplayEvaluator  # noqa: E402
 from kerntune.evaluate.ray_backend import RayEvaluator, ReplayFactory, import_ray  # noqa: E402
-from kerntune.runner import run_search  # noqa: E402
+from kerntune.run.search import RunOptions, run_search  # noqa: E402
 from kerntune.store import Store  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
 
@@ -86,14 +86,16 @@ def test_a_search_through_ray_stores_every_trial_once_and_resumes(cluster, tmp_p
 
     try:
         with Store(tmp_path / "kt.db") as store:
-            res = run_search(ev, "genetic", Budget(max_evals=40), seed=3, store=store, progress=kill_once)
+            res = run_search(ev, "genetic", Budget(max_evals=40), seed=3,
+                             run=RunOptions(store=store, progress=kill_once))
             rows = store.trials(res.run_id)
             assert len(rows) == 40 and len({k for k, _, _ in rows}) == 40
             # The strategy saw the same results in the same order: the same path, the same winner.
             assert {k for k, _, _ in rows} == {ev.space.key(t.config) for t in plain.history}
             assert res.best.time_ms == plain.best.time_ms
             assert ev.stats.restarts == 1
-            again = run_search(ev, "genetic", Budget(max_evals=50), seed=3, store=store, run_id=res.run_id)
+            again = run_search(ev, "genetic", Budget(max_evals=50), seed=3,
+                               run=RunOptions(store=store, run_id=res.run_id))
             assert again.resumed_trials == 40 and len(store.trials(res.run_id)) == 50
             assert store.get_run(res.run_id).status == "done"
     finally:

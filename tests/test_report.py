@@ -21,7 +21,7 @@ from kerntune.evaluate import ReplayEvaluator
 from kerntune.llm import LLMClient
 from kerntune.report import analysis, build_report, load_report, write_report
 from kerntune.report.html import render_html
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.store import Store
 from kerntune.strategies import Budget
 from scripted import ScriptedProvider, answer, synthetic_evaluator
@@ -45,8 +45,9 @@ def llm_script(n: int, messages) -> str:  # noqa: ANN001 - list[Message]
 def llm_run(tmp_path: Path, store: Store, parent_id: str | None = None, label: str | None = None,
             seed: int = 0) -> str:
     client = LLMClient(ScriptedProvider(llm_script), retries=0, backoff_base=0.0)
-    res = run_search(synthetic_evaluator(tmp_path), "llm", Budget(max_evals=30), seed=seed, llm=client, store=store,
-                     parent_id=parent_id, label=label, options={"initial": 4, "refine": 3, "max_rounds": 3})
+    res = run_search(synthetic_evaluator(tmp_path), "llm", Budget(max_evals=30), seed=seed,
+                     run=RunOptions(llm=client, store=store, parent_id=parent_id, label=label,
+                                    strategy_options={"initial": 4, "refine": 3, "max_rounds": 3}))
     return res.run_id  # type: ignore[return-value]
 
 
@@ -62,7 +63,8 @@ def external_references(html: str) -> list[str]:
 
 def test_tune_report_is_one_self_contained_html_file(tmp_path, conv_path) -> None:
     store = Store(tmp_path / "k.db")
-    res = run_search(ReplayEvaluator.from_file(conv_path), "random", Budget(max_evals=80), seed=3, store=store)
+    res = run_search(ReplayEvaluator.from_file(conv_path), "random", Budget(max_evals=80), seed=3,
+                     run=RunOptions(store=store))
     files = write_report(store, res.run_id, html=tmp_path / "r.html")
     html = files.html.read_text()
     for title in SECTIONS:
@@ -107,7 +109,7 @@ def test_failures_and_parameter_effects_on_an_exhaustive_run(tmp_path) -> None:
     """The synthetic space fails exactly at BM=128 with W=2 (9 configs) and is fastest at W=4."""
     store = Store(tmp_path / "k.db")
     ev = synthetic_evaluator(tmp_path)
-    res = run_search(ev, "exhaustive", Budget(max_evals=500), store=store)
+    res = run_search(ev, "exhaustive", Budget(max_evals=500), run=RunOptions(store=store))
     rep = build_report(store, res.run_id)
     assert rep.failures.total == 9
     assert rep.failures.counts == {("runtime_error", "exhaustive"): 9}
@@ -160,7 +162,8 @@ def test_comparison_with_llm_repeats_groups_by_strategy(tmp_path) -> None:
     parent = store.create_run("compare", options={"space": str(tmp_path / "synthetic.json"), "budget": 30,
                                                   "strategies": ["random", "llm"], "repeats": 2, "seed": 0})
     for r in range(2):
-        run_search(ev, "random", Budget(max_evals=30), seed=r, store=store, parent_id=parent, label=f"random#{r}")
+        run_search(ev, "random", Budget(max_evals=30), seed=r,
+                   run=RunOptions(store=store, parent_id=parent, label=f"random#{r}"))
         llm_run(tmp_path, store, parent_id=parent, label=f"llm#{r}", seed=r)
     store.finish_run(parent)
     rep = build_report(store, parent)
@@ -214,7 +217,8 @@ def test_run_ids_resolve_by_prefix_and_last(tmp_path) -> None:
     store = Store(tmp_path / "k.db")
     first = llm_run(tmp_path, store)
     time.sleep(0.01)
-    second = run_search(synthetic_evaluator(tmp_path), "random", Budget(max_evals=5), store=store).run_id
+    second = run_search(synthetic_evaluator(tmp_path), "random", Budget(max_evals=5),
+                        run=RunOptions(store=store)).run_id
     assert load_report(store, "last").run_id == second
     assert load_report(store, first[:6]).run_id == first
     with pytest.raises(KerntuneError, match="no run 'zzz'"):

@@ -21,7 +21,7 @@ import pytest
 from kerntune.compare import run_compare
 from kerntune.llm import LLMClient
 from kerntune.report import write_report
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.store import Store
 from kerntune.strategies import Budget
 from scripted import ScriptedProvider, answer, synthetic_evaluator
@@ -84,8 +84,9 @@ def reports(tmp_path_factory, conv_path) -> dict[str, Path]:
     store = Store(tmp / "k.db")
     result = run_compare(str(conv_path), ["random", "bayes", "genetic"], 60, 2, 0, store)
     client = LLMClient(ScriptedProvider(_llm_script), retries=0, backoff_base=0.0)
-    llm = run_search(synthetic_evaluator(tmp), "llm", Budget(max_evals=40), seed=0, llm=client, store=store,
-                     options={"initial": 4, "refine": 3, "max_rounds": 4})
+    llm = run_search(synthetic_evaluator(tmp), "llm", Budget(max_evals=40), seed=0,
+                     run=RunOptions(llm=client, store=store,
+                                    strategy_options={"initial": 4, "refine": 3, "max_rounds": 4}))
     out = {"compare": write_report(store, result.run_id, html=tmp / "compare.html").html,
            "llm": write_report(store, llm.run_id, html=tmp / "llm.html").html}
     store.close()

@@ -16,7 +16,7 @@ import pytest
 
 from kerntune.compare.metrics import Reference, best_so_far, methodology_score, score_spread
 from kerntune.evaluate import ReplayEvaluator
-from kerntune.runner import run_search
+from kerntune.run.search import run_search
 from kerntune.strategies import Budget
 
 SPACES = sorted(Path(__file__).resolve().parent.parent.joinpath("examples", "spaces").glob("*.json.gz"))

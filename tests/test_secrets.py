@@ -36,7 +36,7 @@ from kerntune.llm import LLMClient, LLMError, Message, make_provider  # noqa: E4
 from kerntune.llm.providers import resolve_auto  # noqa: E402
 from kerntune.llm.providers.http_sdk import AnthropicProvider, OpenAIProvider  # noqa: E402
 from kerntune.llm.secrets import MASK, api_key, redact  # noqa: E402
-from kerntune.runner import run_search  # noqa: E402
+from kerntune.run.search import RunOptions, run_search  # noqa: E402
 from kerntune.store import Store  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
 from llm_servers import ScriptedServer  # noqa: E402
@@ -189,8 +189,10 @@ def test_a_server_quoting_the_key_in_a_4xx_error_does_not_leak_it(file_keyring: 
     reject = ("status", 401, {}, {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "auth"}})
     with ScriptedServer("openai", [reject] * 10) as srv:
         client = LLMClient(OpenAIProvider("test-model", base_url=srv.url), retries=0)
-        res = run_search(synthetic_evaluator(tmp_path), "llm", Budget(max_evals=12), seed=0, llm=client, store=store,
-                         options={"initial": 4, "refine": 4, "max_rounds": 2, "fallback": "random"})
+        res = run_search(synthetic_evaluator(tmp_path), "llm", Budget(max_evals=12), seed=0,
+                         run=RunOptions(llm=client, store=store,
+                                        strategy_options={"initial": 4, "refine": 4, "max_rounds": 2,
+                                                          "fallback": "random"}))
     assert srv.requests and all(ex["error"] for ex in res.llm_exchanges)
     assert all(KEY not in n for n in res.notes) and any("401" in n for n in res.notes)
     store.close()
@@ -250,8 +252,9 @@ def test_injected_code_in_a_full_llm_run_is_never_executed(tmp_path: Path) -> No
         client = LLMClient(OpenAIProvider("test-model", base_url=srv.url, api_key="k"), retries=0,
                            transcript=tmp_path / "t.jsonl")
         store = Store(tmp_path / "k.db")
-        res = run_search(synthetic_evaluator(tmp_path), "llm", Budget(max_evals=30), seed=0, llm=client,
-                         store=store, options={"initial": 10, "refine": 10, "max_rounds": 3, "patience": 9})
+        res = run_search(synthetic_evaluator(tmp_path), "llm", Budget(max_evals=30), seed=0,
+                         run=RunOptions(llm=client, store=store,
+                                        strategy_options={"initial": 10, "refine": 10, "max_rounds": 3, "patience": 9}))
     ex = store.llm_exchanges(res.run_id)[0]
     assert [a["reasoning"] for a in ex["accepted"]][:1] == payloads[:1]   # kept verbatim, as data
     assert sum("is not allowed" in r["reason"] for r in ex["rejected"]) == len(payloads)

@@ -10,7 +10,7 @@ import pytest
 from kerntune.errors import StoreError
 from kerntune.evaluate import ReplayEvaluator, load_recording
 from kerntune.evaluate.trial import Status, Trial
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.store import Store
 from kerntune.store.export import export_csv, export_kernel_tuner, export_table
 from kerntune.strategies import Budget
@@ -53,7 +53,7 @@ def test_trials_are_in_the_file_as_soon_as_they_finish(tmp_path, conv_evaluator)
     store = Store(db)
     crashing = _CrashingEvaluator(conv_evaluator, limit=23)
     with pytest.raises(_Crash):
-        run_search(crashing, "genetic", Budget(max_evals=80), seed=1, store=store, run_id="r1")
+        run_search(crashing, "genetic", Budget(max_evals=80), seed=1, run=RunOptions(store=store, run_id="r1"))
     # A second connection (another process would see the same) finds every finished trial.
     rows = sqlite3.connect(db).execute("SELECT COUNT(*) FROM trials WHERE run_id='r1'").fetchone()[0]
     assert rows == 23
@@ -65,9 +65,9 @@ def test_resume_measures_nothing_twice_and_loses_nothing(tmp_path, conv_evaluato
     store = Store(tmp_path / "k.db")
     with pytest.raises(_Crash):
         run_search(_CrashingEvaluator(conv_evaluator, limit=31), strategy, Budget(max_evals=70), seed=5,
-                   store=store, run_id="run")
+                   run=RunOptions(store=store, run_id="run"))
     second = _CountingEvaluator(conv_evaluator)
-    resumed = run_search(second, strategy, Budget(max_evals=70), seed=5, store=store, run_id="run")
+    resumed = run_search(second, strategy, Budget(max_evals=70), seed=5, run=RunOptions(store=store, run_id="run"))
     stored = [conv_evaluator.space.key(t.config) for _, t, _ in store.trials("run")]
     assert len(stored) == len(set(stored)) == 70
     assert len(second.measured) == 70 - 31                      # only the missing ones were measured
@@ -106,7 +106,7 @@ def test_llm_exchange_table_is_ready(tmp_path) -> None:
 
 def test_exports_roundtrip_through_the_replay_reader(tmp_path, conv_evaluator) -> None:
     store = Store(tmp_path / "k.db")
-    res = run_search(conv_evaluator, "random", Budget(max_evals=40), seed=2, store=store)
+    res = run_search(conv_evaluator, "random", Budget(max_evals=40), seed=2, run=RunOptions(store=store))
     n_csv = export_csv(store, res.run_id, tmp_path / "t.csv")
     assert n_csv == 40
     lines = (tmp_path / "t.csv").read_text().splitlines()

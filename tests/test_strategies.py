@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kerntune.errors import KerntuneError
-from kerntune.runner import run_search
+from kerntune.run.search import run_search
 from kerntune.strategies import LLM_STRATEGIES, STRATEGIES, Budget, BudgetExhausted, get_strategy
 
 NAMES = sorted(set(STRATEGIES) - LLM_STRATEGIES)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator, default_compile_workers, visible_devices
 from kerntune.evaluate.triton_backend.kernel_file import parse_shape
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.store import Store
 from kerntune.strategies import Budget
 
@@ -79,7 +79,7 @@ def timed_search(kernel: str, shape: tuple[int, ...], gpus: int, compile_workers
             warm_s = time.perf_counter() - t0
         with Store(db) as store:
             t0 = time.perf_counter()
-            res = run_search(ev, "exhaustive", Budget(max_evals=n), seed=0, store=store)
+            res = run_search(ev, "exhaustive", Budget(max_evals=n), seed=0, run=RunOptions(store=store))
             wall = time.perf_counter() - t0
         ok = [t for t in res.history if t.ok]
         best = min(ok, key=lambda t: t.time_ms) if ok else None

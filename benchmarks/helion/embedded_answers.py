@@ -35,7 +35,7 @@ from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.helion import layout_from_dict
 from kerntune.llm import LLMClient
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.space import Config, Space
 from kerntune.strategies import Budget
 
@@ -73,8 +73,8 @@ def answer(dump_path: Path, transcript: Path, llm: str, contender: str = "embedd
     n = options["initial"]
     budget = Budget(max_evals=len(seeds) + 1 + n)
     t0 = time.perf_counter()
-    result = run_search(DumpedEvaluator(space, dump), "llm-seeded", budget, 0, options=options, llm=client,
-                        warm_start=seeds)
+    result = run_search(DumpedEvaluator(space, dump), "llm-seeded", budget, 0,
+                        RunOptions(strategy_options=options, llm=client, warm_start=seeds))
     seconds = time.perf_counter() - t0
     ex = result.llm_exchanges[0] if result.llm_exchanges else {}
     summary = {"kernel": dump.get("kernel"), "llm": llm, "model": ex.get("model"), "seconds": seconds,

@@ -29,7 +29,7 @@ from head_to_head import GP_OPTIONS, llm_options  # noqa: E402
 from kerntune.evaluate.trial import Status, Trial  # noqa: E402
 from kerntune.helion import layout_from_dict  # noqa: E402
 from kerntune.llm import LLMClient  # noqa: E402
-from kerntune.runner import run_search  # noqa: E402
+from kerntune.run.search import RunOptions, run_search  # noqa: E402
 from kerntune.space import Config  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
 
@@ -56,10 +56,11 @@ def main() -> None:
     space = layout_from_dict(dump["layout"], name=dump["space"].get("name", "")).space
     seeds = [space.normalize(s) for s in dump["seeds"]]
     ev = HashedTimes(space, dump)
-    classical = run_search(ev, "bayes", Budget(max_evals=a.budget), 0, options=dict(GP_OPTIONS), warm_start=seeds)
+    classical = run_search(ev, "bayes", Budget(max_evals=a.budget), 0,
+                           RunOptions(strategy_options=dict(GP_OPTIONS), warm_start=seeds))
     llm = LLMClient.from_spec(f"replay:{HERE / 'transcripts' / f'{a.kernel}.embedded.jsonl'}")
-    embedded = run_search(ev, "llm-seeded", Budget(max_evals=a.budget), 0, options=llm_options("embedded"), llm=llm,
-                          warm_start=seeds)
+    embedded = run_search(ev, "llm-seeded", Budget(max_evals=a.budget), 0,
+                          RunOptions(strategy_options=llm_options("embedded"), llm=llm, warm_start=seeds))
     ka = [space.key(t.config) for t in classical.history]
     kb = [space.key(t.config) for t in embedded.history]
     first = next((i for i, (x, y) in enumerate(zip(ka, kb)) if x != y), None)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.llm import LLMClient
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.strategies import Budget
 
 
@@ -30,8 +30,8 @@ def main() -> None:
     ev = ReplayEvaluator.from_file(args.space)
     opt = ev.recording.optimum.time_ms
     client = LLMClient.from_spec(f"replay:{args.transcript}")
-    res = run_search(ev, "llm", Budget(max_evals=args.budget), seed=0, llm=client,
-                     options={"initial": 25, "refine": 15, "max_rounds": 5})
+    res = run_search(ev, "llm", Budget(max_evals=args.budget), seed=0,
+                     run=RunOptions(llm=client, strategy_options={"initial": 25, "refine": 15, "max_rounds": 5}))
     rounds, best, seen = [], float("inf"), 0
     sources = [ex for ex in res.llm_exchanges]
     for i, t in enumerate(res.history, 1):

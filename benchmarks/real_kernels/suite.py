@@ -69,7 +69,7 @@ def _search(spec: str, shape: str, strategy: str, seconds: float, warm: dict | N
     from kerntune.evaluate.retime import confirm
     from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
     from kerntune.evaluate.triton_backend.kernel_file import parse_shape
-    from kerntune.runner import run_search
+    from kerntune.run.search import RunOptions, run_search
     from kerntune.space import jsonable
     from kerntune.strategies import Budget
 
@@ -92,8 +92,8 @@ def _search(spec: str, shape: str, strategy: str, seconds: float, warm: dict | N
                     curve.append((time.perf_counter() - t0, ctx.evaluations, ctx.best.time_ms))
 
             base = ev.space.normalize({k: v for k, v in warm.items() if k in ev.space.names}) if warm else None
-            res = run_search(ev, strategy, Budget(max_seconds=budget_s), 0, progress=progress,
-                             warm_start=[base] if base and not list_only else ())
+            res = run_search(ev, strategy, Budget(max_seconds=budget_s), 0,
+                             RunOptions(progress=progress, warm_start=[base] if base and not list_only else ()))
             search_s = time.perf_counter() - t_search
             t_conf = time.perf_counter()
             found = confirm(ev, res.history, n_leaders=5, baseline=base)

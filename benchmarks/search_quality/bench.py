@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from kerntune.compare.metrics import Reference, best_so_far, score_spread  # noqa: E402
 from kerntune.evaluate import ReplayEvaluator  # noqa: E402
-from kerntune.runner import run_search  # noqa: E402
+from kerntune.run.search import RunOptions, run_search  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
 
 SPACES = sorted(p.name[: -len(".json.gz")] for p in (ROOT / "examples" / "spaces").glob("*.json.gz"))
@@ -54,7 +54,8 @@ def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options
     ref = Reference.from_times(rec.ok_times, len(rec.trials) - len(rec.ok_times))
     curves, notes, extras, t0 = [], [], [], time.perf_counter()
     for r in range(repeats):
-        res = run_search(ev, strategy, Budget(max_evals=budget), seed=seed + r, options=options, llm=client)
+        res = run_search(ev, strategy, Budget(max_evals=budget), seed=seed + r,
+                         run=RunOptions(strategy_options=options, llm=client))
         extras.append(res.extra)
         curves.append(_pad(best_so_far([t.time_ms if t.ok else None for t in res.history], ref.worst), budget))
         notes.append(res.stop_reason)

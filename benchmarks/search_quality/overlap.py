@@ -27,7 +27,7 @@ from kerntune.llm import LLMClient  # noqa: E402
 from kerntune.llm.providers import make_provider  # noqa: E402
 from kerntune.llm.providers.base import Provider  # noqa: E402
 from kerntune.llm.types import Message, RawReply  # noqa: E402
-from kerntune.runner import run_search  # noqa: E402
+from kerntune.run.search import RunOptions, run_search  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
 
 
@@ -58,7 +58,7 @@ def main() -> None:
     ev = ReplayEvaluator.from_file(ROOT / "examples" / "spaces" / f"{a.space}.json.gz", realtime=True)
     client = LLMClient(Delayed(make_provider(f"replay:{transcript}"), a.delay))
     t0 = time.perf_counter()
-    res = run_search(ev, "auto", Budget(max_evals=a.budget), seed=a.seed, llm=client)
+    res = run_search(ev, "auto", Budget(max_evals=a.budget), seed=a.seed, run=RunOptions(llm=client))
     wall = time.perf_counter() - t0
     measuring = sum(t.cost_s for t in res.history)
     out = {"command": " ".join(["python"] + sys.argv), "space": a.space, "delay_s": a.delay, "budget": a.budget,

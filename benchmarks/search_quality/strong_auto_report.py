@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from kerntune.compare.metrics import Reference, best_so_far  # noqa: E402
 from kerntune.evaluate import ReplayEvaluator  # noqa: E402
 from kerntune.llm import LLMClient  # noqa: E402
-from kerntune.runner import run_search  # noqa: E402
+from kerntune.run.search import RunOptions, run_search  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
 
 
@@ -50,8 +50,8 @@ def main() -> None:
         ev = ReplayEvaluator.from_file(ROOT / "examples" / "spaces" / f"{space}.json.gz")
         rec = ev.recording
         ref = Reference.from_times(rec.ok_times, len(rec.trials) - len(rec.ok_times))
-        res = run_search(ev, "auto", Budget(max_evals=a.budget), seed=0, options=options,
-                         llm=LLMClient.from_spec(f"replay:{path}"))
+        res = run_search(ev, "auto", Budget(max_evals=a.budget), seed=0,
+                         run=RunOptions(strategy_options=options, llm=LLMClient.from_spec(f"replay:{path}")))
         curve = best_so_far([t.time_ms if t.ok else None for t in res.history], ref.worst) / ref.optimum
         n = len(curve)
         worst = max((float(curve[i] / gp[space][i]), i + 1) for i in range(24, min(n, len(gp[space]))))

@@ -4,7 +4,7 @@ For each choice of third shape and each strategy, 20 seeded cold runs on the thi
 compared with 20 warm runs after the two other shapes were tuned in the same store with the same
 strategy (budget 100, seed 0).  Kinds of warm start: "winners" measures the top-3 configs of each
 past run first (every strategy can use that); "transfer" hands everything the past runs measured to
-the GP of ``bayes`` (``kerntune.warmstart.transfer_data``), whose shipped model uses it as a prior
+the GP of ``bayes`` (``kerntune.run.warm_start.transfer_data``), whose shipped model uses it as a prior
 mean (``kerntune.strategies.gp_prior``); "transfer-task" is the earlier design (a second task of one
 GP, ``transfer_model="task"``).  The transfer rows are also measured "per repeat": the two past runs
 redone with each repeat's seed, so that the median is over the whole procedure (tune two shapes,
@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kerntune.evaluate import ReplayEvaluator  # noqa: E402
-from kerntune.runner import run_search  # noqa: E402
+from kerntune.run.search import RunOptions, run_search  # noqa: E402
+from kerntune.run.warm_start import past_winners, transfer_data  # noqa: E402
 from kerntune.store import Store  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
-from kerntune.warmstart import past_winners, transfer_data  # noqa: E402
 
 SHAPES = ["matmul_4096_h100", "matmul_8192x8192x512_h100", "matmul_256x8192x8192_h100"]
 BUDGET, REPEATS = 200, 20
@@ -53,7 +53,7 @@ def past(evs: dict, third: str, strategy: str, seed: int) -> tuple[list, list]:
         store = Store(Path(tmp) / "kt.db")
         for other in SHAPES:
             if other != third:
-                run_search(evs[other], strategy, Budget(max_evals=100), seed, store=store)
+                run_search(evs[other], strategy, Budget(max_evals=100), seed, RunOptions(store=store))
         name, size = ev.workload()["kernel_name"], ev.workload()["problem_size"]
         return past_winners(store, name, size, ev.space), transfer_data(store, name, size, ev.space)
 

@@ -95,7 +95,7 @@ def export(triton: bool = typer.Option(False, "--triton", help="Emit a triton.Co
             console.print(f"{e['problem_key']}: {n} configs -> {path}")
         return
     if as_json:
-        from kerntune.multishape import dispatch_table
+        from kerntune.run.dispatch import dispatch_table
 
         text = json.dumps(dispatch_table(entries), indent=1) + "\n"
     else:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from kerntune.cli.common import console, err_console, open_store, parse_options
 from kerntune.errors import KerntuneError
-from kerntune.multishape import ShapeResult, read_shapes, tune_shapes
+from kerntune.run.shapes import ShapeResult, read_shapes, tune_shapes
 
 
 def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Optional[int], seed: int,

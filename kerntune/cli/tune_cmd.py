@@ -15,7 +15,7 @@ from kerntune.store.sqlite import new_run_id
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.hardware import device_facts
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.space import jsonable
 from kerntune.llm import LLMClient
 from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
@@ -108,8 +108,9 @@ def tune(
     log.run_id(run_id, st.path)
     # A package kernel: its own choice is measured first, so the search starts from it and can only improve on it.
     shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
-    res = run_search(evaluator, strategy, b, seed, store=st, run_id=run_id, progress=progress, llm=client,
-                     options=options, warm_start=[shipped] if shipped else ())
+    run_options = RunOptions(store=st, run_id=run_id, progress=progress, llm=client, strategy_options=options,
+                             warm_start=[shipped] if shipped else ())
+    res = run_search(evaluator, strategy, b, seed, run_options)
     for note in res.notes:
         err_console.print(f"[yellow]note:[/yellow] {note}")
     best = res.best
@@ -139,12 +140,12 @@ def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None,
              given_budget: tuple, options: dict) -> tuple[str, int, Budget, dict]:
     """The stored run's strategy, seed, budget and options, after checking that what was given
     now (kernel or recording, space, and any option typed again) matches what it was started with."""
-    from kerntune.runner import _identity
+    from kerntune.run.search import evaluator_identity
     from kerntune.store.resume import check_evaluator, check_kind, check_same
 
     run = st.get_run(run_id)
     check_kind(run, "tune")
-    check_evaluator(run, _identity(evaluator), evaluator.space.to_dict())
+    check_evaluator(run, evaluator_identity(evaluator), evaluator.space.to_dict())
     check_same(run_id, "--strategy", run.strategy, strategy)
     check_same(run_id, "--seed", run.seed, seed)
     stored_budget = run.options.get("budget") or {}

@@ -3,7 +3,7 @@ recorded space, the same numbers for each.
 
 Every repeat is a child run in the store, so a killed comparison resumes
 where it stopped: finished repeats are read back, the interrupted one is
-re-walked from the store (see ``kerntune.runner``), nothing is re-measured.
+re-walked from the store (see ``kerntune.run.search``), nothing is re-measured.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kerntune.compare.metrics import (Reference, best_so_far, evals_to_within, m
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.evaluate.trial import Trial
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.store import Store
 from kerntune.strategies import LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
 from kerntune.strategies.options import validate_options
@@ -159,10 +159,10 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
                 clock = [c for _, _, c in store.trials(child.id)]
                 exchanges.extend(store.llm_exchanges(child.id))
             else:
-                res = run_search(evaluator, name, budget_obj, seed + r, store=store,
-                                 run_id=child.id if child else None, parent_id=run_id, label=label,
-                                 llm=client if name in LLM_STRATEGIES | MODEL_OPTIONAL else None,
-                                 options=strategy_options.get(name))
+                run_options = RunOptions(store=store, run_id=child.id if child else None, parent_id=run_id,
+                                         label=label, llm=client if name in LLM_STRATEGIES | MODEL_OPTIONAL else None,
+                                         strategy_options=strategy_options.get(name))
+                res = run_search(evaluator, name, budget_obj, seed + r, run_options)
                 history, clock = res.history, res.clocks
                 exchanges.extend(res.llm_exchanges)
                 extras.append(res.extra)

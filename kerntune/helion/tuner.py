@@ -361,7 +361,7 @@ def _search_class() -> type:
 
         def _autotune(self) -> Any:
             from kerntune.llm import LLMClient
-            from kerntune.runner import run_search
+            from kerntune.run.search import RunOptions, run_search
             from kerntune.strategies import Budget
 
             layout = self.kerntune_layout()
@@ -380,8 +380,8 @@ def _search_class() -> type:
                      f"(budget {budget.to_dict()}, {len(warm)} Helion seed config(s))")
             if budget_s is not None:
                 evaluator.deadline = time.perf_counter() + budget_s
-            result = run_search(evaluator, self.kt_strategy, budget, self.kt_seed, store=self.kt_store,
-                                options=self.kt_options, llm=llm, warm_start=warm)
+            run_options = RunOptions(store=self.kt_store, strategy_options=self.kt_options, llm=llm, warm_start=warm)
+            result = run_search(evaluator, self.kt_strategy, budget, self.kt_seed, run_options)
             self.kerntune_result = result
             finalists = list(evaluator.members[: max(self.kt_final_top_k, 1)])
             if not finalists:

@@ -94,11 +94,11 @@ class SearchContext:
     notes: list[str] = field(default_factory=list)
     #: Strategy-specific figures for reports (``auto``: model seconds and how many were hidden).
     extra: dict[str, Any] = field(default_factory=dict)
-    #: What past runs of this kernel on nearby shapes measured (``kerntune.warmstart.transfer_data``),
+    #: What past runs of this kernel on nearby shapes measured (``kerntune.run.warm_start.transfer_data``),
     #: one dict per run, nearest first: config key -> log(time / that run's best), inf where the
     #: config failed there.  Models that can learn from them (the GP of ``bayes``) do; others ignore it.
     transfer: list[dict[str, float]] = field(default_factory=list)
-    #: Winners of past runs on nearby shapes (``kerntune.warmstart.PastWinner``), shown to the model.
+    #: Winners of past runs on nearby shapes (``kerntune.run.warm_start.PastWinner``), shown to the model.
     past_winners: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:

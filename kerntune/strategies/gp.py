@@ -28,7 +28,7 @@ matmul recordings (H100); methodology score at 200 evaluations, means over
   default + 4 random) leaves more of the budget to the model.
 
 With ``ctx.transfer`` (past runs of the kernel on nearby shapes, see
-``kerntune.warmstart``) the past runs' prediction for this shape is the GP's
+``kerntune.run.warm_start``) the past runs' prediction for this shape is the GP's
 prior mean (``kerntune.strategies.gp_prior``: one GP per past run, shrunk to
 a neutral value away from what the run measured, runs weighted by shape
 distance) and the GP models the residual; the first pick is the prior's best.

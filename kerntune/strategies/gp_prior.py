@@ -11,7 +11,7 @@ H100 matmul shapes (``benchmarks/results/warm_start.md``, second round):
   neutral value, the run's ``NEUTRAL_Q`` quantile over all configs, with weight
   ``sd^2 / (SHRINK_S0^2 + sd^2)``: trusted near the run's data, neutral-to-hopeful elsewhere.
 * Distance weights.  Runs are averaged with weights ``exp(-distance / DISTANCE_TAU)``, distance
-  being ``kerntune.warmstart.shape_distance`` (doubling one dimension costs 1), so the nearest
+  being ``kerntune.run.warm_start.shape_distance`` (doubling one dimension costs 1), so the nearest
   shape speaks loudest.
 
 The GP then models only what the prior gets wrong (a zero-mean GP on the residuals).  Measured

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.llm.types import LLMError, Message
-from kerntune.runner import run_search
+from kerntune.run.search import RunOptions, run_search
 from kerntune.space import jsonable
 from kerntune.strategies import Budget, BudgetExhausted
 from kerntune.transform.kernel import AXES, KernelSpec, block_restriction, family
@@ -106,8 +106,8 @@ class TransformContext:
         """Time the original kernel over its own configs; its first correct output is the reference."""
         space = self.original.space()
         evaluator = KernelTunerEvaluator(space, self.original, self.session, save_reference=True)
-        res = run_search(evaluator, "exhaustive", Budget(max_evals=self.budget), self.seed, store=self.store,
-                         label="transform original")
+        res = run_search(evaluator, "exhaustive", Budget(max_evals=self.budget), self.seed,
+                         RunOptions(store=self.store, label="transform original"))
         trials = res.history
         ok = [t for t in trials if t.ok]
         if not ok or self.session.reference_path is None:
@@ -270,9 +270,10 @@ class TransformContext:
             if first is not None and first.status in (Status.WRONG_RESULT, Status.COMPILE_ERROR):
                 raise BudgetExhausted(f"stopped after the first config: {first.status.value}")
 
+        run_options = RunOptions(store=self.store, label=f"transform {rec.id}",
+                                 strategy_options=self.search_options, warm_start=[space.default], progress=gate)
         res = run_search(evaluator, self.search, Budget(max_evals=self.budget, max_seconds=self.budget_seconds),
-                         self.seed, store=self.store, label=f"transform {rec.id}", options=self.search_options,
-                         warm_start=[space.default], progress=gate)
+                         self.seed, run_options)
         rec.run_id, rec.evaluations = res.run_id, len(res.history)
         for t in res.history:
             rec.statuses[t.status.value] = rec.statuses.get(t.status.value, 0) + 1

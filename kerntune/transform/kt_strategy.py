@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
-from kerntune.runner import SearchResult, run_search
+from kerntune.run.search import RunOptions, SearchResult, run_search
 from kerntune.space import Config, Constraint, Space
 from kerntune.space.params import infer_param
 from kerntune.strategies import Budget, BudgetExhausted
@@ -111,6 +111,7 @@ class KerntuneStrategy:
             max_seconds = min(max_seconds or left, left)
         budget = Budget(max_evals=max(1, max_evals) if max_evals else None,
                         max_seconds=max_seconds if max_seconds and max_seconds > 0 else None)
-        self.last = run_search(evaluator, self.strategy, budget, self.seed, store=self.store, options=self.options,
-                               llm=self.llm, label="kernel_tuner strategy")
+        run_options = RunOptions(store=self.store, strategy_options=self.options, llm=self.llm,
+                                 label="kernel_tuner strategy")
+        self.last = run_search(evaluator, self.strategy, budget, self.seed, run_options)
         return evaluator.results

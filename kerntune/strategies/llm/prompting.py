@@ -53,7 +53,7 @@ def _common(space: Space, workload: dict[str, Any], device: dict[str, Any], opts
 
 
 def _past(past: Sequence[Any]) -> str:
-    """Winners of past runs on nearby shapes (``kerntune.warmstart.PastWinner``)."""
+    """Winners of past runs on nearby shapes (``kerntune.run.warm_start.PastWinner``)."""
     if not past:
         return ""
     lines = ["", "## Past runs of this kernel on other shapes", ""]

@@ -1,17 +1,16 @@
-"""Tuning many shapes of one kernel under one budget, and the dispatch table that results.
+"""Tuning many shapes of one kernel under one budget (``kerntune tune --shapes``).
 
 Why an order and a shared budget: a kernel's config ranking carries across
-nearby shapes (see ``kerntune.warmstart``), so each shape is tuned after the
+nearby shapes (see ``kerntune.run.warm_start``), so each shape is tuned after the
 tuned shape nearest to it, starting from what was learnt there; a shape
 that converges early leaves its unused evaluations to the shapes after it.
-The dispatch table (shape -> winner) lives in the store's ``best_configs``
-like any single-shape result, so ``kerntune cache export`` and the
-decorator's ``dispatch=`` read it.
+Each winner goes to the store's ``best_configs`` like any single-shape result:
+that is the dispatch table (shape -> winner) that ``kerntune cache export``
+writes and the decorator's ``dispatch=`` reads (``kerntune.run.dispatch``).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -20,16 +19,15 @@ from typing import Any, Callable, Sequence
 
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.base import Evaluator
-from kerntune.runner import run_search
+from kerntune.run.dispatch import Shape
+from kerntune.run.search import RunOptions, run_search
+from kerntune.run.warm_start import nearby_runs, past_winners, shape_distance, transfer_data
 from kerntune.store import Store
 from kerntune.strategies import Budget
-from kerntune.warmstart import nearby_runs, past_winners, shape_distance, transfer_data
 
-Shape = tuple[int, ...]
 #: Strategies whose model learns from all past measurements (``ctx.transfer``); the others get
 #: the past winners measured first.
 TRANSFER_STRATEGIES = ("bayes", "gp")
-DISPATCH_FORMAT = "kerntune-dispatch/1"
 
 
 @dataclass
@@ -120,10 +118,11 @@ def tune_shapes(make_evaluator: Callable[[Shape], Evaluator], shapes: Sequence[S
             winners = past_winners(store, name, size, ev.space, device, runs=near) if warm else []
             use_transfer = warm and strategy in TRANSFER_STRATEGIES
             transfer = transfer_data(store, name, size, ev.space, device, runs=near) if use_transfer else []
-            res = run_search(ev, strategy, Budget(max_evals=per), seed, store=store, options=options, llm=llm,
-                             label=f"shapes {'x'.join(map(str, shape))}",
-                             warm_start=[] if use_transfer else [w.config for w in winners],
-                             transfer=transfer, past_winners=winners)
+            run_options = RunOptions(store=store, strategy_options=options, llm=llm,
+                                     label=f"shapes {'x'.join(map(str, shape))}",
+                                     warm_start=[] if use_transfer else [w.config for w in winners],
+                                     transfer=transfer, past_winners=winners)
+            res = run_search(ev, strategy, Budget(max_evals=per), seed, run_options)
             best = res.best
             if best is not None:
                 ident = ev.describe()
@@ -139,35 +138,6 @@ def tune_shapes(make_evaluator: Callable[[Shape], Evaluator], shapes: Sequence[S
         if on_shape is not None:
             on_shape(out)
     return results
-
-
-def dispatch_table(entries: Sequence[dict[str, Any]], kernel: str = "") -> dict[str, Any]:
-    """The JSON dispatch table of ``Store.iter_best`` entries whose problem key is a shape
-    (``MxNxK``); the decorator's ``dispatch=`` and ``cache export --json`` use this form."""
-    rows = []
-    for e in sorted(entries, key=lambda e: e["problem_key"]):
-        parts = e["problem_key"].split("x")
-        if not all(p.isdigit() for p in parts):
-            continue
-        rows.append({"shape": [int(p) for p in parts], "config": e["config"], "time_ms": e["time_ms"],
-                     "device": e["device"], "versions": e["versions"], "kernel_hash": e["kernel_hash"]})
-    if not rows:
-        raise KerntuneError("no shape-keyed winners to export (tune with `kerntune tune FILE --shapes`)")
-    return {"format": DISPATCH_FORMAT, "kernel": kernel, "entries": rows}
-
-
-def load_dispatch(source: str | Path | dict[str, Any]) -> list[tuple[Shape, dict[str, Any], float]]:
-    """(shape, config, time) rows of a dispatch table file or dict, with a clear error if it is not one."""
-    data = source
-    if not isinstance(source, dict):
-        try:
-            data = json.loads(Path(source).read_text())
-        except (OSError, ValueError) as exc:
-            raise KerntuneError(f"dispatch table {source}: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != DISPATCH_FORMAT:
-        raise KerntuneError(f"dispatch table {source if not isinstance(source, dict) else ''}: "
-                            f"not a {DISPATCH_FORMAT} file (write one with `kerntune cache export --json`)")
-    return [(tuple(int(x) for x in r["shape"]), dict(r["config"]), float(r["time_ms"])) for r in data["entries"]]
 
 
 def as_dicts(results: Sequence[ShapeResult]) -> list[dict[str, Any]]:

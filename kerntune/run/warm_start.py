@@ -6,6 +6,10 @@ optimum) and a fair one for a skinny 256x8192x8192 (0.7-0.8 of its optimum).
 Measuring those first and letting the strategy build on them replaces a
 random start.  Shapes are compared by ``shape_distance``: the sum over
 dimensions of |log2(a) - log2(b)|, so doubling one dimension costs 1.
+
+What is found here reaches a run through ``kerntune.run.search.RunOptions``
+(``warm_start``, ``transfer``, ``past_winners``); ``kerntune.run.shapes`` finds
+it for every shape of ``tune --shapes``.
 """
 
 from __future__ import annotations

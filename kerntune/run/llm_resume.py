@@ -1,0 +1,61 @@
+"""A resumed run's model calls, answered from its stored exchanges before the live model.
+
+Why: a model at temperature > 0 would answer differently the second time, and the strategy
+would leave the path whose trials the store holds; replaying the stored answers keeps the
+resumed run on it.  ``kerntune.run.search.run_search`` wraps the run's client with
+``resumed_client`` when the store holds exchanges for the run it resumes.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kerntune.llm.providers.base import Provider
+from kerntune.llm.types import LLMError, Message, RawReply, Usage
+
+
+class ResumeProvider(Provider):
+    """Answers a resumed run's first calls from its stored exchanges, then the live model.
+
+    Every call is replayed, repair calls included (``calls`` of each exchange), in the order
+    they were made: a round whose repair still failed must not take the next round's answer
+    as its repair.
+    """
+
+    def __init__(self, live: Provider, exchanges: list[dict[str, Any]]) -> None:
+        super().__init__(live.model)
+        self.name, self.structured, self.live = live.name, live.structured, live
+        self.pending = [call for ex in exchanges for call in _calls_of(ex)]
+        #: Whether the last answer came from the store (the client then writes no transcript line:
+        #: the transcript holds it already).
+        self.last_replayed = False
+
+    def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float, max_tokens: int,
+             timeout: float) -> RawReply:
+        self.last_replayed = bool(self.pending)
+        if not self.pending:
+            return self.live.send(messages, schema, temperature, max_tokens, timeout)
+        call = self.pending.pop(0)
+        if call.get("error"):
+            raise LLMError(call["error"])
+        return RawReply(call.get("text") or "", Usage(call.get("tokens_in") or 0, call.get("tokens_out") or 0),
+                        call.get("model") or "")
+
+
+def _calls_of(exchange: dict[str, Any]) -> list[dict[str, Any]]:
+    """The calls of one stored exchange; a store written before calls were kept has one per exchange."""
+    if exchange.get("calls") is not None:
+        return list(exchange["calls"])
+    if exchange.get("error"):
+        return [{"error": exchange["error"]}]
+    return [{"text": exchange["response"], "model": exchange["model"], "tokens_in": exchange.get("tokens_in"),
+             "tokens_out": exchange.get("tokens_out")}]
+
+
+def resumed_client(client: Any, exchanges: list[dict[str, Any]]) -> Any:
+    """A copy of ``client`` (an ``LLMClient``) whose first calls are answered from ``exchanges``."""
+    clone = copy.copy(client)
+    clone.provider = ResumeProvider(client.provider, exchanges)
+    clone.cache = False  # every stored call is replayed from the store, none from a cache
+    return clone

@@ -1,0 +1,184 @@
+"""One run: one strategy on one evaluator, storing every trial and resuming runs.
+
+Resume works by replay: the strategy is deterministic under its seed, so it
+is started again from scratch and every config the store already holds for
+this run is answered from the store instead of being measured again.
+
+``run_search`` takes what the search is (evaluator, strategy, budget, seed)
+as arguments and everything about how the run is kept, watched and started
+(store, run id, model, warm starts...) as one ``RunOptions``: callers build
+that once and pass it on, instead of threading ten keywords through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from kerntune.evaluate.base import Evaluator
+from kerntune.evaluate.trial import Trial
+from kerntune.llm.secrets import redact
+from kerntune.run.llm_resume import resumed_client
+from kerntune.space import Config
+from kerntune.store import Store
+from kerntune.strategies import Budget, BudgetExhausted, SearchContext, SearchStalled, get_strategy
+from kerntune.strategies.base import check_seed
+from kerntune.strategies.options import validate_options
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is stored, watched and started; every field is optional.
+
+    Frozen, so that one object can be built once and handed to several runs
+    (``dataclasses.replace`` makes a variant, e.g. another label).
+    """
+
+    #: Where every trial is committed as it ends; None keeps the run in memory only.
+    store: Store | None = None
+    #: A run id: resumes that run if the store holds it, else names the new run.
+    run_id: str | None = None
+    #: The comparison this run is a child of (stored as a ``compare-child`` run).
+    parent_id: str | None = None
+    #: A name for the run in the store (``compare`` finds its children by it).
+    label: str | None = None
+    #: The strategy's own options (``kerntune options`` lists them), checked before the run starts.
+    strategy_options: Mapping[str, Any] | None = None
+    #: Called with the search context after every trial (progress lines; may raise BudgetExhausted to stop).
+    progress: Callable[[SearchContext], None] | None = None
+    #: The model client (``kerntune.llm.LLMClient``) for strategies that ask one.
+    llm: Any = None
+    #: Configs measured first (winners of past runs on nearby shapes, see ``kerntune.run.warm_start``,
+    #: or a package's own choice); every strategy then builds on them as on any earlier trial.
+    warm_start: Sequence[Config] = ()
+    #: What past runs measured (``kerntune.run.warm_start.transfer_data``), for strategies whose
+    #: model can start from it.
+    transfer: Sequence[dict[str, float]] = ()
+    #: Winners of past runs on nearby shapes (``kerntune.run.warm_start.PastWinner``), shown to a
+    #: model in its first prompt.
+    past_winners: Sequence[Any] = ()
+
+
+@dataclass
+class SearchResult:
+    strategy: str
+    seed: int
+    best: Trial | None
+    history: list[Trial]
+    clocks: list[float]
+    stop_reason: str
+    run_id: str | None = None
+    resumed_trials: int = 0
+    llm_exchanges: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def best_so_far(self) -> list[float]:
+        """Best time after each evaluation (inf until the first success)."""
+        out, best = [], float("inf")
+        for t in self.history:
+            if t.ok and t.time_ms < best:  # type: ignore[operator]
+                best = t.time_ms  # type: ignore[assignment]
+            out.append(best)
+        return out
+
+
+def evaluator_identity(evaluator: Evaluator) -> dict[str, Any]:
+    """What the store keeps of an evaluator: enough to re-create it, plus the kernel and
+    problem size, so that later runs can find this one for a warm start (and ``tune --resume``
+    can check that it is given the same one)."""
+    workload = evaluator.workload()
+    return {**evaluator.describe(), "kernel_name": workload.get("kernel_name"),
+            "problem_size": workload.get("problem_size")}
+
+
+def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 0,
+               run: RunOptions | None = None) -> SearchResult:
+    """Search with ``strategy``; with a store (``run.store``), every trial is committed as it ends.
+
+    If ``run.run_id`` names a run already in the store, that run is resumed.  ``run.warm_start``
+    configs are measured first; ``run.transfer`` and ``run.past_winners`` hand past runs'
+    measurements and winners to the strategy (see ``RunOptions``).
+    """
+    run = run if run is not None else RunOptions()
+    fn = get_strategy(strategy)
+    options = validate_options(strategy, dict(run.strategy_options or {}))
+    check_seed(seed)
+    store, run_id = run.store, run.run_id
+    prior: dict[str, tuple[Trial, float]] = {}
+    lock = None
+    if store is not None:
+        existing = None
+        if run_id is not None:
+            try:
+                existing = store.get_run(run_id)
+            except Exception:
+                existing = None
+        if existing is not None:
+            lock = store.lock_run(run_id)  # type: ignore[arg-type]
+            for key, trial, clock in store.trials(run_id):  # type: ignore[arg-type]
+                trial.config = evaluator.space.canonical(trial.config)
+                prior[key] = (trial, clock)
+        else:
+            run_id = store.create_run(
+                "compare-child" if run.parent_id else "tune", parent_id=run.parent_id, label=run.label,
+                strategy=strategy, seed=seed, options={"budget": budget.to_dict(), **options},
+                space=evaluator.space.to_dict(), evaluator=evaluator_identity(evaluator),
+                device=evaluator.device().get("name"), run_id=run_id)
+            lock = store.lock_run(run_id)
+    try:
+        return _search(fn, evaluator, strategy, budget, seed, run, run_id, prior, options)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget: Budget, seed: int,
+            run: RunOptions, run_id: str | None, prior: dict[str, tuple[Trial, float]],
+            options: dict[str, Any]) -> SearchResult:
+    store, progress, llm = run.store, run.progress, run.llm
+    # A resumed run that leaves its stored path (a live model answering differently after the
+    # stored calls ran out) numbers its new trials after every stored one instead of on top of them.
+    next_seq = [len(prior)]
+
+    def on_trial(seq: int, key: str, trial: Trial, clock: float, source: str) -> None:
+        if store is not None:
+            seq = max(seq, next_seq[0])
+            next_seq[0] = seq + 1
+            store.add_trial(run_id, seq, key, trial, clock, source)  # type: ignore[arg-type]
+        if progress is not None:
+            progress(ctx)
+
+    def on_exchange(ex: dict[str, Any]) -> None:
+        if replayed[0] > 0:  # the re-walk of a round the store holds already: not stored twice
+            replayed[0] -= 1
+        elif store is not None:
+            store.add_llm_exchange(run_id, ex["round"], ex["provider"], ex["model"], redact(ex["prompt"]),
+                                   redact(ex["response"]), ex["accepted"], ex["rejected"], ex["tokens_in"],
+                                   ex["tokens_out"], ex["latency_s"], ex["cost"], ex["error"], calls=ex.get("calls"))
+        llm_log.append(ex)
+
+    llm_log: list[dict[str, Any]] = []
+    replayed = [0]
+    stored = store.llm_exchanges(run_id) if llm is not None and store is not None else []  # type: ignore[arg-type]
+    if stored:  # a resumed run (possibly killed before its first trial was stored)
+        replayed[0] = len(stored)
+        llm = resumed_client(llm, stored)
+    ctx = SearchContext(evaluator.space, evaluator, budget, seed, on_trial=on_trial, prior=prior, llm=llm,
+                        on_llm_exchange=on_exchange, transfer=list(run.transfer),
+                        past_winners=list(run.past_winners))
+    try:
+        warm = [c for c in ctx.unmeasured(run.warm_start) if evaluator.space.is_valid(c)]
+        if warm:
+            ctx.evaluate(warm, source="warm-start")
+        fn(ctx, **options)
+        if not ctx.stop_reason:
+            ctx.stop_reason = "strategy finished"
+    except BudgetExhausted as exc:
+        ctx.stop_reason = str(exc)
+    except SearchStalled as exc:
+        ctx.stop_reason = str(exc)
+    if store is not None and run_id is not None:
+        store.finish_run(run_id, "done")
+    return SearchResult(strategy, seed, ctx.best, ctx.history, ctx.clocks, ctx.stop_reason, run_id,
+                        resumed_trials=len(prior), llm_exchanges=llm_log, notes=list(ctx.notes), extra=dict(ctx.extra))
