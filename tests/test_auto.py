@@ -167,3 +167,26 @@ def test_compare_reports_model_time_hidden(tmp_path: Path) -> None:
     data = json.loads(out.read_text())["strategies"]["auto"]
     assert data["model_time"]["repeats"] == 1 and 0.0 <= data["model_time"]["hidden_share"] <= 1.0
     assert data["score_stderr"] is None and data["repeats"] == 1  # one repeat has no spread
+
+
+def test_the_reports_show_how_much_model_time_was_hidden(tmp_path: Path) -> None:
+    """The stored run keeps what the search said of itself, and both reports show the hidden share."""
+    from kerntune.report import write_report
+    from kerntune.store import Store
+
+    ev = synthetic_evaluator(tmp_path)
+
+    def slow(n: int, messages) -> str:  # noqa: ANN001
+        time.sleep(0.2)
+        return answer(OPT)
+
+    with Store(tmp_path / "s.db") as st:
+        run_id = st.create_run("tune", strategy="auto", seed=0, options={})
+        res = run_search(ev, "auto", Budget(max_evals=20), seed=0,
+                         run=RunOptions(store=st, run_id=run_id, llm=_client(slow)))
+        summary = st.get_run(run_id).summary
+        assert summary is not None and summary["stop_reason"] == res.stop_reason
+        assert summary["extra"]["model_calls"] == res.extra["model_calls"] >= 1
+        files = write_report(st, run_id, html=tmp_path / "r.html", markdown=tmp_path / "r.md")
+    share = f"({res.extra['model_hidden_share']:.0%}) hidden behind measurements"
+    assert share in files.html.read_text() and share in files.markdown.read_text()

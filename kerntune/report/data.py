@@ -70,6 +70,8 @@ class RunData:
     options: dict[str, Any]
     trials: list[TrialRow] = field(default_factory=list)
     exchanges: list[Exchange] = field(default_factory=list)
+    #: What the finished search said of itself (stop reason, notes, ``extra`` figures); {} if unknown.
+    summary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -194,7 +196,17 @@ def _run(store: Store, row: Any) -> RunData:
                  for ex in store.llm_exchanges(row["id"])]
     return RunData(id=str(row["id"]), kind=str(row["kind"]), label=row["label"], strategy=str(row["strategy"] or "?"),
                    seed=row["seed"], status=str(row["status"]), created=float(row["created"]),
-                   finished=row["finished"], options=options, trials=trials, exchanges=exchanges)
+                   finished=row["finished"], options=options, trials=trials, exchanges=exchanges,
+                   summary=_summary(row))
+
+
+def _summary(row: Any) -> dict[str, Any]:
+    text = row["summary_json"] if "summary_json" in row.keys() else None
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _budget(options: dict[str, Any], runs: list[RunData]) -> int:

@@ -43,6 +43,9 @@ def facts(data: ReportData) -> list[tuple[str, str]]:
         out.append(("device", data.device))
     out.append(("budget", f"{data.budget} evaluations"))
     out.append(("runs", f"{len(data.runs)} ({sum(len(r.trials) for r in data.runs)} trials)"))
+    hidden = model_time(data)
+    if hidden:
+        out.append(("model time", hidden))
     ref = data.reference
     if ref is not None:
         exp = ref.random_expectation
@@ -50,6 +53,20 @@ def facts(data: ReportData) -> list[tuple[str, str]]:
                 ("median / optimum", f"{ref.median_ms / ref.optimum_ms:.2f} over {ref.configs} recorded configs"),
                 (f"random search, expected best after {len(exp)}", ms(exp[-1]) if exp else "–")]
     return out
+
+
+def model_time(data: ReportData) -> str:
+    """How much of the model's time the search hid behind measurements (``auto`` with a model)."""
+    runs = [r.summary.get("extra", {}) for r in data.runs]
+    runs = [e for e in runs if isinstance(e, dict) and e.get("model_seconds")]
+    if not runs:
+        return ""
+    total = sum(float(e["model_seconds"]) for e in runs)
+    hidden = sum(float(e.get("model_hidden_seconds", 0.0)) for e in runs)
+    calls = sum(int(e.get("model_calls", 0)) for e in runs)
+    each = f" over {len(runs)} runs" if len(runs) > 1 else ""
+    return (f"{calls} model call(s){each}, {total:.1f} s of model time, {hidden:.1f} s "
+            f"({hidden / total:.0%}) hidden behind measurements")
 
 
 def strategies(rows: list[StrategyRow], with_reference: bool) -> Table:

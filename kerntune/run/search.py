@@ -179,6 +179,7 @@ def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget
     except SearchStalled as exc:
         ctx.stop_reason = str(exc)
     if store is not None and run_id is not None:
-        store.finish_run(run_id, "done")
+        store.finish_run(run_id, "done", summary={"stop_reason": ctx.stop_reason, "notes": list(ctx.notes),
+                                                  "extra": dict(ctx.extra)})
     return SearchResult(strategy, seed, ctx.best, ctx.history, ctx.clocks, ctx.stop_reason, run_id,
                         resumed_trials=len(prior), llm_exchanges=llm_log, notes=list(ctx.notes), extra=dict(ctx.extra))

@@ -142,6 +142,8 @@ class RunRecord:
     #: The space and evaluator identity the run was started with (what a resume must match).
     space: dict[str, Any] | None = None
     evaluator: dict[str, Any] | None = None
+    #: What the finished search said of itself (stop reason, notes, strategy figures); None before.
+    summary: dict[str, Any] | None = None
 
 
 def _text(value: Any) -> Any:
@@ -261,14 +263,17 @@ class Store:
 
     def _add_missing_columns(self) -> None:
         """Columns added after a store was made: ``calls_json`` holds every call of an exchange
-        (repair calls too), which a resumed LLM run replays in order."""
-        have = {r["name"] for r in self.conn.execute("PRAGMA table_info(llm_exchanges)")}
-        if "calls_json" not in have:
-            try:
-                self.conn.execute("ALTER TABLE llm_exchanges ADD COLUMN calls_json TEXT")
-            except sqlite3.OperationalError as exc:
-                if "duplicate column" not in str(exc):  # another process added it just now
-                    raise
+        (repair calls too), which a resumed LLM run replays in order; ``runs.summary_json`` what a
+        finished search said of itself (stop reason, notes, a strategy's figures such as the model
+        time it hid), for reports."""
+        for table, column in (("llm_exchanges", "calls_json"), ("runs", "summary_json")):
+            have = {r["name"] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                try:
+                    self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
+                except sqlite3.OperationalError as exc:
+                    if "duplicate column" not in str(exc):  # another process added it just now
+                        raise
 
     def lock_run(self, run_id: str) -> RunLock:
         """Hold ``run_id`` for this process until the lock is released (or the process dies).
@@ -337,8 +342,13 @@ class Store:
             self.on_run_created(run_id, kind, parent_id)
         return run_id
 
-    def finish_run(self, run_id: str, status: str = "done") -> None:
-        self._write("UPDATE runs SET status=?, finished=? WHERE id=?", (status, time.time(), run_id))
+    def finish_run(self, run_id: str, status: str = "done", summary: dict[str, Any] | None = None) -> None:
+        """Mark a run ended; ``summary`` (JSON-able) is what the search said of itself."""
+        if summary is None:
+            self._write("UPDATE runs SET status=?, finished=? WHERE id=?", (status, time.time(), run_id))
+            return
+        self._write("UPDATE runs SET status=?, finished=?, summary_json=? WHERE id=?",
+                    (status, time.time(), json.dumps(summary, default=str), run_id))
 
     def get_run(self, run_id: str) -> RunRecord:
         rows = self._read("SELECT * FROM runs WHERE id=?", (run_id,))
@@ -369,7 +379,9 @@ class Store:
         return RunRecord(row["id"], row["parent_id"], row["kind"], row["label"], row["strategy"], row["seed"],
                          row["status"], json.loads(row["options_json"] or "{}"), row["created"], row["finished"],
                          json.loads(row["space_json"]) if row["space_json"] else None,
-                         json.loads(row["evaluator_json"]) if row["evaluator_json"] else None)
+                         json.loads(row["evaluator_json"]) if row["evaluator_json"] else None,
+                         json.loads(row["summary_json"]) if "summary_json" in row.keys() and row["summary_json"]
+                         else None)
 
     # -- trials ------------------------------------------------------------------------------
     def add_trial(self, run_id: str, seq: int, key: str, trial: Trial, clock_s: float, source: str = "") -> None:
