@@ -344,11 +344,9 @@ class Store:
 
     def finish_run(self, run_id: str, status: str = "done", summary: dict[str, Any] | None = None) -> None:
         """Mark a run ended; ``summary`` (JSON-able) is what the search said of itself."""
-        if summary is None:
-            self._write("UPDATE runs SET status=?, finished=? WHERE id=?", (status, time.time(), run_id))
-            return
-        self._write("UPDATE runs SET status=?, finished=?, summary_json=? WHERE id=?",
-                    (status, time.time(), json.dumps(summary, default=str), run_id))
+        text = None if summary is None else json.dumps(summary, default=str)
+        self._write("UPDATE runs SET status=?, finished=?, summary_json=COALESCE(?, summary_json) WHERE id=?",
+                    (status, time.time(), text, run_id))
 
     def get_run(self, run_id: str) -> RunRecord:
         rows = self._read("SELECT * FROM runs WHERE id=?", (run_id,))

@@ -204,7 +204,8 @@ def default_compile_workers(n_devices: int) -> int:
 
 
 def _bounded_count(space: Any, cap: int) -> int:
-    """How many valid configs ``space`` holds, counting no further than ``cap`` (at least 1)."""
+    """How many valid configs ``space`` holds, counting no further than ``cap`` (so at most
+    ``cap``, and at least 1)."""
     return max(1, sum(1 for _ in itertools.islice(space.enumerate(), cap)))
 
 
@@ -238,8 +239,8 @@ class TritonEvaluator(Evaluator):
         envs = [env if d is None else {**env, "CUDA_VISIBLE_DEVICES": d} for d in self.devices]
         # A worker per config at most: a package kernel's short autotune list gains nothing from
         # fifteen workers that each import torch and the package (tens of seconds of start-up).
-        n = compile_workers or min(default_compile_workers(len(self.devices)),
-                                   _bounded_count(self.space, default_compile_workers(len(self.devices))))
+        cap = default_compile_workers(len(self.devices))
+        n = compile_workers or _bounded_count(self.space, cap)
         mem = self.memory_limit_mb = default_memory_limit_mb() if memory_limit_mb is None else max(memory_limit_mb, 0)
         # Compile workers are spread over the GPUs too: their CUDA contexts and inputs are shared out.
         self.compilers = [_Worker(self.path, self.shape, envs[i % len(envs)], compile_only=True, memory_mb=mem)
