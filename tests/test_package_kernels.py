@@ -161,8 +161,8 @@ print(json.dumps({"sums": [float(o.double().sum()) for o in outs], "tuned": r.ST
 
 
 def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_path: Path) -> None:
-    """`kerntune exec -- python PROGRAM`: the package's autotuned kernel is tuned by kerntune with half
-    its list per key, the winners stored; a second process loads them and measures nothing; the
+    """`kerntune exec --budget 0.5 -- python PROGRAM`: the package's autotuned kernel is tuned by kerntune
+    with half its list per key, the winners stored; a second process loads them and measures nothing; the
     outputs equal those of the program run without the switch."""
     import json
 
@@ -173,13 +173,16 @@ def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_pa
     store = tmp_path / "retune.db"
 
     def run(*prefix: str) -> dict:
-        proc = subprocess.run([*prefix, sys.executable, str(prog)], capture_output=True, text=True, env=env,
-                              timeout=600, cwd=tmp_path)
+        proc = subprocess.run([*prefix, sys.executable, str(prog)], capture_output=True, text=True,
+                              env=env, timeout=600, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
-    kt = [sys.executable, "-m", "kerntune", "exec", "--store", str(store), "--"]
+    kt = [sys.executable, "-m", "kerntune", "exec", "--store", str(store), "--budget", "0.5", "--"]
     plain, first, second = run(), run(*kt), run(*kt)
+    # the default: every config of the list, as triton.autotune measures
+    whole = run(sys.executable, "-m", "kerntune", "exec", "--store", str(tmp_path / "whole.db"), "--")
+    assert whole["measured"] == 2 * 8 and whole["sums"] == pytest.approx(plain["sums"], rel=1e-6)
     assert not plain["enabled"] and plain["measured"] == 0
     assert first["enabled"] and len(first["tuned"]) == 2 and first["loaded"] == []  # keys n=1000 and n=3000
     assert first["measured"] == 2 * 4  # half of the 8-config list per key

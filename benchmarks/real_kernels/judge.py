@@ -2,6 +2,7 @@
 (kernel, shape), timed interleaved under kerntune's protocol (kerntune.evaluate.protocol).
 
     python benchmarks/real_kernels/judge.py ADAPTER SHAPE --package-only        # the package's own first call
+    KERNTUNE_AUTOTUNE=1 python benchmarks/real_kernels/judge.py ADAPTER SHAPE --package-only   # kerntune.retune in place
     python benchmarks/real_kernels/judge.py ADAPTER SHAPE --package CFG --winner CFG
 
 ``--package-only`` runs the package's entry point in a fresh process (the caller gives it a fresh
@@ -42,11 +43,15 @@ def main() -> None:
     shape = parse_shape(args.shape)
     target = load(args.adapter)
     if args.package_only:
+        import kerntune.retune as retune
+
+        switched = retune.enable_from_env()  # KERNTUNE_AUTOTUNE=1: kerntune tunes the autotuned kernels in place
         t0 = time.perf_counter()
         target.make_inputs(shape)
         print(json.dumps({"config": target.baseline(), "first_call_s": target.autotune_s,
                           "own_autotune_s": target.own_autotune_s,
-                          "setup_s": time.perf_counter() - t0}))
+                          "setup_s": time.perf_counter() - t0,
+                          **({"retune": retune.STATS.searches} if switched else {})}))
         return
     package, winner = json.loads(args.package), json.loads(args.winner)
     os.environ["KERNTUNE_PACKAGE_CHOICE"] = json.dumps(package)

@@ -1,0 +1,121 @@
+"""Acceptance 3 of the real-kernels issue: the in-place switch (``kerntune.retune``) against the
+kernel's own ``triton.autotune``, over the same list, in the same kind of process.
+
+    python benchmarks/real_kernels/inplace_vs_autotune.py --out benchmarks/results/real_kernels/h100/inplace_vs_autotune.json \\
+        [--only fla.chunk_h ...] [--variants 8:1:fork,8:1:threads,1:1:serial]
+
+For every (kernel, shape) whose kernel carries ``triton.autotune``, each step a fresh process with a
+fresh Triton cache (nobody profits from another's compiles):
+1. the package as shipped (judge.py --package-only): the kernel's own autotune wall over its list
+   (its compiles and benchmarks; the call's other kernels excluded) and its pick;
+2. per variant ``WORKERS:BUDGET[:MODE]``, the same program with ``KERNTUNE_AUTOTUNE=1`` (a fresh
+   store): the same wall clock around the same kernel now measures kerntune's in-place search over
+   the same list (``WORKERS`` parallel compiles, ``BUDGET`` a share of the list or a count, ``MODE``
+   fork, threads or serial: kerntune.retune), and its pick;
+3. the judge (judge.py, fresh process): every pick that differs from the package's, timed interleaved
+   beside it (kerntune.evaluate.judge).  A pick equal to the package's is as fast by construction.
+Writes one JSON with every figure and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def _judge(args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, str(HERE / "judge.py"), *args], capture_output=True, text=True, env=env,
+                         timeout=400)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"judge {' '.join(args[:3])} failed: {out.stderr[-1500:]}")
+    return json.loads(lines[-1])
+
+
+def _fresh(env: dict[str, str], **extra: str) -> dict[str, str]:
+    return {**env, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="triton-cache-"), "FLA_CACHE_RESULTS": "0", **extra}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--shape", default=None)
+    ap.add_argument("--variants", default="8:1:fork", help="WORKERS:BUDGET[:MODE],... (kerntune.retune settings)")
+    ap.add_argument("--deadline", type=float, default=540.0, help="stop starting pairs after this many seconds")
+    args = ap.parse_args()
+    from kerntune.adapters import all_adapters, load
+    from kerntune.evaluate.triton_backend.capture import autotuner
+
+    t_start = time.perf_counter()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("KERNTUNE_")}
+    variants = [v.split(":") for v in args.variants.split(",")]
+    out_path = Path(args.out)
+    rows: list[dict[str, Any]] = json.loads(out_path.read_text())["rows"] if out_path.exists() else []
+    done = {(r["kernel"], r["shape"]) for r in rows}
+    for name, a in all_adapters().items():
+        if (args.only and name not in args.only) or a.knobs is not None or autotuner(load(name).kernel) is None:
+            continue
+        for shape in a.shapes:
+            s = "x".join(map(str, shape))
+            if (args.shape and s != args.shape) or (name, s) in done:
+                continue
+            if time.perf_counter() - t_start > args.deadline:
+                print(f"deadline: {name} {s} not started", flush=True)
+                continue
+            pkg = _judge([name, s, "--package-only"], _fresh(base))
+            row: dict[str, Any] = {"kernel": name, "shape": s, "package": pkg, "kerntune": []}
+            print(f"{name} {s}: own autotune {pkg['own_autotune_s']:.2f} s, pick {pkg['config']}", flush=True)
+            for threads, budget, *mode in variants:
+                env = _fresh(base, KERNTUNE_AUTOTUNE="1", KERNTUNE_AUTOTUNE_COMPILE_THREADS=threads,
+                             KERNTUNE_AUTOTUNE_BUDGET=budget, KERNTUNE_AUTOTUNE_COMPILE=(mode or ["fork"])[0],
+                             KERNTUNE_STORE=str(Path(tempfile.mkdtemp(prefix="kt-store-")) / "kt.db"))
+                kt = _judge([name, s, "--package-only"], env)
+                rec = {"threads": int(threads), "budget": budget, "mode": (mode or ["fork"])[0], **kt,
+                       "wall_share": kt["own_autotune_s"] / pkg["own_autotune_s"]}
+                if kt["config"] != pkg["config"]:
+                    j = _judge([name, s, "--package", json.dumps(pkg["config"]), "--winner", json.dumps(kt["config"])],
+                               _fresh(base))
+                    rec["judge"] = j
+                    rec["speedup"] = j["speedup"]
+                else:
+                    rec["speedup"] = {"median": 1.0, "ci": [1.0, 1.0], "same_config": True}
+                row["kerntune"].append(rec)
+                print(f"  {(mode or ['fork'])[0]} x{threads} budget {budget}: {kt['own_autotune_s']:.2f} s "
+                      f"({rec['wall_share']:.2f} of its own), pick {kt['config']}, speedup {rec['speedup']}", flush=True)
+            rows.append(row)
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            out_path.write_text(json.dumps({"command": "python benchmarks/real_kernels/inplace_vs_autotune.py "
+                                            + " ".join(sys.argv[1:]), "versions": _versions(), "rows": rows}, indent=1))
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    out = {"python": platform.python_version()}
+    for p in ("torch", "triton", "fla-core", "torchao"):
+        try:
+            out[p] = version(p)
+        except Exception:  # noqa: BLE001
+            out[p] = "missing"
+    try:
+        import torch
+
+        out["device"] = torch.cuda.get_device_name(0)
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+if __name__ == "__main__":
+    main()

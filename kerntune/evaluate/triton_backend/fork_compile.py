@@ -1,0 +1,109 @@
+"""Compile a batch of Triton configs in parallel inside a running program (``kerntune.retune``).
+
+Why forked children.  ``kerntune.retune`` tunes a kernel at its first launch, inside the user's
+process, where CUDA is already initialised and no worker pool exists (starting one costs 15-30 s
+of imports on an H100 host).  Triton >= 3.4 can hand its compiles to an executor
+(``triton.AsyncCompileMode``), but on threads they overlap only in part (Triton's Python front end
+holds the GIL): on an H100 host (Triton 3.6, 8 at a time) the FLA lists of 6, 9, 12 and 25 configs
+compiled in 2.4-3.3, 1.3-1.7, 3.1-3.9 and 3.4-4.3 s on threads against 1.9-2.0, 0.8-1.0,
+2.0-2.4 and 2.5-2.8 s in forked children, and FLA's whole first forward took 17.5-21.2 s against
+14.8-15.9 s (benchmarks/results/real_kernels/h100/inplace_vs_autotune_modes.json).
+
+So each compile runs twice: first in a child forked from this process (which inherits the kernel,
+its arguments' specialisation and Triton's state, needs no pickling, and touches no CUDA: with the
+target given, ``triton.compile`` is pure CPU work ending in ptxas), all children at once, filling
+Triton's on-disk cache; then here, in the main thread, where the same compile is a cache hit and
+yields the kernel object.  A child that fails or overruns its time changes nothing: the compile
+here then does the work itself and raises the real error.  Forks happen from the main thread
+while no compile runs in this process, so no child inherits a lock held mid-compile.
+
+POSIX only (``os.fork``); elsewhere, or with ``TRITON_INTERPRET=1``, callers compile serially.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import time
+from typing import Any, Callable, Sequence
+
+
+class _Recorder(concurrent.futures.Executor):
+    """An executor that only records what Triton asks it to run; ``run_batch`` runs it."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.jobs.append((lambda: fn(*args, **kwargs), future))
+        return future
+
+
+def _fork(job: Callable[[], Any]) -> int:
+    pid = os.fork()
+    if pid == 0:  # the child: compile, leave the result in Triton's cache, exit without cleanup
+        code = 1
+        try:
+            job()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _wait_one(running: dict[int, float], timeout_s: float, idle: Callable[[], None] | None) -> None:
+    """Return once at least one child has ended (a child over ``timeout_s`` is killed); ``idle``
+    runs between polls."""
+    while running:
+        for pid, started in list(running.items()):
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if not done and time.monotonic() - started > timeout_s:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                done = pid
+            if done:
+                running.pop(pid)
+                return
+        if idle is not None:
+            idle()
+        time.sleep(0.002)
+
+
+def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s: float = 300.0,
+                  idle: Callable[[], None] | None = None) -> list[BaseException | None]:
+    """Run every ``launch`` (a ``fn.run(..., warmup=True)`` call) with its compile done in
+    parallel in forked children; returns the error of each, or None.  ``idle`` runs while the
+    children work (``kerntune.retune`` keeps the GPU loaded with it)."""
+    import triton
+
+    recorder = _Recorder()
+    handles: list[Any] = []
+    errors: list[BaseException | None] = [None] * len(launches)
+    with triton.AsyncCompileMode(recorder, ignore_errors=True):
+        for i, launch in enumerate(launches):
+            try:
+                handles.append(launch())
+            except Exception as exc:  # noqa: BLE001 - failed before its compile was queued
+                handles.append(None)
+                errors[i] = exc
+        running: dict[int, float] = {}
+        for job, _ in recorder.jobs:
+            while len(running) >= max(1, workers):
+                _wait_one(running, timeout_s, idle)
+            running[_fork(job)] = time.monotonic()
+        while running:
+            _wait_one(running, timeout_s, idle)
+        for job, future in recorder.jobs:  # here: cache hits, or the real work and its real error
+            try:
+                future.set_result(job())
+            except Exception as exc:  # noqa: BLE001
+                future.set_exception(exc)
+    for i, h in enumerate(handles):
+        if h is not None and errors[i] is None and hasattr(h, "result"):
+            try:
+                h.result()
+            except Exception as exc:  # noqa: BLE001
+                errors[i] = exc
+    return errors

@@ -1,0 +1,84 @@
+"""kerntune.evaluate.triton_backend.fork_compile: real forks, Triton's real AsyncCompileMode.
+
+A "launch" here does what ``JITFunction.run(warmup=True)`` does under an active
+AsyncCompileMode: it submits its compile to the mode and gets a FutureKernel back.  The compile
+job stands in for ``triton.compile`` (whose first run fills Triton's disk cache and whose second is
+a cache hit): it writes a marker file in the child, and in the parent returns what the child left.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="POSIX fork")
+
+
+def _launch(key: str, job, finalized: dict):
+    from triton.runtime import _async_compile
+
+    mode = _async_compile.active_mode.get()
+    assert mode is not None, "compile_batch must run launches inside an AsyncCompileMode"
+    return mode.submit(key, job, lambda kernel: finalized.__setitem__(key, kernel))
+
+
+def test_compiles_run_in_parallel_children_then_here_as_cache_hits(tmp_path: Path) -> None:
+    from kerntune.evaluate.triton_backend.fork_compile import compile_batch
+
+    finalized: dict = {}
+
+    def job(i: int):
+        def compile_once() -> str:
+            marker = tmp_path / f"{i}.done"
+            if marker.exists():  # the parent: a "cache hit" on what the child compiled
+                return f"kernel {i} from pid {marker.read_text()}"
+            time.sleep(0.6)  # the child: the slow compile
+            marker.write_text(str(os.getpid()))
+            return "unused"
+        return compile_once
+
+    t0 = time.perf_counter()
+    errors = compile_batch([lambda i=i: _launch(f"k{i}", job(i), finalized) for i in range(4)], workers=4)
+    wall = time.perf_counter() - t0
+    assert errors == [None] * 4
+    assert wall < 4 * 0.6 * 0.75, f"four 0.6 s compiles on 4 children took {wall:.2f} s: not parallel"
+    assert sorted(finalized) == ["k0", "k1", "k2", "k3"]  # Triton's finalize saw every kernel
+    pids = {v.rsplit(" ", 1)[1] for v in finalized.values()}
+    assert str(os.getpid()) not in pids and len(pids) == 4  # each compiled in its own child
+
+
+def test_a_failing_compile_reports_its_own_error_and_spares_the_others(tmp_path: Path) -> None:
+    from kerntune.evaluate.triton_backend.fork_compile import compile_batch
+
+    def bad() -> str:
+        raise ValueError("shared memory 300000 > 232448")
+
+    finalized: dict = {}
+    launches = [lambda: _launch("ok", lambda: "kernel", finalized), lambda: _launch("bad", bad, finalized),
+                lambda: (_ for _ in ()).throw(TypeError("bad argument before any compile"))]
+    errors = compile_batch(launches, workers=2)
+    assert errors[0] is None and finalized == {"ok": "kernel"}
+    assert isinstance(errors[1], ValueError) and "shared memory" in str(errors[1])
+    assert isinstance(errors[2], TypeError)
+
+
+def test_a_child_over_its_time_is_killed_and_the_compile_done_here(tmp_path: Path) -> None:
+    from kerntune.evaluate.triton_backend.fork_compile import compile_batch
+
+    here = os.getpid()
+    finalized: dict = {}
+
+    def hang() -> str:
+        if os.getpid() != here:
+            time.sleep(60)
+        return "compiled here"
+
+    t0 = time.perf_counter()
+    errors = compile_batch([lambda: _launch("h", hang, finalized)], workers=2, timeout_s=0.5)
+    assert errors == [None] and finalized == {"h": "compiled here"}
+    assert time.perf_counter() - t0 < 10
