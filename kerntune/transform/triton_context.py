@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kerntune.errors import KerntuneError
+from kerntune.llm.types import LLMError
 from kerntune.run.search import RunOptions, run_search
 from kerntune.space import Space, jsonable, space_from_dict
 from kerntune.strategies import Budget
@@ -68,6 +69,8 @@ class TritonTransformContext(TransformContext):
         variant = self.variants[self.original.hash]
         space = self.triton.space_of(variant)
         evaluator = self.triton.evaluator(variant, space)
+        if not self.triton.device_name.startswith("CPU"):
+            self.triton.device_name = _device_text(evaluator.device())
         try:
             res = run_search(evaluator, self.search, Budget(max_evals=self.budget, max_seconds=self.budget_seconds),
                              self.seed, RunOptions(store=self.store, label="transform original",
@@ -119,7 +122,7 @@ class TritonTransformContext(TransformContext):
             answer = self.ask("execute", template_name, fields,
                               validate=lambda a: variant_problems(strip_fences(a["code"])) if isinstance(
                                   a.get("code"), str) else [])
-        except Exception as exc:  # LLMError: no usable file after the repair round
+        except LLMError as exc:  # no usable file after the repair round
             rec.reason = f"the model gave no usable kernel file: {exc}"
             return self._done(rec, t0)
         variant = self.triton.write_variant(step_id, strip_fences(answer["code"]))
@@ -312,3 +315,13 @@ class TritonTransformer:
                      f" {speedup:.3f}x over {len(pairs)} rounds")
         return path, {"rounds": len(pairs), "original_ms": trials[0].time_ms, "winner_ms": trials[1].time_ms,
                       "speedup": speedup, "configs": [jsonable(c) for c in configs]}
+
+
+def _device_text(dev: dict[str, Any]) -> str:
+    """The GPU as the prompts show it: its name and what persistent and pipelined kernels size themselves by."""
+    facts = [f"{dev['sms']} SMs" if dev.get("sms") else "",
+             f"{dev['max_smem_per_block_kb']} KB shared memory per block" if dev.get("max_smem_per_block_kb") else "",
+             f"{dev['l2_mb']} MB L2" if dev.get("l2_mb") else "",
+             f"Triton {dev['triton']}" if dev.get("triton") else ""]
+    extra = ", ".join(f for f in facts if f)
+    return f"{dev.get('name', 'unknown GPU')}" + (f" ({extra})" if extra else "")
