@@ -26,7 +26,9 @@ def _json_arg(text: Optional[str], what: str) -> dict:
 
 
 def transform(
-    kernel: Path = typer.Argument(..., help="Kernel source file (.cl for OpenCL, .cu for CUDA, .c for C)"),
+    kernel: Path = typer.Argument(..., help="Kernel source file (.cl for OpenCL, .cu for CUDA, .c for C) or a "
+                                  "Triton kernel file (.py, the format `kerntune tune` takes)"),
+    shape: Optional[str] = typer.Option(None, "--shape", help="Triton kernel file: the problem shape, e.g. 4096x4096x4096"),
     strategy: str = typer.Option("autonomous", "--strategy", help="one-prompt, autonomous or explicit"),
     steps: Optional[Path] = typer.Option(None, "--steps", help="YAML tuning steps for --strategy explicit "
                                          "(default: the built-in library)"),
@@ -36,14 +38,16 @@ def transform(
     llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript", help="Append every exchange to this JSONL"),
     backend: str = typer.Option("opencl", "--backend", help="opencl, cuda (or cupy, nvcuda, pycuda) or c"),
     kernel_name: Optional[str] = typer.Option(None, "--kernel-name", help="Kernel to tune (default: the first)"),
-    problem_size: str = typer.Option(..., "--problem-size", help="Launch size, e.g. 256x256"),
+    problem_size: Optional[str] = typer.Option(None, "--problem-size", help="Kernel Tuner kernels: the launch size, "
+                                               "e.g. 256x256"),
     args_generator: Optional[Path] = typer.Option(None, "--args-generator", help="Python file with "
                                                   "make_args(problem_size) -> list (default: the model writes one)"),
     params: Optional[str] = typer.Option(None, "--params", help='The original kernel\'s tune_params as JSON, '
                                          'e.g. \'{"block_size_x": [16], "block_size_y": [16]}\''),
     grid_div: Optional[str] = typer.Option(None, "--grid-div", help='The original kernel\'s grid divisors as JSON, '
                                            'e.g. \'{"y": ["block_size_y", "WPT"]}\''),
-    search: str = typer.Option("exhaustive", "--search", help="kerntune strategy that tunes each rewrite"),
+    search: Optional[str] = typer.Option(None, "--search", help="kerntune strategy that tunes each rewrite "
+                                         "(default: exhaustive for Kernel Tuner kernels, auto for Triton files)"),
     budget: int = typer.Option(40, "--budget", help="Evaluations per rewrite"),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="Tuning seconds per rewrite"),
     performance_threshold: float = typer.Option(0.5, "--performance-threshold",
@@ -57,11 +61,19 @@ def transform(
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store for every trial"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the best kernel's source here"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the whole result (steps included) as JSON"),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Triton: where variants, harnesses and the "
+                                           "combined file go (default .kerntune/transform/NAME-TIME)"),
+    retime_rounds: Optional[int] = typer.Option(None, "--retime-rounds", help="Triton: rounds re-timing the winner "
+                                                "against the original side by side (0: none; default the protocol's)"),
+    rep_ms: Optional[int] = typer.Option(None, "--rep-ms", help="Triton: timing window per config in ms "
+                                         "(default the protocol's)"),
 ) -> None:
     """Rewrite a kernel with a language model (one-prompt, autonomous or explicit steps), tuning every
     rewrite through Kernel Tuner and keeping it only when it is correct and faster."""
     from kerntune.llm import LLMClient
     from kerntune.transform import ExplicitTuningStrategy, KernelTransformer, load_steps, make_strategy
+    from kerntune.transform.backend import backend_of
+    from kerntune.transform.steps import triton_steps
 
     if not kernel.is_file():
         raise KerntuneError(f"kernel file not found: {kernel}")
@@ -74,18 +86,27 @@ def transform(
         if strategy.replace("_", "-") != "explicit":
             raise KerntuneError("--steps goes with --strategy explicit")
         strat = ExplicitTuningStrategy(load_steps(steps))
+    elif backend_of(kernel) == "triton" and strategy.strip().lower() == "explicit" and not opts:
+        strat = ExplicitTuningStrategy(triton_steps())  # the Triton step library
     else:
         strat = make_strategy(strategy, **opts)
     client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
+    events = lambda msg: err_console.print(f"[dim]{escape(msg)}[/dim]", highlight=False)  # noqa: E731
+    if backend_of(kernel) == "triton":
+        _triton(kernel, shape, problem_size, strat, client, search or "auto", budget, seconds, performance_threshold,
+                timeout, memory_mb, rep_ms, retime_rounds, store, seed, workdir, output, json_out, events)
+        return
+    if problem_size is None:
+        raise KerntuneError("a Kernel Tuner kernel needs --problem-size, e.g. 256x256")
     st = open_store(store)
     try:
         kt = KernelTransformer(kernel.read_text(), strategy=strat, llm=client, backend=backend,
                                problem_size=problem_size, kernel_name=kernel_name, args_generator=args_generator,
                                tune_params=_json_arg(params, "--params"), grid_div=_json_arg(grid_div, "--grid-div"),
-                               search=search, budget=budget, budget_seconds=seconds,
+                               search=search or "exhaustive", budget=budget, budget_seconds=seconds,
                                performance_threshold=performance_threshold, iterations=iterations, timeout_s=timeout,
                                memory_mb=memory_mb, store=st, seed=seed,
-                               on_event=lambda msg: err_console.print(f"[dim]{escape(msg)}[/dim]", highlight=False))
+                               on_event=events)
         result = kt.run()
     finally:
         st.close()
@@ -93,6 +114,34 @@ def transform(
     if output is not None:
         output.write_text(result.kernel_source)
         console.print(f"kernel: {output}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+        console.print(f"result: {json_out}")
+
+
+def _triton(kernel: Path, shape: Optional[str], problem_size: Optional[str], strat, client, search: str,  # noqa: ANN001
+            budget: int, seconds: Optional[float], threshold: float, timeout: float, memory_mb: Optional[int],
+            rep_ms: Optional[int], retime_rounds: Optional[int], store: Optional[str], seed: int,
+            workdir: Optional[Path], output: Optional[Path], json_out: Optional[Path], events) -> None:  # noqa: ANN001
+    """A Triton kernel file: variants are kernel files, checked and tuned as `kerntune tune` tunes one."""
+    from kerntune.evaluate.triton_backend.kernel_file import parse_shape
+    from kerntune.transform.triton_context import TritonTransformer
+
+    if shape is None and problem_size is None:
+        raise KerntuneError("a Triton kernel file needs --shape, e.g. --shape 4096x4096x4096")
+    st = open_store(store)
+    try:
+        tt = TritonTransformer(kernel, parse_shape(shape or problem_size or ""), strategy=strat, llm=client,
+                               search=search, budget=budget, budget_seconds=seconds, performance_threshold=threshold,
+                               timeout_s=timeout, memory_mb=memory_mb, rep_ms=rep_ms, retime_rounds=retime_rounds,
+                               store=st, seed=seed, workdir=workdir, on_event=events)
+        result = tt.run()
+    finally:
+        st.close()
+    console.print(result.summary(), markup=False, highlight=False, soft_wrap=True)
+    if output is not None:
+        output.write_text(result.kernel_source)
+        console.print(f"kernel file: {output}")
     if json_out is not None:
         json_out.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
         console.print(f"result: {json_out}")

@@ -81,6 +81,19 @@ class StepRecord:
 
 
 class TransformContext:
+    """The Kernel Tuner backend's context; a backend for other kernel files (``triton_context``)
+    subclasses it and replaces the prompts (``TEMPLATES``), the reply schemas (``SCHEMA_KINDS``), the
+    original's measurement, ``fields`` and ``rewrite``, and how a variant's space is searched
+    (``variant_space`` and ``variant_evaluator``); the acceptance rule in ``_tune`` is shared."""
+
+    #: prompt file -> the file this backend uses instead (the strategies name the Kernel Tuner ones)
+    TEMPLATES: dict[str, str] = {}
+    #: reply kind -> the schema this backend checks it against
+    SCHEMA_KINDS: dict[str, str] = {}
+
+    def template_name(self, name: str) -> str:
+        return self.TEMPLATES.get(name, name)
+
     def __init__(self, original: KernelSpec, session: Any, llm: Any, *, search: str = "exhaustive",
                  budget: int | None = 40, budget_seconds: float | None = None, performance_threshold: float = 0.5,
                  search_options: Mapping[str, Any] | None = None, store: Any = None, seed: int = 0,
@@ -148,9 +161,9 @@ class TransformContext:
             validate: Callable[[Any], list[str]] | None = None) -> Any:
         """One model call: the template filled, the reply's JSON checked against the schema of
         ``kind`` (and ``validate``), one repair round; LLMError when nothing usable came back."""
-        schema = SCHEMAS[kind]
-        system = template("transform_system.md").safe_substitute(fields)
-        user = template(template_name).safe_substitute(fields)
+        schema = SCHEMAS[self.SCHEMA_KINDS.get(kind, kind)]
+        system = template(self.template_name("transform_system.md")).safe_substitute(fields)
+        user = template(self.template_name(template_name)).safe_substitute(fields)
 
         def check(value: Any) -> list[str]:
             problems = check_schema(value, schema)
@@ -253,7 +266,7 @@ class TransformContext:
         cur = self.current
         assert cur is not None
         try:
-            space = spec.space(block_restriction(self.session.max_threads, list(spec.tune_params)))
+            space = self.variant_space(spec)
             if space.cartesian_size > MAX_COMBINATIONS:
                 raise KerntuneError(f"{space.cartesian_size:,} combinations (at most {MAX_COMBINATIONS:,})")
             count = space.count()
@@ -263,7 +276,11 @@ class TransformContext:
         if count == 0:
             rec.status, rec.reason = "rejected", "the restrictions leave no valid configuration"
             return
-        evaluator = KernelTunerEvaluator(space, spec, self.session)
+        try:
+            evaluator = self.variant_evaluator(spec, space)
+        except KerntuneError as exc:
+            rec.status, rec.reason = "rejected", f"could not be measured: {exc}"
+            return
 
         def gate(ctx: Any) -> None:
             first = ctx.history[0] if len(ctx.history) == 1 else None
@@ -272,8 +289,13 @@ class TransformContext:
 
         run_options = RunOptions(store=self.store, label=f"transform {rec.id}",
                                  strategy_options=self.search_options, warm_start=[space.default], progress=gate)
-        res = run_search(evaluator, self.search, Budget(max_evals=self.budget, max_seconds=self.budget_seconds),
-                         self.seed, run_options)
+        try:
+            res = run_search(evaluator, self.search, Budget(max_evals=self.budget, max_seconds=self.budget_seconds),
+                             self.seed, run_options)
+        finally:
+            close = getattr(evaluator, "close", None)
+            if callable(close):
+                close()
         rec.run_id, rec.evaluations = res.run_id, len(res.history)
         for t in res.history:
             rec.statuses[t.status.value] = rec.statuses.get(t.status.value, 0) + 1
@@ -298,10 +320,23 @@ class TransformContext:
             rec.reason = f"{rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms"
             self.current = KernelState(spec, dict(best.config), rec.time_ms, rec.id)
             self.accepted.append(rec.id)
+            self._accepted(spec, rec)
         else:
             rec.status = "rejected"
             rec.reason = (f"not faster: {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms (needs at least"
                           f" {self.performance_threshold:g}% less)")
+
+    def variant_space(self, spec: KernelSpec) -> Any:
+        """The space a variant is searched in (Kernel Tuner: its tune_params, restrictions and the
+        device's thread limit)."""
+        return spec.space(block_restriction(self.session.max_threads, list(spec.tune_params)))
+
+    def variant_evaluator(self, spec: KernelSpec, space: Any) -> Any:
+        """The evaluator that measures a variant's configs (closed after its search when it has ``close``)."""
+        return KernelTunerEvaluator(space, spec, self.session)
+
+    def _accepted(self, spec: KernelSpec, rec: StepRecord) -> None:
+        """Called when a variant becomes the current kernel (a backend may keep more about it)."""
 
     def _done(self, rec: StepRecord, t0: float) -> StepRecord:
         rec.seconds = time.perf_counter() - t0

@@ -49,6 +49,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "restrictions": {"type": "object", "required": ["restrictions"],
                      "properties": {"restrictions": _EXPRS, "reason": _TEXT}},
     "replan": {"type": "object", "required": ["steps"], "properties": {"steps": _STEPS, "reasoning": _TEXT}},
+    # a Triton kernel file (kerntune.transform.triton_backend): its tunable space is part of the code
+    "triton_execute": {"type": "object", "required": ["code"],
+                       "properties": {"code": {"type": "string", "minLength": 10}, "explanation": _TEXT}},
     "inputs": {"type": "object", "required": ["code"],
                "properties": {"code": {"type": "string", "minLength": 10},
                               "explanation": _TEXT}},

@@ -84,12 +84,35 @@ _LIBRARY: list[tuple[str, str, list[str], bool, dict[str, list[Any]] | None]] = 
 def default_steps() -> list[TuningStep]:
     """Thread-block size, work per thread (and 2D register tiling after it), shared/local-memory
     tiling, loop unrolling and vectorised loads."""
+    return _library(_LIBRARY)
+
+
+#: The Triton library (``kerntune transform`` on a ``.py`` kernel file): each step introduces its own
+#: tunable constexprs; the model judges first whether a step applies to the kernel (only tiles skip that).
+_TRITON_LIBRARY: list[tuple[str, str, list[str], bool, dict[str, list[Any]] | None]] = [
+    ("tiles", "transform_triton_step_tiles.md", [], True, None),
+    ("persistent", "transform_triton_step_persistent.md", [], False, None),
+    ("tma", "transform_triton_step_tma.md", [], False, None),
+    ("split_k", "transform_triton_step_split_k.md", [], False, None),
+    ("pipelining", "transform_triton_step_pipelining.md", [], False, None),
+    ("epilogue", "transform_triton_step_epilogue.md", [], False, None),
+    ("attention_tiling", "transform_triton_step_attention_tiling.md", [], False, None),
+]
+
+
+def _library(entries: Sequence[tuple[str, str, list[str], bool, dict[str, list[Any]] | None]]) -> list[TuningStep]:
     out = []
-    for sid, fname, deps, skip, params in _LIBRARY:
+    for sid, fname, deps, skip, params in entries:
         text = _prompt(fname)
         title = text.strip().splitlines()[0].lstrip("# ").strip()
         out.append(TuningStep(sid, text, params, list(deps), skip, title))
     return out
+
+
+def triton_steps() -> list[TuningStep]:
+    """Tile shapes and launch options, persistent scheduling, tensor descriptors (TMA), split-K/stream-K,
+    pipelining and warp specialization, epilogue fusion, and the tiling of an attention loop."""
+    return _library(_TRITON_LIBRARY)
 
 
 def load_steps(path: str | Path) -> list[TuningStep]:

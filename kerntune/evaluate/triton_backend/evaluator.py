@@ -215,14 +215,17 @@ class TritonEvaluator(Evaluator):
     def __init__(self, kernel_file: str | Path, shape: tuple[int, ...], compile_workers: int | None = None,
                  compile_timeout: float = 60.0, bench_timeout: float = 60.0, rep_ms: int | None = None,
                  gpus: int | None = None, devices: Sequence[str | None] | None = None,
-                 memory_limit_mb: int | None = None, protocol: Protocol | None = None) -> None:
+                 memory_limit_mb: int | None = None, protocol: Protocol | None = None, module: Any = None) -> None:
         """``protocol``: how every config is timed (kerntune.evaluate.protocol); ``rep_ms``
         shortens its window (tests).  ``gpus``: how many of the visible GPUs get a benchmark worker (None: all).
         ``devices``: the exact ``CUDA_VISIBLE_DEVICES`` value of each benchmark worker
         (None: leave the environment as it is); tests pass labels such as ``["0", "1"]``.
-        ``memory_limit_mb``: each worker's heap limit (None: ``default_memory_limit_mb()``, 0: none)."""
+        ``memory_limit_mb``: each worker's heap limit (None: ``default_memory_limit_mb()``, 0: none).
+        ``module``: an object standing in for the kernel file in this process (its ``space``, ``name``,
+        ``flops`` …), for a file that must be imported only in the workers (a model-written variant,
+        ``kerntune transform``); None imports the file here."""
         self.path = str(kernel_file) if is_adapter_spec(kernel_file) else str(Path(kernel_file).resolve())
-        self.module = load_kernel_module(self.path)
+        self.module = load_kernel_module(self.path) if module is None else module
         self.shape = tuple(shape)
         super().__init__(module_space(self.module, self.shape))
         self.compile_timeout = compile_timeout

@@ -1,0 +1,113 @@
+"""``kerntune transform`` on a Triton kernel file, end to end on the CPU, with a SCRIPTED model.
+
+Triton runs under its CPU interpreter (``TRITON_INTERPRET=1``, set for the worker processes here): the
+kernels really run on CPU torch tensors, every output is compared with the original file's reference,
+and configs are timed by ``kerntune tune``'s evaluator (its wall-clock timer, as it has no GPU).  The
+model is scripted (tests/data/triton_transform/scripted_explicit.yaml): with the Triton step library,
+the tile step's rewrite (tunable BLOCK_M/N/K, tl.dot) is checked, tuned with ``auto`` and accepted; the
+split-K step's rewrite (it overwrites the accumulator) is rejected as incorrect, never fatal.  What is
+tested is kerntune's machinery, not a model; the interpreter's timings say nothing about a GPU's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kerntune.llm import LLMClient  # noqa: E402
+from kerntune.store import Store  # noqa: E402
+from kerntune.transform.scripted import ScriptedTransformProvider  # noqa: E402
+from kerntune.transform.triton_context import TritonTransformer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "triton_transform"
+SHAPE = (32, 32, 32)
+
+
+@pytest.fixture
+def interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def test_scripted_model_triton_explicit_accepts_tiles_rejects_wrong_split_k(tmp_path, interpreter):
+    transcript = tmp_path / "transcript.jsonl"
+    client = LLMClient(ScriptedTransformProvider(DATA / "scripted_explicit.yaml"), transcript=transcript)
+    store = Store(tmp_path / "kt.db")
+    tt = TritonTransformer(DATA / "matmul_small.py", SHAPE, strategy="explicit", llm=client, budget=4, rep_ms=5,
+                           retime_rounds=3, store=store, workdir=tmp_path / "work")
+    result = tt.run()
+    steps = {s.id: s for s in result.steps}
+
+    tiles = steps["tiles"]
+    assert tiles.status == "accepted", tiles.reason
+    assert set(tiles.tune_params) == {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"}
+    assert tiles.evaluations == 4 and tiles.statuses == {"ok": 4}  # tuned by `auto` under --budget 4
+    wrong = steps["split_k"]
+    assert wrong.status == "rejected" and wrong.reason.startswith("incorrect: at its default config"), wrong.reason
+    assert "differs from the reference" in wrong.reason
+    assert {steps[s].status for s in ("persistent", "tma", "pipelining", "epilogue", "attention_tiling")} == {"skipped"}
+
+    # the winner: the tile rewrite's kernel file, its best config and a speedup over the original
+    assert result.accepted == ["tiles"] and result.speedup > 1.0
+    assert result.kernel_source == (DATA / "rewrite_tiles.py").read_text()
+    assert Path(result.kernel_file).read_text() == result.kernel_source
+    assert set(result.best_config) == {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"}
+    assert result.retimed is not None and result.retimed["rounds"] == 3 and result.retimed["speedup"] > 1.0
+    combined = Path(result.combined_file).read_text()
+    assert "bind(globals()" in combined and "step_tiles.py" in combined
+
+    # acceptance 4: what it took
+    c = result.counts()
+    assert c["model_calls"] == 8 and c["rewrites"] == 2 and (c["accepted"], c["rejected"]) == (1, 1)
+    assert c["evaluations"] == 1 + 4 + 2 * 3 and c["seconds"] > 0
+    assert "8 model calls, 2 rewrites (1 accepted, 1 rejected), 11 evaluations" in result.summary()
+
+    # every trial in the store; the transcript holds every exchange (replayable)
+    runs = {r.label for r in store.list_runs()}
+    assert {"transform original", "transform tiles"} <= runs and "transform split_k" not in runs
+    store.close()
+    assert len(transcript.read_text().splitlines()) == 8
+    assert json.loads((tmp_path / "work" / "result.json").read_text())["counts"] == c
+
+
+def test_scripted_model_triton_transcript_replays_through_the_cli(tmp_path, interpreter):
+    """The transcript of a scripted run, replayed with ``--llm replay:`` through the CLI, gives the same steps."""
+    script = DATA / "scripted_explicit.yaml"
+    transcript = tmp_path / "t.jsonl"
+    client = LLMClient(ScriptedTransformProvider(script), transcript=transcript)
+    first = TritonTransformer(DATA / "matmul_small.py", SHAPE, strategy="one-prompt", llm=client, budget=2,
+                              rep_ms=2, retime_rounds=0, workdir=tmp_path / "w1")
+    # one-prompt: the scripted model has no rule for it, so the step fails and the original stays
+    r1 = first.run()
+    assert [s.status for s in r1.steps] == ["failed"] and r1.speedup == 1.0 and r1.accepted == []
+
+    out, res = tmp_path / "best.py", tmp_path / "result.json"
+    cmd = [sys.executable, "-m", "kerntune", "transform", str(DATA / "matmul_small.py"), "--shape", "32x32x32",
+           "--strategy", "explicit", "--llm", f"cmd:{sys.executable} -m kerntune.transform.scripted {script}",
+           "--llm-transcript", str(transcript.with_name("cli.jsonl")), "--budget", "2", "--rep-ms", "2",
+           "--retime-rounds", "0", "--workdir", str(tmp_path / "w2"), "--store", str(tmp_path / "kt.db"),
+           "-o", str(out), "--json", str(res)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    live = json.loads(res.read_text())
+    assert "model calls" in proc.stdout and out.read_text() == (DATA / "rewrite_tiles.py").read_text()
+
+    replay = [a if a != f"cmd:{sys.executable} -m kerntune.transform.scripted {script}"
+              else f"replay:{transcript.with_name('cli.jsonl')}" for a in cmd]
+    replay[replay.index("--llm-transcript") + 1] = str(tmp_path / "replayed.jsonl")
+    replay[replay.index("--workdir") + 1] = str(tmp_path / "w3")
+    replay[replay.index("--json") + 1] = str(tmp_path / "replayed.json")
+    proc = subprocess.run(replay, capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = json.loads((tmp_path / "replayed.json").read_text())
+    assert [(s["id"], s["status"]) for s in again["steps"]] == [(s["id"], s["status"]) for s in live["steps"]]
+    assert again["kernel_source"] == live["kernel_source"] and again["counts"]["model_calls"] == 8
