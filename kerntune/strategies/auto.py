@@ -11,7 +11,10 @@ Options (``-o NAME=VALUE``; unknown names stop the run with one line):
   (0.3), ``startup`` (5), ``stall`` (evaluations without gain before a restart; default
   max(15, 2 x parameters)), ``tabu_radius`` (2), ``region_radius``, ``refit_every`` (5),
   ``explore_share`` (0), ``climb_share`` (0.5), ``min_share`` (0.3), ``credit_rate`` (0.1),
-  ``rank_climb`` (false), and ``batch_size`` (1 on a recording, up to 8 on GPUs);
+  ``rank_climb`` (false), ``perturb_share`` (0.5: share of the climber's steps that perturb the
+  best config instead of climbing), ``perturb_guide`` (0.5: chance that a perturbed field's new
+  value comes from the density of that field among the best measured configs, else uniform),
+  and ``batch_size`` (1 on a recording, up to 8 on GPUs);
 * with a model only: ``initial`` (25), ``refine`` (15), ``max_calls`` (6), ``screen_keep`` (0.6),
   ``temperature`` (0.7), ``max_tokens``, ``include_source``/``include_hardware``/``include_hints``,
   ``new_region_fields`` (2), ``model_clock_s`` (none).

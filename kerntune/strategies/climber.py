@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from kerntune.space import Config
+from kerntune.space import Config, Param
 from kerntune.strategies.base import SearchContext
 
 
@@ -56,12 +56,15 @@ class Climber:
                 out = [fresh[i] for i in order] + [c for c in out if ctx.space.key(c) not in keys]
         return out
 
-    def _perturb(self, base: Config) -> Config | None:
+    def perturb(self, base: Config, draw: Callable[[Param], object] | None = None) -> Config | None:
+        """A valid unmeasured config with ``perturb_fields`` random fields of ``base`` redrawn:
+        by ``draw`` (a field's new value, or None for a uniform draw) where given."""
         ctx = self.ctx
         for _ in range(50):
             cand = dict(base)
             for p in ctx.rng.sample(ctx.space.params, min(self.perturb_fields, len(ctx.space.params))):
-                cand[p.name] = ctx.rng.choice(p.values())
+                v = draw(p) if draw is not None else None
+                cand[p.name] = v if v is not None else ctx.rng.choice(p.values())
             if ctx.space.satisfies(cand) and not ctx.is_measured(cand):
                 return ctx.space.canonical(cand)
         return None
@@ -93,7 +96,7 @@ class Climber:
             self.restarts += 1
             start = None
             if ctx.best is not None and ctx.rng.random() >= self.random_restart_share:
-                start = self._perturb(ctx.best.config)
+                start = self.perturb(ctx.best.config)
             if start is None:
                 sample = ctx.sample_unmeasured(1)
                 if not sample:

@@ -15,6 +15,19 @@ steps follow the restart's own best.  The model (all measurements) is kept acros
 restarts, so a restart costs no re-learning; the tabu only closes regions that were
 searched already.  Nothing here depends on a particular space: the stall length and the
 radius scale with the number of parameters.
+
+Why perturbation steps.  Traces of the portfolio on a convolution recording with a deceptive
+basin showed that the runs which stay stuck (one held 1.24x the optimum from evaluation 35 to
+200) are the ones where nobody jumps a few fields away from the incumbent; the climber does so
+only at a local optimum, after scanning its whole neighbourhood.  So half of the climber's
+steps (``perturb_share``) are a perturbation of the best config (three random fields redrawn,
+each from the good density of ``parzen.py`` half the time, ``perturb_guide``), and the climber
+climbs on from a perturbation that beats its current point.  20 repeats, budget 200, seeds 0 /
+100: mean score 0.666 / 0.694 -> 0.707 / 0.735, convolution_A4000 0.44 / 0.45 -> 0.59 / 0.71,
+dedispersion_MI250X 0.62 / 0.72 -> 0.66 / 0.80; convolution_A100 (0.48 / 0.55 -> 0.47 / 0.53)
+and dedispersion_A100 (0.59 / 0.59 -> 0.63 / 0.57) stay under 0.6: they want the GP's own
+global steps, which the climber's share takes.  Perturbations alone, with no climbing, cost
+the matmul recordings (matmul 256: 0.81 -> 0.65), where adjacent steps are what pays.
 """
 
 from __future__ import annotations
@@ -27,10 +40,11 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from kerntune.evaluate.trial import Trial
-from kerntune.space import Config
+from kerntune.space import Config, Param
 from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
+from kerntune.strategies.parzen import Parzen
 
 
 @contextlib.contextmanager
@@ -65,6 +79,8 @@ class SurrogateOptions:
     min_share: float = 0.3        # neither member's share falls below this
     credit_rate: float = 0.1      # weight of a proposal's gain in its member's running mean gain
     rank_climb: bool = False      # the GP's bound orders the climber's neighbourhoods (measured: no gain)
+    perturb_share: float = 0.5    # share of the climber's steps that perturb the best config instead of climbing
+    perturb_guide: float = 0.5    # chance that a perturbed field's value is drawn from the good density (parzen.py)
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
@@ -117,6 +133,11 @@ class SurrogateSearch:
         self.owner: dict[str, str] = {}            # config key -> the member that proposed it
         self.credit = {"gp": 0.0, "climb": 0.0}    # running mean log-time gain per proposal of each member
         self.steps = {"gp": 0, "climb": 0}
+        self.parzen = Parzen(self.model.pool) if self.opts.perturb_guide > 0 and self.configs else None
+        self.all_feats: list[np.ndarray] = []      # every measured config (failures too), for the good density
+        self.all_vals: list[float] = []
+        self.widths = [p.width for p in space.params]
+        self.columns = {p.name: sum(self.widths[:i]) for i, p in enumerate(space.params) if p.width == 1}
 
     # -- pool -------------------------------------------------------------------------------
     def _grow(self, cfgs: Sequence[Config], keys: Sequence[str] | None = None, feats: np.ndarray | None = None) -> None:
@@ -135,6 +156,8 @@ class SurrogateSearch:
                 for c in self.tabu:
                     extra |= np.sum(f != c, axis=1) <= self.opts.tabu_radius
                 self.tabu_mask = np.concatenate([self.tabu_mask, extra])
+            if getattr(self, "parzen", None) is not None:
+                self.parzen.set_pool(self.model.pool)  # type: ignore[union-attr]
 
     # -- learning ---------------------------------------------------------------------------
     def tell(self, batch: Sequence[Config], trials: Sequence[Trial]) -> None:
@@ -152,6 +175,8 @@ class SurrogateSearch:
             if key in self.index:
                 self.measured[self.index[key]] = True
             value = math.log(max(t.time_ms, 1e-12)) if t.ok else math.inf  # type: ignore[arg-type]
+            self.all_feats.append(_encode(space, [cfg])[0])
+            self.all_vals.append(value)
             member = self.owner.pop(key, None)
             if member is not None:
                 best_before = min(self.ys) if self.ys else math.inf
@@ -233,7 +258,11 @@ class SurrogateSearch:
         if self.ys and self.opts.climb_share > 0:
             p = self.climb_probability()
             for _ in range(sum(ctx.rng.random() < p for _ in range(n))):
-                c = self.climber.propose(taken)
+                c = None
+                if ctx.rng.random() < self.opts.perturb_share and ctx.best is not None:
+                    c = self.perturb(ctx.best.config)
+                if c is None or space.key(space.canonical(c)) in taken:
+                    c = self.climber.propose(taken)
                 if c is None:
                     break
                 k = space.key(space.canonical(c))
@@ -246,6 +275,28 @@ class SurrogateSearch:
             self.owner[space.key(space.canonical(c))] = "gp"
             self.steps["gp"] += 1
         return out + picks
+
+    def perturb(self, base: Config) -> Config | None:
+        """The climber's perturbation of ``base``, each redrawn field's value from the good density
+        with probability ``perturb_guide`` (an estimation-of-distribution mutation), else uniform."""
+        if self.parzen is None or len(self.all_vals) < 2:
+            return self.climber.perturb(base)
+        obs, vals = np.array(self.all_feats), np.array(self.all_vals)
+        dens: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        parzen, rng = self.parzen, self.ctx.rng
+
+        def draw(p: Param) -> object:
+            e = self.columns.get(p.name)
+            values = p.values()
+            if e is None or len(values) < 2 or rng.random() >= self.opts.perturb_guide:
+                return None
+            if p.name not in dens:
+                dens[p.name] = parzen.good_density(obs, vals, e)
+            lv, d = dens[p.name]
+            j = min(int(np.searchsorted(np.cumsum(d), rng.random() * d.sum())), len(lv) - 1)
+            return values[int(round(lv[j] * (len(values) - 1)))]
+
+        return self.climber.perturb(base, draw)
 
     def _gp_propose(self, n: int, taken: set[str]) -> list[Config]:
         ctx, space = self.ctx, self.ctx.space
