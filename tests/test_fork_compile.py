@@ -15,8 +15,14 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("triton")
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="POSIX fork")
+
+
+@pytest.fixture(autouse=True)
+def _triton() -> None:
+    """Imported per test, not at collection: other test modules set TRITON_INTERPRET before Triton's
+    first import, and Triton reads it once."""
+    pytest.importorskip("triton")
 
 
 def _launch(key: str, job, finalized: dict):
