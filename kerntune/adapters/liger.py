@@ -1,8 +1,9 @@
 """liger-kernel (LinkedIn): row-wise kernels whose launchers pick BLOCK_SIZE and num_warps by a heuristic.
 
 Each launcher (``rms_norm_forward``, ``layer_norm_forward``, ``swiglu_forward``,
-``cross_entropy_forward``) is the package's own code path; ``calculate_settings`` (or the
-cross-entropy launcher's own rule) is the package's choice and the search's default.  Knobs:
+``cross_entropy_forward``, ``kldiv_forward_triton``) is the package's own code path;
+``calculate_settings`` (or the vocabulary-wide launchers' own rules) is the package's choice and
+the search's default.  Knobs:
 the kernels that keep a whole row in one block need ``BLOCK_SIZE >= n_cols``, so only larger
 powers of two are offered; cross-entropy loops over the vocabulary in ``BLOCK_SIZE`` chunks, so
 smaller ones are offered too.  Shapes: tokens x hidden of Llama-3 8B/70B (4096/8192), their MLP
@@ -131,6 +132,38 @@ def _ce_knobs(shape: tuple[int, ...]) -> dict[str, list[int]]:
             "num_stages": [1, 2, 3, 4]}
 
 
+# -- KL divergence over the vocabulary (distillation loss; forward, batchmean) -------------------
+def _kl_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+    import torch
+
+    rows, vocab = shape
+    student = torch.log_softmax(randn(rows, vocab, scale=2.0).float(), dim=-1).to(torch.bfloat16)
+    teacher = torch.softmax(randn(rows, vocab, scale=2.0).float(), dim=-1).to(torch.bfloat16)
+    return student, teacher
+
+
+def _kl_call(inputs: tuple[Any, ...]) -> Any:
+    from liger_kernel.ops.kl_div import kldiv_forward_triton
+
+    student, teacher = inputs
+    return kldiv_forward_triton(student, teacher, False, "batchmean", 1e-10)
+
+
+def _kl_torch(inputs: tuple[Any, ...]) -> Any:
+    import torch
+
+    student, teacher = inputs
+    return torch.nn.functional.kl_div(student.float(), teacher.float(), reduction="batchmean")
+
+
+def _kl_default(shape: tuple[int, ...]) -> dict[str, Any]:
+    # The launcher's own rule (kldiv_forward_triton): min(16384, next_pow2(V)), warps by block size.
+    from liger_kernel.ops.kl_div import MAX_FUSED_SIZE, get_num_warps
+
+    block = min(MAX_FUSED_SIZE, _np2(shape[1]))
+    return {"BLOCK_SIZE": block, "num_warps": get_num_warps(block), "num_stages": 3}
+
+
 #: Elements each thread holds of a BLOCK_SIZE-wide row: past 128 a config spills registers and
 #: compiles for minutes; below 2 it leaves most threads idle (a rule about GPUs, not one kernel).
 PER_THREAD = ("BLOCK_SIZE // (32 * num_warps) <= 128", "BLOCK_SIZE // (32 * num_warps) >= 2")
@@ -157,5 +190,9 @@ ADAPTERS = [
             package=PACKAGE, shape_doc="tokens x vocabulary (bf16 logits)", shapes=[(8192, 128256), (4096, 151936)],
             make_inputs=_ce_inputs, call=_ce_call, knobs=_ce_knobs, default=_ce_default, torch_op=_ce_torch,
             bytes_moved=_row_bytes(2), constraints=PER_THREAD),
+    Adapter(name="liger.kl_div", kernel="liger_kernel.ops.kl_div:_kldiv_kernel_forward", package=PACKAGE,
+            shape_doc="tokens x vocabulary (bf16 log-probabilities and probabilities)",
+            shapes=[(8192, 128256), (4096, 151936)], make_inputs=_kl_inputs, call=_kl_call, knobs=_ce_knobs,
+            default=_kl_default, torch_op=_kl_torch, bytes_moved=_row_bytes(2), constraints=PER_THREAD),
 ]
 
