@@ -137,8 +137,10 @@ def _kl_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
     import torch
 
     rows, vocab = shape
-    student = torch.log_softmax(randn(rows, vocab, scale=2.0).float(), dim=-1).to(torch.bfloat16)
-    teacher = torch.softmax(randn(rows, vocab, scale=2.0).float(), dim=-1).to(torch.bfloat16)
+    # in bf16 throughout: every compile worker builds these (2 GB each at 8192 x 128256), and fp32
+    # temporaries of that size in 16 workers at once do not fit on an 80 GB GPU
+    student = torch.log_softmax(randn(rows, vocab, scale=2.0), dim=-1)
+    teacher = torch.softmax(randn(rows, vocab, scale=2.0), dim=-1)
     return student, teacher
 
 
