@@ -213,7 +213,7 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
     ev = _ListEvaluator(tuner, st, args, kwargs)
     n_list = st.space.count()
     budget = _budget(n_list)
-    # The whole list: one batch, compiled at once on the compile threads (no search to steer).
+    # The whole list: one batch, compiled at once (no search to steer).
     strategy = "exhaustive" if budget >= n_list else _SETTINGS["strategy"]
     res = run_search(ev, strategy, Budget(max_evals=budget),
                      run=RunOptions(store=_store(), label=f"retune {label}"))
@@ -373,12 +373,14 @@ class _Heater:
     GPU, or no memory for the buffers, it does nothing and the rested warm-up applies."""
 
     def __init__(self, torch: Any) -> None:
-        self.torch, self.busy_s, self.started = torch, 0.0, None
+        self.torch, self.started = torch, None
         self.bufs: Any = None
         self.event: Any = None
         if torch is not None and torch.cuda.is_available():
-            try:
-                a = torch.randn(2048, 2048, device="cuda", dtype=torch.float16)
+            try:  # random data (a matmul of constants draws less power), from a generator of its
+                # own: the program's random stream must not move
+                gen = torch.Generator(device="cuda").manual_seed(0)
+                a = torch.randn(2048, 2048, device="cuda", dtype=torch.float16, generator=gen)
                 self.bufs = (a, a.clone(), torch.empty_like(a))
             except Exception:  # noqa: BLE001 - no memory to spare: rest instead
                 self.bufs = None
