@@ -38,8 +38,9 @@ from kerntune.transform.replies import MAX_CODE_CHARS
 from kerntune.transform.worker import LIMITS_ENV
 
 #: Calls that would replace the kernel by a library in ``launch`` (the comparison would be with cuBLAS itself).
+#: (``torch.cuda.*`` is left out: device queries such as the SM count are what a persistent launcher needs.)
 LIBRARY_CALLS = re.compile(r"^(torch\.(matmul|mm|bmm|addmm|baddbmm|einsum|softmax|layer_norm|_scaled_dot|"
-                           r"nn\.functional\.|cuda\.|ops\.)|F\.|cublas|scaled_dot_product_attention)")
+                           r"nn\.functional\.|ops\.)|F\.|cublas|scaled_dot_product_attention)")
 REQUIRED = ("space", "launch")
 
 
@@ -76,11 +77,26 @@ def variant_problems(code: str) -> list[str]:
     if isinstance(launch, ast.FunctionDef):
         if len(launch.args.args) < 2:
             problems.append("code: launch must take (config, inputs)")
-        for node in ast.walk(launch):
-            if isinstance(node, ast.Call) and LIBRARY_CALLS.match(_dotted(node.func)):
-                problems.append(f"code: launch calls {_dotted(node.func)}: the kernel must compute the result itself")
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-                problems.append("code: launch uses the @ operator: the kernel must compute the result itself")
+        # launch and every module-level function it reaches by name (a helper that calls the
+        # library would otherwise hide it)
+        seen: set[str] = set()
+        todo = ["launch"]
+        while todo:
+            name = todo.pop()
+            fn = names.get(name)
+            if name in seen or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn in jit:
+                continue
+            seen.add(name)
+            where = "launch" if name == "launch" else f"{name} (called from launch)"
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call):
+                    called = _dotted(node.func)
+                    if LIBRARY_CALLS.match(called):
+                        problems.append(f"code: {where} calls {called}: the kernel must compute the result itself")
+                    elif called in names:
+                        todo.append(called)
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                    problems.append(f"code: {where} uses the @ operator: the kernel must compute the result itself")
     return problems
 
 
