@@ -225,7 +225,7 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
     spent = time.perf_counter() - t0
     STATS.tuning_s += spent
     STATS.searches.append({"kernel": st.name, "key": pkey, "seconds": spent, "evaluations": len(res.history),
-                           "list": st.space.count(), "compile_threads": ev.parallelism,
+                           "list": n_list, "compile_threads": ev.parallelism,
                            "compile_mode": _SETTINGS["compile_mode"], "compile_wall_s": ev.compile_wall_s,
                            "gpu_kept_loaded": ev.heated,
                            "config": jsonable(res.best.config)})
@@ -303,8 +303,6 @@ class _ListEvaluator(Evaluator):
         (``serial``; also under the CPU interpreter, which compiles nothing, and where Triton
         lacks ``AsyncCompileMode``).  Returns (error or None, seconds) per config; concurrent
         compiles share the batch's wall time equally."""
-        import concurrent.futures
-
         import triton
 
         def launch(tc: Any) -> Any:
@@ -325,31 +323,12 @@ class _ListEvaluator(Evaluator):
                     out.append((exc, time.perf_counter() - t1))
             self.compile_wall_s += time.perf_counter() - t0
             return out
-        if mode == "fork":
-            from kerntune.evaluate.triton_backend.fork_compile import compile_batch
+        from kerntune.evaluate.triton_backend.fork_compile import compile_batch
 
-            heater = _Heater(_torch())
-            errors = compile_batch([lambda tc=tc: launch(tc) for tc in t_configs], self.parallelism, idle=heater.step)
-            self.heated = heater.finish()
-        else:
-            handles: list[Any] = []
-            with concurrent.futures.ThreadPoolExecutor(self.parallelism, thread_name_prefix="kerntune-compile") as pool:
-                with triton.AsyncCompileMode(pool, ignore_errors=True):
-                    for tc in t_configs:
-                        try:
-                            handles.append(launch(tc))
-                        except Exception as exc:  # noqa: BLE001 - failed before its compile was queued
-                            handles.append(exc)
-            errors = []
-            for h in handles:
-                try:
-                    if isinstance(h, BaseException):
-                        raise h
-                    if hasattr(h, "result"):
-                        h.result()  # re-raises the compile's own error
-                    errors.append(None)
-                except Exception as exc:  # noqa: BLE001
-                    errors.append(exc)
+        heater = _Heater(_torch() if mode == "fork" else None)
+        errors = compile_batch([lambda tc=tc: launch(tc) for tc in t_configs], self.parallelism, idle=heater.step,
+                               threads=mode == "threads")
+        self.heated = heater.finish()
         share = (time.perf_counter() - t0) / max(len(t_configs), 1)
         self.compile_wall_s += time.perf_counter() - t0
         return [(e, share) for e in errors]

@@ -88,3 +88,16 @@ def test_a_child_over_its_time_is_killed_and_the_compile_done_here(tmp_path: Pat
     errors = compile_batch([lambda: _launch("h", hang, finalized)], workers=2, timeout_s=0.5)
     assert errors == [None] and finalized == {"h": "compiled here"}
     assert time.perf_counter() - t0 < 10
+
+
+def test_threads_mode_compiles_here_and_reports_errors_the_same_way() -> None:
+    from kerntune.evaluate.triton_backend.fork_compile import compile_batch
+
+    def bad() -> str:
+        raise ValueError("out of registers")
+
+    finalized: dict = {}
+    errors = compile_batch([lambda: _launch("ok", lambda: f"kernel from pid {os.getpid()}", finalized),
+                            lambda: _launch("bad", bad, finalized)], workers=2, threads=True)
+    assert errors[0] is None and isinstance(errors[1], ValueError)
+    assert finalized == {"ok": f"kernel from pid {os.getpid()}"}  # a thread of this process compiled it

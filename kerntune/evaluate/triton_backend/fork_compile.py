@@ -18,11 +18,13 @@ here then does the work itself and raises the real error.  Forks happen from the
 while no compile runs in this process, so no child inherits a lock held mid-compile.
 
 POSIX only (``os.fork``); elsewhere, or with ``TRITON_INTERPRET=1``, callers compile serially.
+``threads=True`` hands the same compiles to a thread pool instead (``KERNTUNE_AUTOTUNE_COMPILE=threads``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import signal
 import time
@@ -72,16 +74,21 @@ def _wait_one(running: dict[int, float], timeout_s: float, idle: Callable[[], No
 
 
 def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s: float = 300.0,
-                  idle: Callable[[], None] | None = None) -> list[BaseException | None]:
+                  idle: Callable[[], None] | None = None, threads: bool = False) -> list[BaseException | None]:
     """Run every ``launch`` (a ``fn.run(..., warmup=True)`` call) with its compile done in
-    parallel in forked children; returns the error of each, or None.  ``idle`` runs while the
-    children work (``kerntune.retune`` keeps the GPU loaded with it)."""
+    parallel in forked children (``threads``: on a thread pool instead); returns the error of
+    each, or None.  ``idle`` runs while the children work (``kerntune.retune`` keeps the GPU
+    loaded with it)."""
     import triton
 
     recorder = _Recorder()
     handles: list[Any] = []
     errors: list[BaseException | None] = [None] * len(launches)
-    with triton.AsyncCompileMode(recorder, ignore_errors=True):
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(
+            max(1, workers), thread_name_prefix="kerntune-compile")) if threads else recorder
+        # entered last, left first: Triton waits for the pool's compiles before the pool shuts down
+        stack.enter_context(triton.AsyncCompileMode(pool, ignore_errors=True))
         for i, launch in enumerate(launches):
             try:
                 handles.append(launch())
@@ -103,7 +110,7 @@ def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s
     for i, h in enumerate(handles):
         if h is not None and errors[i] is None and hasattr(h, "result"):
             try:
-                h.result()
+                h.result()  # re-raises the compile's own error
             except Exception as exc:  # noqa: BLE001
                 errors[i] = exc
     return errors
