@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,19 +29,13 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-
-def _judge(args: list[str], env: dict[str, str]) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, str(HERE / "judge.py"), *args], capture_output=True, text=True, env=env,
-                         timeout=400)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    if out.returncode != 0 or not lines:
-        raise RuntimeError(f"judge {' '.join(args[:3])} failed: {out.stderr[-1500:]}")
-    return json.loads(lines[-1])
+from suite import _fresh_cache, _judge, _versions  # noqa: E402  (the suite's own subprocess judge and fresh caches)
 
 
 def _fresh(env: dict[str, str], **extra: str) -> dict[str, str]:
-    return {**env, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="triton-cache-"), "FLA_CACHE_RESULTS": "0", **extra}
+    return {**_fresh_cache(env), **extra}
 
 
 def main() -> None:
@@ -96,25 +88,17 @@ def main() -> None:
             rows.append(row)
             out_path.parent.mkdir(parents=True, exist_ok=True)
             out_path.write_text(json.dumps({"command": "python benchmarks/real_kernels/inplace_vs_autotune.py "
-                                            + " ".join(sys.argv[1:]), "versions": _versions(), "rows": rows}, indent=1))
+                                            + " ".join(sys.argv[1:]), "versions": {**_versions(), **_device()},
+                                            "rows": rows}, indent=1))
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import version
-
-    out = {"python": platform.python_version()}
-    for p in ("torch", "triton", "fla-core", "torchao"):
-        try:
-            out[p] = version(p)
-        except Exception:  # noqa: BLE001
-            out[p] = "missing"
+def _device() -> dict[str, str]:
     try:
         import torch
 
-        out["device"] = torch.cuda.get_device_name(0)
-    except Exception:  # noqa: BLE001
-        pass
-    return out
+        return {"device": torch.cuda.get_device_name(0)}
+    except Exception:  # noqa: BLE001 - no GPU: the JSON says nothing about one
+        return {}
 
 
 if __name__ == "__main__":
