@@ -16,13 +16,13 @@ variant.  The acceptance rule (correct for every config measured, faster by the 
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kerntune.errors import KerntuneError
+from kerntune.evaluate.protocol import speedup as paired_speedup
 from kerntune.llm.types import LLMError
 from kerntune.run.search import RunOptions, run_search
 from kerntune.space import Space, jsonable, space_from_dict
@@ -309,12 +309,11 @@ class TritonTransformer:
             bad = next(t for t in trials if not t.ok)
             ctx.on_event(f"re-timing failed: {bad.status.value}: {bad.error}")
             return path, None
-        pairs = list(zip(trials[0].extra["rounds_ms"], trials[1].extra["rounds_ms"]))
-        speedup = statistics.median(a / b for a, b in pairs)
+        s = paired_speedup(trials[0].extra["rounds_ms"], trials[1].extra["rounds_ms"])
         ctx.on_event(f"re-timed: original {trials[0].time_ms:.4g} ms, winner {trials[1].time_ms:.4g} ms,"
-                     f" {speedup:.3f}x over {len(pairs)} rounds")
-        return path, {"rounds": len(pairs), "original_ms": trials[0].time_ms, "winner_ms": trials[1].time_ms,
-                      "speedup": speedup, "configs": [jsonable(c) for c in configs]}
+                     f" {s.median:.3f}x [{s.lo:.3f}, {s.hi:.3f}] over {s.n} rounds")
+        return path, {"rounds": s.n, "original_ms": trials[0].time_ms, "winner_ms": trials[1].time_ms,
+                      "speedup": s.median, "speedup_ci": [s.lo, s.hi], "configs": [jsonable(c) for c in configs]}
 
 
 def _device_text(dev: dict[str, Any]) -> str:
