@@ -1,7 +1,7 @@
 """liger-kernel (LinkedIn): row-wise kernels whose launchers pick BLOCK_SIZE and num_warps by a heuristic.
 
 Each launcher (``rms_norm_forward``, ``layer_norm_forward``, ``swiglu_forward``,
-``cross_entropy_forward``, ``kldiv_forward_triton``) is the package's own code path;
+``cross_entropy_forward``, ``kldiv_forward_triton``, ``tv_distance_forward_triton``) is the package's own code path;
 ``calculate_settings`` (or the vocabulary-wide launchers' own rules) is the package's choice and
 the search's default.  Knobs:
 the kernels that keep a whole row in one block need ``BLOCK_SIZE >= n_cols``, so only larger
@@ -166,6 +166,37 @@ def _kl_default(shape: tuple[int, ...]) -> dict[str, Any]:
     return {"BLOCK_SIZE": block, "num_warps": get_num_warps(block), "num_stages": 3}
 
 
+# -- total variation distance over the vocabulary (distillation loss; forward + gradient) --------
+def _tvd_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+    import torch
+
+    rows, vocab = shape
+    return torch.softmax(randn(rows, vocab, scale=2.0), dim=-1), torch.softmax(randn(rows, vocab, scale=2.0), dim=-1)
+
+
+def _tvd_call(inputs: tuple[Any, ...]) -> Any:
+    from liger_kernel.ops.tvd import tv_distance_forward_triton
+
+    p, q = inputs
+    return tv_distance_forward_triton(p, q, None, "batchmean", -100, False)
+
+
+def _tvd_torch(inputs: tuple[Any, ...]) -> Any:
+    import torch
+
+    p, q = inputs
+    d = p.float() - q.float()  # the loss and the gradient, as the kernel computes them
+    return 0.5 * d.abs().sum() / p.shape[0], (torch.sign(d) * (0.5 / p.shape[0])).to(p.dtype)
+
+
+def _tvd_default(shape: tuple[int, ...]) -> dict[str, Any]:
+    # The launcher's own rule (tv_distance_forward_triton): min(16384, next_pow2(V)), warps by size.
+    from liger_kernel.ops.tvd import MAX_FUSED_SIZE, get_num_warps
+
+    block = min(MAX_FUSED_SIZE, _np2(shape[1]))
+    return {"BLOCK_SIZE": block, "num_warps": get_num_warps(block), "num_stages": 3}
+
+
 #: Elements each thread holds of a BLOCK_SIZE-wide row: past 128 a config spills registers and
 #: compiles for minutes; below 2 it leaves most threads idle (a rule about GPUs, not one kernel).
 PER_THREAD = ("BLOCK_SIZE // (32 * num_warps) <= 128", "BLOCK_SIZE // (32 * num_warps) >= 2")
@@ -196,5 +227,9 @@ ADAPTERS = [
             shape_doc="tokens x vocabulary (bf16 log-probabilities and probabilities)",
             shapes=[(8192, 128256), (4096, 151936)], make_inputs=_kl_inputs, call=_kl_call, knobs=_ce_knobs,
             default=_kl_default, torch_op=_kl_torch, bytes_moved=_row_bytes(2), constraints=PER_THREAD),
+    Adapter(name="liger.tvd", kernel="liger_kernel.ops.tvd:_tv_distance_kernel", package=PACKAGE,
+            shape_doc="tokens x vocabulary (bf16 probabilities; writes the gradient)",
+            shapes=[(8192, 128256), (4096, 151936)], make_inputs=_tvd_inputs, call=_tvd_call, knobs=_ce_knobs,
+            default=_tvd_default, torch_op=_tvd_torch, bytes_moved=_row_bytes(3), constraints=PER_THREAD),
 ]
 
