@@ -196,6 +196,7 @@ def _run(self: Any, *args: Any, **kwargs: Any) -> Any:
 def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     from kerntune.decorator import device_and_versions
 
+    started = time.perf_counter()
     st = _state(tuner)
     pkey = json.dumps([jsonable(k) if not isinstance(k, str) else k for k in key], default=str)
     device, versions = device_and_versions()
@@ -211,6 +212,7 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
 
     t0 = time.perf_counter()
     ev = _ListEvaluator(tuner, st, args, kwargs)
+    ev.phases["lookup_s"] = t0 - started
     n_list = st.space.count()
     budget = _budget(n_list)
     # The whole list: one batch, compiled at once (no search to steer).
@@ -220,14 +222,16 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
     if res.best is None:
         raise KerntuneError(f"kerntune retune: no config of {st.name}'s autotune list ran for key {pkey}; "
                             f"first error: {next((t.error for t in res.history if t.error), 'none')}")
+    t1 = time.perf_counter()
     _store().put_best(st.kernel_hash, pkey, device, versions, res.best.config, res.best.time_ms, res.run_id)
+    ev.phases["store_s"] = time.perf_counter() - t1
     STATS.tuned.append(label)
     spent = time.perf_counter() - t0
     STATS.tuning_s += spent
     STATS.searches.append({"kernel": st.name, "key": pkey, "seconds": spent, "evaluations": len(res.history),
                            "list": n_list, "compile_threads": ev.parallelism,
                            "compile_mode": _SETTINGS["compile_mode"], "compile_wall_s": ev.compile_wall_s,
-                           "gpu_kept_loaded": ev.heated,
+                           "gpu_kept_loaded": ev.heated, "phases": dict(ev.phases),
                            "config": jsonable(res.best.config)})
     return st.triton_config(res.best.config)
 
@@ -248,6 +252,9 @@ class _ListEvaluator(Evaluator):
         self.parallelism = _SETTINGS.get("compile_threads") or 1
         self.compile_wall_s = 0.0
         self.heated = False
+        #: seconds per phase of the search (lookup, compile phases, timing, store): where the
+        #: wall goes, for the benchmark that compares it with triton.autotune's
+        self.phases: dict[str, float] = {}
 
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
         from kerntune.evaluate.triton_backend.worker import classify
@@ -273,6 +280,7 @@ class _ListEvaluator(Evaluator):
         # The GPU rested while the batch compiled, unless the heater kept it loaded (protocol: no
         # measurement starts from a rested GPU; a rested one warms up longer first).
         warm[0] = PROTOCOL.warmup_ms if self.heated else 300
+        t_bench = time.perf_counter()
         try:
             for i, tc in enumerate(t_configs):
                 if out[i] is not None:
@@ -290,6 +298,7 @@ class _ListEvaluator(Evaluator):
                     out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:],
                                    bench_s=time.perf_counter() - t0)
         finally:
+            self.phases["bench_s"] = self.phases.get("bench_s", 0.0) + time.perf_counter() - t_bench
             if saved is None:
                 self.tuner.__dict__.pop("do_bench", None)
             else:
@@ -326,8 +335,9 @@ class _ListEvaluator(Evaluator):
         from kerntune.evaluate.triton_backend.fork_compile import compile_batch
 
         heater = _Heater(_torch() if mode == "fork" else None)
+        self.phases["heater_s"] = self.phases.get("heater_s", 0.0) + time.perf_counter() - t0
         errors = compile_batch([lambda tc=tc: launch(tc) for tc in t_configs], self.parallelism, idle=heater.step,
-                               threads=mode == "threads")
+                               threads=mode == "threads", phases=self.phases)
         self.heated = heater.finish()
         share = (time.perf_counter() - t0) / max(len(t_configs), 1)
         self.compile_wall_s += time.perf_counter() - t0

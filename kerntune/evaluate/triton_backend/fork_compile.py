@@ -74,12 +74,23 @@ def _wait_one(running: dict[int, float], timeout_s: float, idle: Callable[[], No
 
 
 def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s: float = 300.0,
-                  idle: Callable[[], None] | None = None, threads: bool = False) -> list[BaseException | None]:
+                  idle: Callable[[], None] | None = None, threads: bool = False,
+                  phases: dict[str, float] | None = None) -> list[BaseException | None]:
     """Run every ``launch`` (a ``fn.run(..., warmup=True)`` call) with its compile done in
     parallel in forked children (``threads``: on a thread pool instead); returns the error of
     each, or None.  ``idle`` runs while the children work (``kerntune.retune`` keeps the GPU
-    loaded with it)."""
+    loaded with it).  ``phases``, where given, receives the seconds of each phase: ``queue_s``
+    (the launches handing their compiles over), ``children_s`` (forking and waiting for the
+    children) and ``collect_s`` (the compiles here, cache hits after the children)."""
     import triton
+
+    clock = [time.perf_counter()]
+
+    def mark(name: str) -> None:
+        now = time.perf_counter()
+        if phases is not None:
+            phases[name] = phases.get(name, 0.0) + now - clock[0]
+        clock[0] = now
 
     recorder = _Recorder()
     handles: list[Any] = []
@@ -95,6 +106,7 @@ def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s
             except Exception as exc:  # noqa: BLE001 - failed before its compile was queued
                 handles.append(None)
                 errors[i] = exc
+        mark("queue_s")
         running: dict[int, float] = {}
         for job, _ in recorder.jobs:
             while len(running) >= max(1, workers):
@@ -102,6 +114,7 @@ def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s
             running[_fork(job)] = time.monotonic()
         while running:
             _wait_one(running, timeout_s, idle)
+        mark("children_s")
         for job, future in recorder.jobs:  # here: cache hits, or the real work and its real error
             try:
                 future.set_result(job())
@@ -113,4 +126,5 @@ def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s
                 h.result()  # re-raises the compile's own error
             except Exception as exc:  # noqa: BLE001
                 errors[i] = exc
+    mark("collect_s")
     return errors
