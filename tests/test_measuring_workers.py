@@ -73,3 +73,18 @@ def test_a_config_after_a_fatal_cuda_error_gets_a_fresh_worker() -> None:
         ev.close()
     assert trials[0].status is Status.RUNTIME_ERROR and "illegal" in trials[0].error
     assert [t.status for t in trials[1:]] == [Status.OK] * 3
+
+
+def test_compile_workers_are_capped_so_that_every_workers_inputs_fit_on_the_gpu() -> None:
+    from kerntune.evaluate.triton_backend.evaluator import memory_capped_workers
+
+    gib = 2**30
+    # 80 GiB GPU: 60% of it over twice 4 GiB of inputs is 6 per GPU, less the benchmark worker
+    assert memory_capped_workers(15, 1, 4 * gib, 80 * 1024) == 5
+    assert memory_capped_workers(30, 2, 4 * gib, 80 * 1024) == 10
+    # small inputs: the core count decides; unknown size or memory: unchanged
+    assert memory_capped_workers(15, 1, 0.1 * gib, 80 * 1024) == 15
+    assert memory_capped_workers(15, 1, None, 80 * 1024) == 15
+    assert memory_capped_workers(15, 1, 4 * gib, None) == 15
+    # inputs too large for even one more worker: still one compile worker
+    assert memory_capped_workers(15, 1, 60 * gib, 80 * 1024) == 1

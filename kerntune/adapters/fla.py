@@ -52,4 +52,7 @@ ADAPTERS = [
              "the recurrent state pass over chunks"),
     _adapter("kkt_solve", "fla.ops.gated_delta_rule.chunk_fwd:chunk_gated_delta_rule_fwd_kkt_solve_kernel",
              "the fused K K^T and triangular solve of the WY representation"),
+    _adapter("recompute_w_u", "fla.ops.gated_delta_rule.wy_fast:recompute_w_u_fwd_kernel",
+             "the WY representation's w and u (the triangular solve's result applied to k and v)"),
+    _adapter("l2norm", "fla.modules.norm.l2norm:l2norm_fwd_kernel", "the in-kernel L2 normalisation of q and k"),
 ]

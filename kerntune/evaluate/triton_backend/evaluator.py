@@ -203,6 +203,40 @@ def default_compile_workers(n_devices: int) -> int:
     return max(1, min(16 * n_devices, cores - n_devices))
 
 
+def gpu_memory_mb() -> int | None:
+    """The smallest total memory of the visible NVIDIA GPUs in MiB (``nvidia-smi``, no CUDA in
+    this process), or None where it cannot be read."""
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=30).stdout
+        sizes = [int(float(line)) for line in text.split() if line.strip()]
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return min(sizes) if sizes else None
+
+
+def memory_capped_workers(cap: int, n_devices: int, input_bytes: float | None, gpu_mb: int | None) -> int:
+    """Compile workers whose inputs fit on the GPUs.  Every compile worker builds the kernel's
+    inputs on a GPU (Triton specialises on them), and a package's op allocates its outputs and
+    temporaries beside them: counted as twice the kernel's ``bytes_moved`` (its inputs and
+    outputs), within 60% of each GPU's memory (the benchmark worker keeps a copy of the inputs too).  Seen on an H100:
+    sixteen workers of a KL-divergence loss over 8192 x 128,256 bf16 logits (4.2 GB of inputs
+    each) ran it out of memory and no worker started."""
+    if not input_bytes or not gpu_mb:
+        return cap
+    per_gpu = int(0.6 * gpu_mb * 2**20 // (2 * input_bytes))
+    return max(1, min(cap, per_gpu * n_devices - n_devices))
+
+
+def _input_bytes(module: Any, shape: tuple[int, ...]) -> float | None:
+    """The kernel's ``bytes_moved(shape)`` where it declares one (a measure of its inputs' size)."""
+    fn = getattr(module, "bytes_moved", None)
+    try:
+        return float(fn(shape)) if callable(fn) else None
+    except Exception:  # noqa: BLE001 - an estimate only
+        return None
+
+
 def _bounded_count(space: Any, cap: int) -> int:
     """How many valid configs ``space`` holds, counting no further than ``cap`` (so at most
     ``cap``, and at least 1)."""
@@ -243,6 +277,8 @@ class TritonEvaluator(Evaluator):
         # A worker per config at most: a package kernel's short autotune list gains nothing from
         # fifteen workers that each import torch and the package (tens of seconds of start-up).
         cap = default_compile_workers(len(self.devices))
+        if compile_workers is None:
+            cap = memory_capped_workers(cap, len(self.devices), _input_bytes(self.module, self.shape), gpu_memory_mb())
         n = compile_workers or _bounded_count(self.space, cap)
         mem = self.memory_limit_mb = default_memory_limit_mb() if memory_limit_mb is None else max(memory_limit_mb, 0)
         # Compile workers are spread over the GPUs too: their CUDA contexts and inputs are shared out.
