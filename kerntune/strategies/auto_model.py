@@ -12,8 +12,11 @@ few percent off while a GP keeps improving (DESIGN.md).  So:
 * the model is asked again when the surrogate stalls (a restart) or when the history shows
   a new region (a new best several fields away from the last one the model saw); its
   prompt is the ranked history, which holds what the surrogate found;
-* from round 2 on the model's proposals are screened by the surrogate's lower bound: the
-  most promising ``screen_keep`` share is measured, the rest costs nothing;
+* the model's first answer is measured in the order of the surrogate's lower bound; from
+  round 2 on its proposals are screened by that bound: the most promising ``screen_keep``
+  share is measured, the rest costs nothing;
+* the model's configs teach the surrogate but move its search region only when they beat the
+  best of all (``SurrogateSearch.tell``), so a restart is not pulled back into the model's family;
 * the search never stops while budget remains: after the model's last call the surrogate
   goes on alone.
 
@@ -126,6 +129,12 @@ class _Cooperation:
             ctx.note(f"auto: model call {round_no} failed ({answer.error}); the surrogate goes on")
             return
         batch = ctx.unmeasured(parsed.accepted)[:n]
+        if round_no == 1 and batch and self.engine.ys:
+            # the whole first answer is measured, most promising first by the surrogate's bound
+            # (fitted on the start and what it measured while the model thought): the curve
+            # rises sooner where the model ranked its best proposals late
+            scores = self.engine.screen(batch)
+            batch = [batch[i] for i in sorted(range(len(batch)), key=lambda i: scores[i])]
         if round_no > 1 and batch and self.engine.ys:
             keep = max(3, int(round(self.screen_keep * len(batch))))
             scores = self.engine.screen(batch)
@@ -138,7 +147,7 @@ class _Cooperation:
             ctx.note(f"auto: round {round_no}: no valid new config from the model")
             return
         before = ctx.value(ctx.best) if ctx.best is not None else float("inf")
-        self.engine.tell(batch, ctx.evaluate(batch, source=f"auto:model{round_no}"))
+        self.engine.tell(batch, ctx.evaluate(batch, source=f"auto:model{round_no}"), own=False)
         after = ctx.value(ctx.best) if ctx.best is not None else float("inf")
         self.no_gain_calls = 0 if after < before else self.no_gain_calls + 1
 

@@ -160,18 +160,25 @@ class SurrogateSearch:
                 self.parzen.set_pool(self.model.pool)  # type: ignore[union-attr]
 
     # -- learning ---------------------------------------------------------------------------
-    def tell(self, batch: Sequence[Config], trials: Sequence[Trial]) -> None:
-        """Record measured configs (any source: the model's too) and move the region clock."""
-        with _one_blas_thread():
-            self._tell(batch, trials)
+    def tell(self, batch: Sequence[Config], trials: Sequence[Trial], own: bool = True) -> None:
+        """Record measured configs (any source: the model's too) and move the region clock.
 
-    def _tell(self, batch: Sequence[Config], trials: Sequence[Trial]) -> None:
+        ``own=False`` for configs the engine did not propose (a model's answers): they teach the
+        GP, but they move the search region only when they beat the best of all, and they do not
+        run its stall clock.  After a restart the region is fresh, and a model that keeps
+        answering in the family it believes in would otherwise become the new region's incumbent
+        and pull the search back into the basin the restart left."""
+        with _one_blas_thread():
+            self._tell(batch, trials, own)
+
+    def _tell(self, batch: Sequence[Config], trials: Sequence[Trial], own: bool = True) -> None:
         space = self.ctx.space
         for cfg, t in zip(batch, trials):
             key = space.key(space.canonical(cfg))
             if key not in self.ctx.measured or key in self.seen:
                 continue  # invalid, over budget, or told already
             self.seen.add(key)
+            best_of_all = min(self.ys) if self.ys else math.inf
             if key in self.index:
                 self.measured[self.index[key]] = True
             value = math.log(max(t.time_ms, 1e-12)) if t.ok else math.inf  # type: ignore[arg-type]
@@ -188,10 +195,10 @@ class SurrogateSearch:
                 self.ys.append(value)
                 self.model.add_obs(_encode(space, [cfg])[0])
                 self.since_fit += 1
-            if value < self.region.best - 1e-9:
+            if value < self.region.best - 1e-9 and (own or value < best_of_all - 1e-9):
                 self.region.best, self.region.best_config, self.region.since_gain = value, dict(t.config), 0
                 self._grow(self.ctx.unmeasured(space.neighbours(t.config, "hamming")))
-            else:
+            elif own:
                 self.region.since_gain += 1
         if self.region.since_gain >= self.stall_after and self.region.best_config is not None:
             self._restart()
