@@ -101,3 +101,40 @@ def test_threads_mode_compiles_here_and_reports_errors_the_same_way() -> None:
                             lambda: _launch("bad", bad, finalized)], workers=2, threads=True)
     assert errors[0] is None and isinstance(errors[1], ValueError)
     assert finalized == {"ok": f"kernel from pid {os.getpid()}"}  # a thread of this process compiled it
+
+
+def _triton_like_compile_fn(src):
+    """A closure shaped like the one Triton's JIT hands to AsyncCompileMode (it holds ``src``)."""
+    target = options = env_vars = None
+
+    def async_compile():
+        return (src, target, options, env_vars)
+    return async_compile
+
+
+def test_the_launcher_prebuild_takes_the_kernels_source_from_tritons_compile_closure(monkeypatch) -> None:
+    import types
+
+    from triton.runtime import driver
+
+    from kerntune.evaluate.triton_backend import fork_compile
+
+    built = []
+
+    class CudaLauncher:  # the name the prebuild checks; records what it was built from
+        def __init__(self, src, metadata):
+            built.append((src, metadata.num_ctas, metadata.tensordesc_meta))
+
+    monkeypatch.setattr(driver, "_active", types.SimpleNamespace(launcher_cls=CudaLauncher), raising=False)
+    monkeypatch.setattr(type(driver), "active", property(lambda self: self._active), raising=False)
+    src = types.SimpleNamespace(signature={"x": "*fp16", "n": "i32", "BLOCK": "constexpr"}, constants={(2,): 64},
+                                fn=types.SimpleNamespace(arg_names=["x", "n", "BLOCK"]))
+    job = fork_compile._launcher_prebuild(_triton_like_compile_fn(src))
+    assert job is not None
+    job()
+    assert built == [(src, 1, None)]
+    # tensor-descriptor kernels (launcher depends on the compile) and closures without a source: no prebuild
+    tdesc = types.SimpleNamespace(signature={"d": "tensordesc<fp16[64, 64]>"}, constants={},
+                                  fn=types.SimpleNamespace(arg_names=["d"]))
+    assert fork_compile._launcher_prebuild(_triton_like_compile_fn(tdesc)) is None
+    assert fork_compile._launcher_prebuild(lambda: "kernel") is None

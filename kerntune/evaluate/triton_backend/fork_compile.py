@@ -17,6 +17,15 @@ yields the kernel object.  A child that fails or overruns its time changes nothi
 here then does the work itself and raises the real error.  Forks happen from the main thread
 while no compile runs in this process, so no child inherits a lock held mid-compile.
 
+One more child builds the kernel's launcher while the compiles run.  Triton builds a small C
+launcher per kernel signature (with the system C compiler) at a kernel's first launch, not at its
+compile, and caches it on disk; in a fresh cache that build was 0.25-0.37 s of a 3-config FLA
+list's 1.1-1.4 s in-place search on an H100 (the ``first_launch_s`` phase of kerntune.retune),
+all of it after the compiles.  The launcher depends on the signature only, which every config of
+a list shares, so one child builds it from the first compile's source (``_launcher_prebuild``),
+and the first launch here finds it cached.  Anything unexpected (another Triton, another backend)
+skips the prebuild: the launch builds the launcher itself, as before.
+
 POSIX only (``os.fork``); elsewhere, or with ``TRITON_INTERPRET=1``, callers compile serially.
 ``threads=True`` hands the same compiles to a thread pool instead (``KERNTUNE_AUTOTUNE_COMPILE=threads``).
 """
@@ -36,11 +45,40 @@ class _Recorder(concurrent.futures.Executor):
 
     def __init__(self) -> None:
         self.jobs: list[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = []
+        self.compile_fns: list[Callable[..., Any]] = []
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self.jobs.append((lambda: fn(*args, **kwargs), future))
+        self.compile_fns.append(fn)
         return future
+
+
+def _launcher_prebuild(compile_fn: Callable[..., Any]) -> Callable[[], Any] | None:
+    """A job that builds (and caches on disk) the launcher of the kernel ``compile_fn`` compiles,
+    or None where that cannot be done safely.  ``compile_fn`` is the closure Triton's JIT hands to
+    ``AsyncCompileMode`` (Triton 3.4-3.6: it holds the kernel's ``src``, an ``ASTSource``); the
+    launcher class reads the source's signature and constants, and of the compiled metadata only
+    the fields below (tensor-descriptor kernels are skipped: their launcher depends on the compile).
+    Pure CPU work: it runs in a forked child, which must not touch CUDA."""
+    try:
+        names = compile_fn.__code__.co_freevars
+        src = compile_fn.__closure__[names.index("src")].cell_contents  # type: ignore[index]
+        signature = dict(src.signature)
+        _ = (src.constants, src.fn.arg_names)
+        from triton.runtime import driver
+
+        launcher_cls = driver.active.launcher_cls
+    except Exception:  # noqa: BLE001 - not the Triton this was written for: no prebuild
+        return None
+    if launcher_cls.__name__ != "CudaLauncher" or any(str(t).startswith("tensordesc") for t in signature.values()):
+        return None
+    import types
+
+    meta = types.SimpleNamespace(num_ctas=1, global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0,
+                                 profile_scratch_align=1, launch_cooperative_grid=False, launch_pdl=False,
+                                 tensordesc_meta=None)
+    return lambda: launcher_cls(src, meta)
 
 
 def _fork(job: Callable[[], Any]) -> int:
@@ -108,8 +146,11 @@ def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s
                 errors[i] = exc
         mark("queue_s")
         running: dict[int, float] = {}
+        prebuild = _launcher_prebuild(recorder.compile_fns[0]) if recorder.jobs and not threads else None
+        if prebuild is not None:
+            running[_fork(prebuild)] = time.monotonic()  # alongside the compiles, not counted as a worker
         for job, _ in recorder.jobs:
-            while len(running) >= max(1, workers):
+            while len(running) >= max(1, workers) + (prebuild is not None):
                 _wait_one(running, timeout_s, idle)
             running[_fork(job)] = time.monotonic()
         while running:
