@@ -19,8 +19,9 @@ the list (a GP choosing which half) picked a config 20% slower than the list's b
 kernel (H100), so by default every config is measured, as Triton does, and the time is saved on
 compiling instead: the list is compiled at once in forked children
 (``kerntune.evaluate.triton_backend.fork_compile``) while the GPU is kept loaded, then timed back
-to back.  On an H100, over the autotuned kernels of fla-core and torchao, that took 0.24-0.60 of
-the kernels' own ``triton.autotune`` wall and picked the same config every time; the whole first
+to back.  On an H100, over the autotuned kernels of fla-core and torchao, that took 0.24-0.44 of
+the kernels' own ``triton.autotune`` wall (a 3-config list: 0.38-0.40, once a forked child builds the
+kernel's launcher beside the compiles) and picked the same config every time; the whole first
 forward of FLA's chunked gated delta rule (six autotuned kernels) went from 35-45 s to 13-15 s
 (benchmarks/results/real_kernels/h100/inplace_vs_autotune.json).
 
