@@ -76,7 +76,7 @@ def test_a_config_after_a_fatal_cuda_error_gets_a_fresh_worker() -> None:
 
 
 def test_compile_workers_are_capped_so_that_every_workers_inputs_fit_on_the_gpu() -> None:
-    from kerntune.evaluate.triton_backend.evaluator import memory_capped_workers
+    from kerntune.evaluate.triton_backend.sizing import memory_capped_workers
 
     gib = 2**30
     # 80 GiB GPU: 60% of it over twice 4 GiB of inputs is 6 per GPU, less the benchmark worker

@@ -38,7 +38,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator, default_compile_workers, visible_devices
+from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
+from kerntune.evaluate.triton_backend.sizing import default_compile_workers, visible_devices
 from kerntune.evaluate.triton_backend.kernel_file import parse_shape
 from kerntune.run.search import RunOptions, run_search
 from kerntune.store import Store

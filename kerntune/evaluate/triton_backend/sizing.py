@@ -1,0 +1,99 @@
+"""Which GPUs a Triton evaluator uses and how many workers it starts: the visible devices (without
+importing torch in the parent), compile workers per core and per GPU, and the cap that keeps every
+compile worker's inputs on the GPU."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+from typing import Any
+
+from kerntune.errors import KerntuneError
+
+
+def visible_devices() -> list[str]:
+    """The GPUs this process may use, as values for a worker's ``CUDA_VISIBLE_DEVICES``.
+
+    An existing ``CUDA_VISIBLE_DEVICES`` (a user's choice, or Ray's for an actor that
+    holds one GPU) is obeyed entry by entry (indices or UUIDs); otherwise ``nvidia-smi -L``
+    counts the GPUs, without importing torch in the parent.  Empty: no NVIDIA GPU found,
+    and the caller keeps one benchmark worker with the environment as it is.
+    """
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        out = []
+        for entry in (e.strip() for e in env.split(",")):
+            if not entry or entry.startswith("-"):  # CUDA ignores everything after an invalid entry
+                break
+            out.append(entry)
+        return out
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, _ in enumerate(line for line in listing.splitlines() if line.startswith("GPU "))]
+
+
+def default_compile_workers(n_devices: int) -> int:
+    """Every core that no benchmark worker needs, at most 16 per GPU (each compile worker
+    holds a CUDA context on one of the GPUs): 15 on a 16-core box with one GPU, 30 on 32
+    cores with two, so that compilation keeps up as the benchmark stage scales."""
+    try:
+        cores = len(os.sched_getaffinity(0))  # a container's or Ray actor's CPU set, not the host's
+    except AttributeError:
+        cores = os.cpu_count() or 2
+    return max(1, min(16 * n_devices, cores - n_devices))
+
+
+def gpu_memory_mb() -> int | None:
+    """The smallest total memory of the visible NVIDIA GPUs in MiB (``nvidia-smi``, no CUDA in
+    this process), or None where it cannot be read."""
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=30).stdout
+        sizes = [int(float(line)) for line in text.split() if line.strip()]
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return min(sizes) if sizes else None
+
+
+def memory_capped_workers(cap: int, n_devices: int, input_bytes: float | None, gpu_mb: int | None) -> int:
+    """Compile workers whose inputs fit on the GPUs.  Every compile worker builds the kernel's
+    inputs on a GPU (Triton specialises on them), and a package's op allocates its outputs and
+    temporaries beside them: counted as twice the kernel's ``bytes_moved`` (its inputs and
+    outputs), within 60% of each GPU's memory (the benchmark worker keeps a copy of the inputs too).  Seen on an H100:
+    sixteen workers of a KL-divergence loss over 8192 x 128,256 bf16 logits (4.2 GB of inputs
+    each) ran it out of memory and no worker started."""
+    if not input_bytes or not gpu_mb:
+        return cap
+    per_gpu = int(0.6 * gpu_mb * 2**20 // (2 * input_bytes))
+    return max(1, min(cap, per_gpu * n_devices - n_devices))
+
+
+def _input_bytes(module: Any, shape: tuple[int, ...]) -> float | None:
+    """The kernel's ``bytes_moved(shape)`` where it declares one (a measure of its inputs' size)."""
+    fn = getattr(module, "bytes_moved", None)
+    try:
+        return float(fn(shape)) if callable(fn) else None
+    except Exception:  # noqa: BLE001 - an estimate only
+        return None
+
+
+def _bounded_count(space: Any, cap: int) -> int:
+    """How many valid configs ``space`` holds, counting no further than ``cap`` (so at most
+    ``cap``, and at least 1)."""
+    return max(1, sum(1 for _ in itertools.islice(space.enumerate(), cap)))
+
+
+def _pick_devices(gpus: int | None) -> list[str | None]:
+    """The first ``gpus`` visible GPUs (all when None); one unlabelled worker without GPUs."""
+    found = visible_devices()
+    if gpus is not None:
+        if gpus < 1:
+            raise KerntuneError(f"--gpus must be at least 1, got {gpus}")
+        if gpus > max(len(found), 1):
+            raise KerntuneError(f"--gpus {gpus}: only {len(found)} GPU(s) visible"
+                                + (" (CUDA_VISIBLE_DEVICES)" if "CUDA_VISIBLE_DEVICES" in os.environ else ""))
+        found = found[:gpus]
+    return list(found) or [None]
