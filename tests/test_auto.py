@@ -190,3 +190,25 @@ def test_the_reports_show_how_much_model_time_was_hidden(tmp_path: Path) -> None
         files = write_report(st, run_id, html=tmp_path / "r.html", markdown=tmp_path / "r.md")
     share = f"({res.extra['model_hidden_share']:.0%}) hidden behind measurements"
     assert share in files.html.read_text() and share in files.markdown.read_text()
+
+
+def test_a_models_configs_move_the_engines_region_only_when_they_beat_the_best(tmp_path: Path) -> None:
+    """After a restart the engine's region is fresh: a model answer worse than the best of all
+    teaches the GP but neither becomes the region's incumbent nor runs its stall clock; one that
+    beats the best of all moves the region (``SurrogateSearch.tell(own=False)``)."""
+    from kerntune.strategies.base import SearchContext
+    from kerntune.strategies.surrogate import SurrogateSearch
+
+    ev = synthetic_evaluator(tmp_path)
+    ctx = SearchContext(ev.space, ev, Budget(max_evals=100), seed=0)
+    engine = SurrogateSearch(ctx)
+    ranked = sorted((c for c in ev.space.enumerate() if synthetic_time(c) is not None), key=synthetic_time)
+    best, middle, worst = ranked[1], ranked[len(ranked) // 2], ranked[-1]
+    engine.tell([middle], ctx.evaluate([middle]))          # the engine's own: it becomes the region's best
+    assert engine.region.best_config == middle
+    engine._restart()                                        # a stall: fresh region, nothing in it yet
+    engine.tell([worst], ctx.evaluate([worst]), own=False)   # the model's, worse than the best of all
+    assert engine.region.best_config is None and engine.region.since_gain == 0
+    assert engine.model.n == 2                               # ... but the GP learned it
+    engine.tell([best], ctx.evaluate([best]), own=False)     # the model's, better than everything
+    assert engine.region.best_config == best and engine.region.since_gain == 0

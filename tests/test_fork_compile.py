@@ -138,3 +138,42 @@ def test_the_launcher_prebuild_takes_the_kernels_source_from_tritons_compile_clo
                                   fn=types.SimpleNamespace(arg_names=["d"]))
     assert fork_compile._launcher_prebuild(_triton_like_compile_fn(tdesc)) is None
     assert fork_compile._launcher_prebuild(lambda: "kernel") is None
+
+
+def test_the_launcher_is_built_in_its_own_child_beside_the_compiles(tmp_path: Path, monkeypatch) -> None:
+    """One more child builds the launcher (here: writes a marker) while the compiles run, and it
+    takes no compile worker's place: with one worker the two compiles still run one at a time."""
+    import types
+
+    from triton.runtime import driver
+
+    from kerntune.evaluate.triton_backend.fork_compile import compile_batch
+
+    class CudaLauncher:
+        def __init__(self, src, metadata):
+            (tmp_path / "launcher").write_text(str(os.getpid()))
+
+    monkeypatch.setattr(driver, "_active", types.SimpleNamespace(launcher_cls=CudaLauncher), raising=False)
+    monkeypatch.setattr(type(driver), "active", property(lambda self: self._active), raising=False)
+    src = types.SimpleNamespace(signature={"x": "*fp16"}, constants={}, fn=types.SimpleNamespace(arg_names=["x"]))
+
+    def job(i: int):
+        target = options = env_vars = None
+
+        def async_compile():  # shaped like Triton's: a closure over the kernel's source
+            _ = (src, target, options, env_vars)
+            marker = tmp_path / f"{i}.span"
+            if marker.exists():
+                return "kernel"
+            t0 = time.time()
+            time.sleep(0.4)
+            marker.write_text(f"{t0} {time.time()}")
+            return "unused"
+        return async_compile
+
+    finalized: dict = {}
+    errors = compile_batch([lambda i=i: _launch(f"k{i}", job(i), finalized) for i in range(2)], workers=1)
+    assert errors == [None, None]
+    assert (tmp_path / "launcher").read_text() not in ("", str(os.getpid()))  # built, in a child
+    (a0, a1), (b0, b1) = ([float(x) for x in (tmp_path / f"{i}.span").read_text().split()] for i in range(2))
+    assert a1 <= b0 + 0.05 or b1 <= a0 + 0.05, "two compiles ran at once on one worker"

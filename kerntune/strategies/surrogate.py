@@ -120,6 +120,7 @@ class SurrogateSearch:
             self._grow(ctx.sample_unmeasured(_POOL_MAX))
         self.live = np.ptp(self.model.pool, axis=0) > 0 if self.configs else np.zeros(space.encoded_width, bool)
         self.ys: list[float] = []
+        self.best_value = math.inf  # log-time of the best measured config (ys stops growing at the cap)
         self.seen: set[str] = set()
         self.since_fit = self.opts.refit_every
         self.region = _Region()
@@ -178,7 +179,7 @@ class SurrogateSearch:
             if key not in self.ctx.measured or key in self.seen:
                 continue  # invalid, over budget, or told already
             self.seen.add(key)
-            best_of_all = min(self.ys) if self.ys else math.inf
+            best_of_all = self.best_value
             if key in self.index:
                 self.measured[self.index[key]] = True
             value = math.log(max(t.time_ms, 1e-12)) if t.ok else math.inf  # type: ignore[arg-type]
@@ -195,6 +196,7 @@ class SurrogateSearch:
                 self.ys.append(value)
                 self.model.add_obs(_encode(space, [cfg])[0])
                 self.since_fit += 1
+            self.best_value = min(self.best_value, value)
             if value < self.region.best - 1e-9 and (own or value < best_of_all - 1e-9):
                 self.region.best, self.region.best_config, self.region.since_gain = value, dict(t.config), 0
                 self._grow(self.ctx.unmeasured(space.neighbours(t.config, "hamming")))

@@ -204,8 +204,9 @@ class TritonEvaluator(Evaluator):
         # A worker per config at most: a package kernel's short autotune list gains nothing from
         # fifteen workers that each import torch and the package (tens of seconds of start-up).
         cap = default_compile_workers(len(self.devices))
-        if compile_workers is None:
-            cap = memory_capped_workers(cap, len(self.devices), _input_bytes(self.module, self.shape), gpu_memory_mb())
+        need = _input_bytes(self.module, self.shape) if compile_workers is None else None
+        if need:
+            cap = memory_capped_workers(cap, len(self.devices), need, gpu_memory_mb(self.devices))
         n = compile_workers or _bounded_count(self.space, cap)
         mem = self.memory_limit_mb = default_memory_limit_mb() if memory_limit_mb is None else max(memory_limit_mb, 0)
         # Compile workers are spread over the GPUs too: their CUDA contexts and inputs are shared out.

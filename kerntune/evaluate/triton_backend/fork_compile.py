@@ -146,21 +146,36 @@ def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s
                 errors[i] = exc
         mark("queue_s")
         running: dict[int, float] = {}
-        prebuild = _launcher_prebuild(recorder.compile_fns[0]) if recorder.jobs and not threads else None
-        if prebuild is not None:
-            running[_fork(prebuild)] = time.monotonic()  # alongside the compiles, not counted as a worker
-        for job, _ in recorder.jobs:
-            while len(running) >= max(1, workers) + (prebuild is not None):
+        launcher: int | None = None
+        try:
+            prebuild = _launcher_prebuild(recorder.compile_fns[0]) if recorder.jobs and not threads else None
+            if prebuild is not None:
+                with contextlib.suppress(OSError):  # no fork to spare: the first launch builds it
+                    launcher = _fork(prebuild)
+                    running[launcher] = time.monotonic()
+            for job, _ in recorder.jobs:
+                while len(running) - (launcher in running) >= max(1, workers):  # the launcher is no worker
+                    _wait_one(running, timeout_s, idle)
+                try:
+                    running[_fork(job)] = time.monotonic()
+                except OSError:  # no more processes: the rest compile here, below
+                    break
+            while running:
                 _wait_one(running, timeout_s, idle)
-            running[_fork(job)] = time.monotonic()
-        while running:
-            _wait_one(running, timeout_s, idle)
-        mark("children_s")
-        for job, future in recorder.jobs:  # here: cache hits, or the real work and its real error
-            try:
-                future.set_result(job())
-            except Exception as exc:  # noqa: BLE001
-                future.set_exception(exc)
+            mark("children_s")
+            for job, future in recorder.jobs:  # here: cache hits, or the real work and its real error
+                try:
+                    future.set_result(job())
+                except Exception as exc:  # noqa: BLE001
+                    future.set_exception(exc)
+        finally:  # interrupted: no child outlives the batch, and Triton's exit waits on no pending future
+            for pid in running:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+            for _, future in recorder.jobs:
+                if not future.done():
+                    future.set_exception(RuntimeError("kerntune: the batch's compile was interrupted"))
     for i, h in enumerate(handles):
         if h is not None and errors[i] is None and hasattr(h, "result"):
             try:

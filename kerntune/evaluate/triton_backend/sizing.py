@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
-from typing import Any
+from typing import Any, Sequence
 
 from kerntune.errors import KerntuneError
 
@@ -46,12 +46,17 @@ def default_compile_workers(n_devices: int) -> int:
     return max(1, min(16 * n_devices, cores - n_devices))
 
 
-def gpu_memory_mb() -> int | None:
-    """The smallest total memory of the visible NVIDIA GPUs in MiB (``nvidia-smi``, no CUDA in
-    this process), or None where it cannot be read."""
+def gpu_memory_mb(devices: Sequence[str | None] = ()) -> int | None:
+    """The least free memory among ``devices`` (``CUDA_VISIBLE_DEVICES`` labels; all GPUs when none
+    is labelled) in MiB, from ``nvidia-smi`` (no CUDA in this process), or None where it cannot be
+    read.  Free, not total: memory that other processes hold is not there for the workers.  (Under
+    MIG, nvidia-smi reports the whole GPU: the cap is then too generous.)"""
+    labels = [d for d in devices if d]
+    cmd = ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"]
+    if labels:
+        cmd += ["-i", ",".join(labels)]
     try:
-        text = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                              capture_output=True, text=True, timeout=30).stdout
+        text = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
         sizes = [int(float(line)) for line in text.split() if line.strip()]
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
@@ -62,7 +67,7 @@ def memory_capped_workers(cap: int, n_devices: int, input_bytes: float | None, g
     """Compile workers whose inputs fit on the GPUs.  Every compile worker builds the kernel's
     inputs on a GPU (Triton specialises on them), and a package's op allocates its outputs and
     temporaries beside them: counted as twice the kernel's ``bytes_moved`` (its inputs and
-    outputs), within 60% of each GPU's memory (the benchmark worker keeps a copy of the inputs too).  Seen on an H100:
+    outputs), within 60% of each GPU's free memory (the benchmark worker keeps a copy of the inputs too).  Seen on an H100:
     sixteen workers of a KL-divergence loss over 8192 x 128,256 bf16 logits (4.2 GB of inputs
     each) ran it out of memory and no worker started."""
     if not input_bytes or not gpu_mb:
