@@ -158,12 +158,17 @@ def _kl_torch(inputs: tuple[Any, ...]) -> Any:
     return torch.nn.functional.kl_div(student.float(), teacher.float(), reduction="batchmean")
 
 
-def _kl_default(shape: tuple[int, ...]) -> dict[str, Any]:
-    # The launcher's own rule (kldiv_forward_triton): min(16384, next_pow2(V)), warps by block size.
-    from liger_kernel.ops.kl_div import MAX_FUSED_SIZE, get_num_warps
+def _vocab_rule(module: str) -> Any:
+    """The rule of a vocabulary-wide launcher that reads ``MAX_FUSED_SIZE`` and ``get_num_warps``
+    from its own module (``kldiv_forward_triton``, ``tv_distance_forward_triton``):
+    min(MAX_FUSED_SIZE, next_pow2(V)), warps by block size."""
+    def default(shape: tuple[int, ...]) -> dict[str, Any]:
+        import importlib
 
-    block = min(MAX_FUSED_SIZE, _np2(shape[1]))
-    return {"BLOCK_SIZE": block, "num_warps": get_num_warps(block), "num_stages": 3}
+        ops = importlib.import_module(module)
+        block = min(ops.MAX_FUSED_SIZE, _np2(shape[1]))
+        return {"BLOCK_SIZE": block, "num_warps": ops.get_num_warps(block), "num_stages": 3}
+    return default
 
 
 # -- total variation distance over the vocabulary (distillation loss; forward + gradient) --------
@@ -187,14 +192,6 @@ def _tvd_torch(inputs: tuple[Any, ...]) -> Any:
     p, q = inputs
     d = p.float() - q.float()  # the loss and the gradient, as the kernel computes them
     return 0.5 * d.abs().sum() / p.shape[0], (torch.sign(d) * (0.5 / p.shape[0])).to(p.dtype)
-
-
-def _tvd_default(shape: tuple[int, ...]) -> dict[str, Any]:
-    # The launcher's own rule (tv_distance_forward_triton): min(16384, next_pow2(V)), warps by size.
-    from liger_kernel.ops.tvd import MAX_FUSED_SIZE, get_num_warps
-
-    block = min(MAX_FUSED_SIZE, _np2(shape[1]))
-    return {"BLOCK_SIZE": block, "num_warps": get_num_warps(block), "num_stages": 3}
 
 
 #: Elements each thread holds of a BLOCK_SIZE-wide row: past 128 a config spills registers and
@@ -226,10 +223,10 @@ ADAPTERS = [
     Adapter(name="liger.kl_div", kernel="liger_kernel.ops.kl_div:_kldiv_kernel_forward", package=PACKAGE,
             shape_doc="tokens x vocabulary (bf16 log-probabilities and probabilities)",
             shapes=[(8192, 128256), (4096, 151936)], make_inputs=_kl_inputs, call=_kl_call, knobs=_ce_knobs,
-            default=_kl_default, torch_op=_kl_torch, bytes_moved=_row_bytes(2), constraints=PER_THREAD),
+            default=_vocab_rule("liger_kernel.ops.kl_div"), torch_op=_kl_torch, bytes_moved=_row_bytes(2), constraints=PER_THREAD),
     Adapter(name="liger.tvd", kernel="liger_kernel.ops.tvd:_tv_distance_kernel", package=PACKAGE,
             shape_doc="tokens x vocabulary (bf16 probabilities; writes the gradient)",
             shapes=[(8192, 128256), (4096, 151936)], make_inputs=_tvd_inputs, call=_tvd_call, knobs=_ce_knobs,
-            default=_tvd_default, torch_op=_tvd_torch, bytes_moved=_row_bytes(3), constraints=PER_THREAD),
+            default=_vocab_rule("liger_kernel.ops.tvd"), torch_op=_tvd_torch, bytes_moved=_row_bytes(3), constraints=PER_THREAD),
 ]
 
