@@ -23,18 +23,20 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kerntune.compare.metrics import Reference, best_so_far  # noqa: E402
 from kerntune.evaluate import ReplayEvaluator  # noqa: E402
 from kerntune.llm import LLMClient  # noqa: E402
 from kerntune.run.search import RunOptions, run_search  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
+from vs_gp import CLASSICAL, gp_mean_curves, worst_vs  # noqa: E402  (the GP's mean curves, one comparison)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--transcripts", type=Path, default=ROOT / "benchmarks" / "llm" / "transcripts" / "auto")
-    ap.add_argument("--classical", type=Path, default=ROOT / "benchmarks" / "results" / "search_quality" / "classical_200x20.json")
+    ap.add_argument("--classical", type=Path, default=CLASSICAL)
     ap.add_argument("--budget", type=int, default=200)
     # The live runs of strong_auto.sh had no overlap cap yet (overlap_first/overlap_later came after):
     # a large cap reproduces them exactly; -o overlap_first=10 -o overlap_later=15 replays under today's defaults.
@@ -43,7 +45,7 @@ def main() -> None:
     a = ap.parse_args()
     given = a.option if a.option is not None else ["overlap_first=100000", "overlap_later=100000"]
     options = {k: json.loads(v) for k, _, v in (o.partition("=") for o in ["model_clock_s=30", "max_calls=4"] + given)}
-    gp = {r["space"]: r["mean_curve_over_opt"] for r in json.loads(a.classical.read_text())["rows"] if r["strategy"] == "gp"}
+    gp = gp_mean_curves(a.classical)
     rows = []
     for path in sorted(a.transcripts.glob("*.llm.jsonl")):
         space = path.name.split(".")[0]
@@ -54,7 +56,7 @@ def main() -> None:
                          run=RunOptions(strategy_options=options, llm=LLMClient.from_spec(f"replay:{path}")))
         curve = best_so_far([t.time_ms if t.ok else None for t in res.history], ref.worst) / ref.optimum
         n = len(curve)
-        worst = max((float(curve[i] / gp[space][i]), i + 1) for i in range(24, min(n, len(gp[space]))))
+        worst = worst_vs(curve, gp[space])
         row = {"space": space, "evaluations": n, "model_calls": res.extra.get("model_calls"),
                "best_over_opt_at_25": float(1 / curve[24]) if n >= 25 else None,
                "best_over_opt_at_40": float(1 / curve[min(39, n - 1)]),
