@@ -40,6 +40,7 @@ import json
 import math
 import os
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -255,7 +256,7 @@ class _ListEvaluator(Evaluator):
         self.heated = False
         #: seconds per phase of the search (lookup, compile phases, timing, store): where the
         #: wall goes, for the benchmark that compares it with triton.autotune's
-        self.phases: dict[str, float] = {}
+        self.phases: defaultdict[str, float] = defaultdict(float)
 
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
         from kerntune.evaluate.triton_backend.worker import classify
@@ -274,8 +275,8 @@ class _ListEvaluator(Evaluator):
                 torch.cuda.synchronize()
             t1 = time.perf_counter()
             times = sorted(bench(fn, PROTOCOL.rep_ms, warm[0]))
-            phases["first_launch_s"] = phases.get("first_launch_s", 0.0) + t1 - t0
-            phases["windows_s"] = phases.get("windows_s", 0.0) + time.perf_counter() - t1
+            phases["first_launch_s"] += t1 - t0
+            phases["windows_s"] += time.perf_counter() - t1
             warm[0] = PROTOCOL.warmup_ms
             return [times[len(times) // 2], times[len(times) // 5], times[4 * len(times) // 5]]
 
@@ -308,7 +309,7 @@ class _ListEvaluator(Evaluator):
                     out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:],
                                    bench_s=time.perf_counter() - t0)
         finally:
-            self.phases["bench_s"] = self.phases.get("bench_s", 0.0) + time.perf_counter() - t_bench
+            self.phases["bench_s"] += time.perf_counter() - t_bench
             if saved is None:
                 self.tuner.__dict__.pop("do_bench", None)
             else:
@@ -345,12 +346,12 @@ class _ListEvaluator(Evaluator):
         from kerntune.evaluate.triton_backend.fork_compile import compile_batch
 
         heater = _Heater(_torch() if mode == "fork" else None)
-        self.phases["heater_s"] = self.phases.get("heater_s", 0.0) + time.perf_counter() - t0
+        self.phases["heater_s"] += time.perf_counter() - t0
         errors = compile_batch([lambda tc=tc: launch(tc) for tc in t_configs], self.parallelism, idle=heater.step,
                                threads=mode == "threads", phases=self.phases)
         t1 = time.perf_counter()
         self.heated = heater.finish()
-        self.phases["heater_finish_s"] = self.phases.get("heater_finish_s", 0.0) + time.perf_counter() - t1
+        self.phases["heater_finish_s"] += time.perf_counter() - t1
         share = (time.perf_counter() - t0) / max(len(t_configs), 1)
         self.compile_wall_s += time.perf_counter() - t0
         return [(e, share) for e in errors]
