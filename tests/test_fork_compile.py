@@ -103,6 +103,28 @@ def test_threads_mode_compiles_here_and_reports_errors_the_same_way() -> None:
     assert finalized == {"ok": f"kernel from pid {os.getpid()}"}  # a thread of this process compiled it
 
 
+def _fake_launcher(monkeypatch, on_build) -> None:
+    """Triton's active driver, as the prebuild reads it, with a launcher class named like the CUDA
+    one that calls ``on_build(src, metadata)`` instead of running the C compiler."""
+    import types
+
+    from triton.runtime import driver
+
+    class CudaLauncher:  # the name the prebuild checks
+        def __init__(self, src, metadata):
+            on_build(src, metadata)
+
+    monkeypatch.setattr(driver, "_active", types.SimpleNamespace(launcher_cls=CudaLauncher), raising=False)
+    monkeypatch.setattr(type(driver), "active", property(lambda self: self._active), raising=False)
+
+
+def _source(**signature: str):
+    """An ASTSource's fields that the launcher reads: signature, constants, the argument names."""
+    import types
+
+    return types.SimpleNamespace(signature=signature, constants={}, fn=types.SimpleNamespace(arg_names=list(signature)))
+
+
 def _triton_like_compile_fn(src):
     """A closure shaped like the one Triton's JIT hands to AsyncCompileMode (it holds ``src``)."""
     target = options = env_vars = None
@@ -113,29 +135,18 @@ def _triton_like_compile_fn(src):
 
 
 def test_the_launcher_prebuild_takes_the_kernels_source_from_tritons_compile_closure(monkeypatch) -> None:
-    import types
-
-    from triton.runtime import driver
-
     from kerntune.evaluate.triton_backend import fork_compile
 
     built = []
-
-    class CudaLauncher:  # the name the prebuild checks; records what it was built from
-        def __init__(self, src, metadata):
-            built.append((src, metadata.num_ctas, metadata.tensordesc_meta))
-
-    monkeypatch.setattr(driver, "_active", types.SimpleNamespace(launcher_cls=CudaLauncher), raising=False)
-    monkeypatch.setattr(type(driver), "active", property(lambda self: self._active), raising=False)
-    src = types.SimpleNamespace(signature={"x": "*fp16", "n": "i32", "BLOCK": "constexpr"}, constants={(2,): 64},
-                                fn=types.SimpleNamespace(arg_names=["x", "n", "BLOCK"]))
+    _fake_launcher(monkeypatch, lambda src, metadata: built.append((src, metadata.num_ctas, metadata.tensordesc_meta)))
+    src = _source(x="*fp16", n="i32", BLOCK="constexpr")
+    src.constants = {(2,): 64}
     job = fork_compile._launcher_prebuild(_triton_like_compile_fn(src))
     assert job is not None
     job()
     assert built == [(src, 1, None)]
     # tensor-descriptor kernels (launcher depends on the compile) and closures without a source: no prebuild
-    tdesc = types.SimpleNamespace(signature={"d": "tensordesc<fp16[64, 64]>"}, constants={},
-                                  fn=types.SimpleNamespace(arg_names=["d"]))
+    tdesc = _source(d="tensordesc<fp16[64, 64]>")
     assert fork_compile._launcher_prebuild(_triton_like_compile_fn(tdesc)) is None
     assert fork_compile._launcher_prebuild(lambda: "kernel") is None
 
@@ -143,19 +154,10 @@ def test_the_launcher_prebuild_takes_the_kernels_source_from_tritons_compile_clo
 def test_the_launcher_is_built_in_its_own_child_beside_the_compiles(tmp_path: Path, monkeypatch) -> None:
     """One more child builds the launcher (here: writes a marker) while the compiles run, and it
     takes no compile worker's place: with one worker the two compiles still run one at a time."""
-    import types
-
-    from triton.runtime import driver
-
     from kerntune.evaluate.triton_backend.fork_compile import compile_batch
 
-    class CudaLauncher:
-        def __init__(self, src, metadata):
-            (tmp_path / "launcher").write_text(str(os.getpid()))
-
-    monkeypatch.setattr(driver, "_active", types.SimpleNamespace(launcher_cls=CudaLauncher), raising=False)
-    monkeypatch.setattr(type(driver), "active", property(lambda self: self._active), raising=False)
-    src = types.SimpleNamespace(signature={"x": "*fp16"}, constants={}, fn=types.SimpleNamespace(arg_names=["x"]))
+    _fake_launcher(monkeypatch, lambda src, metadata: (tmp_path / "launcher").write_text(str(os.getpid())))
+    src = _source(x="*fp16")
 
     def job(i: int):
         target = options = env_vars = None
