@@ -43,10 +43,15 @@ def test_each_adapter_builds_its_space_at_every_shape(module: str) -> None:
                 # an autotune list, widened: every config the package ships stays reachable
                 assert tuner is not None
                 fixed = getattr(space, "fixed", {})
+                launcher = {k: space.default[k] for k in adapter.launch_knobs or {}}  # with the launcher's values
                 for cfg in tuner.configs:
-                    flat = {k: v for k, v in config_dict(cfg).items() if k in space.names or k not in fixed}
+                    listed = {k: v for k, v in config_dict(cfg).items() if k in space.names or k not in fixed}
+                    flat = {**launcher, **listed}
                     assert space.is_valid(space.canonical(flat)), f"{adapter.name}: listed {flat} left out"
                 assert space.count() > len({tuple(sorted(config_dict(c).items())) for c in tuner.configs})
+                for k, vals in (adapter.launch_knobs or {}).items():  # constexprs the launcher fixes
+                    own = adapter.default(tuple(shape))[k]
+                    assert space.default[k] == own and set(space.by_name[k].values()) == {*vals, own}
             else:
                 # a heuristic launcher: the package's own rule is the default, and more is offered
                 rule = adapter.default(tuple(shape))

@@ -125,6 +125,35 @@ def test_a_kernel_file_that_imports_a_package_kernel_loads_as_a_target() -> None
         module_space(target)
 
 
+def test_launch_knobs_join_the_list_and_a_partial_write_fails_the_check() -> None:
+    """An autotuned kernel whose launcher fixes CHUNK and BLOCK outside its list: both join the widened
+    list as knobs, starting at the launcher's values.  The caught launch's output is poisoned before a
+    check, so CHUNK=128 (half the caught grid's coverage) cannot pass on the values the package's own
+    launch left in the buffer."""
+    from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module, module_space
+    from kerntune.evaluate.triton_backend.worker import compare_outputs
+
+    target = load_kernel_module(DATA / "chunk_scale_where_it_lives.py")
+    space = module_space(target, (1000,))
+    assert space.by_name["CHUNK"].values() == (128, 256, 512) and space.by_name["BLOCK"].values() == (32, 64, 128)
+    assert space.default["CHUNK"] == 256 and space.default["BLOCK"] == 64 and "num_warps" in space.names
+    inputs = target.make_inputs((1000,))  # the caught launch's tensors: x_ptr, y_ptr
+    x = inputs[0]
+    assert target.launch_state.write_only == ["y_ptr"] and target.launch_state.outputs == ["y_ptr"]
+    ref = tuple(t.clone() for t in target.reference(inputs))
+    for chunk, wrong in ((128, True), (512, False)):
+        target.before_check(inputs)
+        out = target.launch({"CHUNK": chunk, "BLOCK": 32, "num_warps": 1}, inputs)
+        assert (compare_outputs(out, ref, torch) is not None) == wrong
+        assert torch.allclose(ref[0], 2 * x)
+    assert x.isfinite().all()  # only the output was poisoned, never an input
+    list_only = dict(os.environ, KERNTUNE_LIST_ONLY="1")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "environ", list_only)
+        kept = load_kernel_module(DATA / "chunk_scale_where_it_lives.py").space_for((1000,))
+    assert kept.names == ["num_warps"]  # the shipped list alone: no launch knobs
+
+
 def test_tune_a_package_kernel_where_it_lives_end_to_end(tmp_path: Path) -> None:
     """`kerntune tune FILE` on the package kernel: worker processes catch the launch, the too-short
     blocks come back wrong_result, the package's own choice is the baseline of the speedup."""
@@ -188,3 +217,23 @@ def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_pa
     assert first["measured"] == 2 * 4  # half of the 8-config list per key
     assert second["tuned"] == [] and len(second["loaded"]) == 2 and second["measured"] == 0
     assert first["sums"] == pytest.approx(plain["sums"], rel=1e-6) and second["sums"] == first["sums"]
+
+
+def test_tune_with_launch_knobs_end_to_end_rejects_the_partial_grid(tmp_path: Path) -> None:
+    """`kerntune tune` through the worker processes: every config with CHUNK=128 (half the caught grid's
+    coverage) comes back wrong_result, every other one ok."""
+    import json
+    import sqlite3
+
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
+        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "kerntune", "tune", str(DATA / "chunk_scale_where_it_lives.py"), "--shape", "1000",
+           "--strategy", "exhaustive", "--budget", "100", "--store", str(tmp_path / "t.db"), "--no-report",
+           "--retime", "2", "--gpus", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "t.db") as con:
+        rows = [(json.loads(c), s) for c, s in con.execute("SELECT config_json, status FROM trials")]
+    assert len(rows) == 3 * 3 * 3 * 3  # CHUNK x BLOCK x warps (1, 2 widened) x stages (3 widened)
+    assert all((s == "wrong_result") == (c["CHUNK"] == 128) for c, s in rows)
+    assert all(s == "ok" for c, s in rows if c["CHUNK"] != 128)

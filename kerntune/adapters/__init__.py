@@ -59,7 +59,8 @@ def from_module(module: Any) -> PackageTarget:
         name=getattr(module, "name", getattr(kernel, "__name__", "kernel")), kernel="", package=getattr(
             module, "package", ""), shape_doc=getattr(module, "shape_doc", ""), shapes=getattr(module, "shapes", ()),
         make_inputs=module.make_inputs, call=module.call, knobs=getattr(module, "knobs", None),
-        default=getattr(module, "default", None), torch_op=getattr(module, "torch_op", None),
+        default=getattr(module, "default", None), launch_knobs=getattr(module, "launch_knobs", None),
+        torch_op=getattr(module, "torch_op", None),
         bytes_moved=getattr(module, "bytes_moved", None), flops=getattr(module, "flops", None),
         which=getattr(module, "which", -1), description=getattr(module, "description", ""),
         widen=getattr(module, "widen", True), constraints=tuple(getattr(module, "constraints", ())))

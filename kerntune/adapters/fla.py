@@ -38,11 +38,11 @@ def _call(inputs: tuple[Any, ...]) -> Any:
         return chunk_gated_delta_rule(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)[0]
 
 
-def _adapter(short: str, kernel: str, what: str) -> Adapter:
+def _adapter(short: str, kernel: str, what: str, **extra: Any) -> Adapter:
     return Adapter(name=f"fla.{short}", kernel=kernel, package=PACKAGE,
                    shape_doc="batch x tokens x heads x head dim (bf16)", shapes=SHAPES, make_inputs=_inputs,
                    call=_call, description=f"{what} of fla's chunked Gated DeltaNet forward "
-                   "(chunk_gated_delta_rule)")
+                   "(chunk_gated_delta_rule)", **extra)
 
 
 ADAPTERS = [
@@ -53,6 +53,9 @@ ADAPTERS = [
     _adapter("kkt_solve", "fla.ops.gated_delta_rule.chunk_fwd:chunk_gated_delta_rule_fwd_kkt_solve_kernel",
              "the fused K K^T and triangular solve of the WY representation"),
     _adapter("recompute_w_u", "fla.ops.gated_delta_rule.wy_fast:recompute_w_u_fwd_kernel",
-             "the WY representation's w and u (the triangular solve's result applied to k and v)"),
+             "the WY representation's w and u (the triangular solve's result applied to k and v)",
+             # its list holds warps and stages; the launcher fixes the K and V tiles at 64 (the
+             # kernel loops over K and V in tiles of any size, the grid does not depend on them)
+             launch_knobs={"BK": [32, 128], "BV": [32, 128]}, default=lambda shape: {"BK": 64, "BV": 64}),
     _adapter("l2norm", "fla.modules.norm.l2norm:l2norm_fwd_kernel", "the in-kernel L2 normalisation of q and k"),
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kerntune.adapters._shapes import bf16, device, randn
+from kerntune.adapters._shapes import device, randn
 from kerntune.adapters.target import Adapter
 
 PACKAGE = "liger-kernel"

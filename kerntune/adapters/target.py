@@ -63,6 +63,10 @@ class Adapter:
     call: Callable[[tuple[Any, ...]], Any]
     knobs: Mapping[str, Sequence[Any]] | Callable[[Shape], Mapping[str, Sequence[Any]]] | None = None
     default: Callable[[Shape], dict[str, Any]] | None = None
+    #: For a kernel with a ``triton.autotune`` list: constexprs its launcher fixes outside the list
+    #: that the kernel accepts at other values (fla's ``recompute_w_u`` launches with BK = BV = 64),
+    #: tuned along with the list.  ``default(shape)`` names the launcher's own values.
+    launch_knobs: Mapping[str, Sequence[Any]] | Callable[[Shape], Mapping[str, Sequence[Any]]] | None = None
     torch_op: Callable[[tuple[Any, ...]], Any] | None = None
     bytes_moved: Callable[[Shape], float] | None = None
     flops: Callable[[Shape], float] | None = None
@@ -106,8 +110,10 @@ class PackageTarget:
                 # KERNTUNE_LIST_ONLY=1: search the shipped list itself (how triton.autotune's own
                 # wall time is matched like for like in benchmarks/real_kernels)
                 widen = a.widen and os.environ.get("KERNTUNE_LIST_ONLY") != "1"
-                self._spaces[shape] = space_from_configs(tuner.configs, name=a.name, widen=widen,
-                                                         description=self.description)
+                extra = a.launch_knobs(shape) if callable(a.launch_knobs) else a.launch_knobs
+                self._spaces[shape] = space_from_configs(
+                    tuner.configs, name=a.name, widen=widen, description=self.description,
+                    launch_knobs=extra if widen else None, launch_default=a.default(shape) if a.default else None)
         return self._spaces[shape]
 
     def make_inputs(self, shape: Shape) -> tuple[Any, ...]:
@@ -140,6 +146,13 @@ class PackageTarget:
         state = self._state()
         state.run(dict(config))
         return state.output_values()
+
+    def before_check(self, inputs: Any) -> None:
+        """Poison the outputs the launch writes whole (NaN), so that a config whose launch leaves
+        part of them unwritten fails the check instead of passing on the values already there."""
+        state = self._state()
+        for name in state.write_only:
+            state.args[name].fill_(float("nan"))
 
     def reference(self, inputs: Any) -> Any:
         """The output of the package's own choice on these inputs."""

@@ -115,6 +115,10 @@ class Launch:
     own_autotune_s: float | None = None
     #: ``triton.heuristics`` rules to re-apply when a replay changes the config.
     rules: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
+    #: Outputs the launch overwrites whole (a NaN-filled buffer comes out as the launch writes it):
+    #: a correctness check may poison them first, so that a config covering only part of them
+    #: (a block size the caught grid no longer matches) cannot pass on the values left there.
+    write_only: list[str] = field(default_factory=list)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -280,6 +284,18 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
         done()
         if not bool(t.isnan().all()):
             outputs.append(name)
+    reset()
+    launch.run()
+    done()
+    written = {k: v.clone() for k, v in launch.tensors() if k in outputs}
+    for name, t in launch.tensors():
+        if name in outputs and t.is_floating_point():
+            reset()
+            t.fill_(float("nan"))
+            launch.run()
+            done()
+            if _same(t, written[name]):
+                launch.write_only.append(name)
     reset()
     launch.run()  # leave the inputs as the package had them and the outputs as the launch writes them
     done()

@@ -71,14 +71,28 @@ def knob_values(configs: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
 
 
 def space_from_configs(configs: Iterable[Any], name: str = "", widen: bool = True,
-                       default: Mapping[str, Any] | None = None, description: str = "") -> Space:
-    """The Space of an autotune list (``triton.Config`` objects or dicts)."""
+                       default: Mapping[str, Any] | None = None, description: str = "",
+                       launch_knobs: Mapping[str, Sequence[Any]] | None = None,
+                       launch_default: Mapping[str, Any] | None = None) -> Space:
+    """The Space of an autotune list (``triton.Config`` objects or dicts).
+
+    ``launch_knobs``: constexprs the kernel's launcher sets outside the list, with the values worth
+    trying; ``launch_default`` holds the launcher's own values, which join the options and start
+    the search there."""
     flat = [config_dict(c) for c in configs]
     if not flat:
         raise KerntuneError("an autotune list with no configs gives no space")
     values = knob_values(flat)
     params = [Choice(k, options=tuple(_widen(k, v) if widen else v), description=_describe(k, v, widen))
               for k, v in values.items() if len(v) > 1 or widen]
+    own = {k: v for k, v in (launch_default or {}).items() if k in (launch_knobs or {})}
+    for k, vals in (launch_knobs or {}).items():
+        if k in values:
+            raise KerntuneError(f"{k!r} is in the autotune list already; a launch knob is one the list leaves out")
+        if launch_default is None or k not in launch_default:
+            raise KerntuneError(f"launch knob {k!r} needs the launcher's own value (the adapter's default)")
+        opts = sorted({*vals, own[k]})
+        params.append(Choice(k, options=tuple(opts), description=f"kernel constexpr the launcher sets to {own[k]}"))
     fixed = {k: v[0] for k, v in values.items() if len(v) == 1 and not widen}
     if not params:  # a single config: nothing to choose unless widened
         raise KerntuneError("an autotune list of one config has nothing to search (widen it)")
@@ -87,7 +101,7 @@ def space_from_configs(configs: Iterable[Any], name: str = "", widen: bool = Tru
     if not widen and len(flat) > 1:
         listed = sorted({tuple(c[n] for n in names) for c in flat}, key=repr)
         constraints.append(f"({', '.join(names)},) in {tuple(listed)!r}")  # a tuple even for one knob
-    start = dict(default) if default is not None else flat[0]
+    start = {**(dict(default) if default is not None else flat[0]), **own}
     space = Space(params, constraints=constraints, default={k: start[k] for k in names if k in start}, name=name,
                   description=description)
     space.fixed = fixed  # type: ignore[attr-defined]  # knobs every listed config shares

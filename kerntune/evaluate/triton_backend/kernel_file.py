@@ -14,8 +14,10 @@ A kernel that lives in an installed package needs no launcher of its own: a file
 ``kernel`` (the package's Triton kernel, imported), ``make_inputs(shape)`` and ``call(inputs)``
 (the package's own entry point) is tuned by catching and replaying the package's launch
 (``kerntune.adapters``); ``knobs`` and ``default(shape)`` name what to search when the package
-picks its config by a heuristic.  ``NAME`` or ``package.module:kernel`` in place of a path names
-one of kerntune's adapters for real packages (``kerntune adapters`` lists them).
+picks its config by a heuristic, ``launch_knobs`` the constexprs an autotuned kernel's launcher
+fixes outside its list (with ``default(shape)`` giving the launcher's values).  ``NAME`` or
+``package.module:kernel`` in place of a path names one of kerntune's adapters for real packages
+(``kerntune adapters`` lists them).
 """
 
 from __future__ import annotations

@@ -305,6 +305,8 @@ def main() -> None:
                 result: dict[str, Any] = {"status": "ok", "compile_s": time.perf_counter() - t0}
             else:
                 ref = get_reference()
+                if callable(getattr(module, "before_check", None)):
+                    module.before_check(inputs)  # a package kernel: outputs poisoned, a partial write fails
                 out = module.launch(config, inputs)
                 sync()
                 wrong = compare_outputs(out, ref, torch)

@@ -57,3 +57,22 @@ def scale_inplace_twice(x):
     y = scale(x, 0.5)
     scale_kernel[lambda META: (triton.cdiv(x.numel(), META["BLOCK"]),)](y, x, x.numel(), 3.0)
     return x
+
+
+@triton.autotune(configs=[triton.Config({}, num_warps=w) for w in (1, 2)], key=["n"], do_bench=_cpu_bench)
+@triton.jit
+def chunk_scale_kernel(x_ptr, y_ptr, n, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    """Each program scales CHUNK elements, BLOCK at a time."""
+    pid = tl.program_id(0)
+    for i in range(0, CHUNK, BLOCK):
+        offs = pid * CHUNK + i + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+
+
+def chunk_scale(x):
+    """The launcher fixes CHUNK and BLOCK outside the autotune list and sizes a plain grid by CHUNK,
+    as fla's launchers do with their BK/BV: a smaller CHUNK leaves part of the output unwritten."""
+    y = torch.empty_like(x)
+    chunk_scale_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), CHUNK=256, BLOCK=64)
+    return y
