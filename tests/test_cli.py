@@ -142,3 +142,22 @@ def test_compare_passes_options_to_one_strategy(tmp_path, conv_path) -> None:
     assert "bayes:startup" in sources  # TPE's startup, not the GP's ("gp:startup")
     assert_one_line_error(run(["compare", "--space", str(conv_path), "--strategies", "random", "--budget", "5",
                                "-o", "bayes.surrogate=tpe"], tmp_path), "not among --strategies")
+
+
+def test_a_config_line_is_never_wrapped_nor_read_as_markup(monkeypatch) -> None:
+    """`config: {...}` is pasted into the next command: at any console width it stays one line of JSON,
+    and a list value is not swallowed as a rich style tag."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    import kerntune.cli.common as common
+
+    buf = io.StringIO()
+    monkeypatch.setattr(common, "console", Console(file=buf, width=40))
+    cfg = {"BLOCK_M": 128, "BLOCK_N": 256, "GROUP_M": 4, "EPI_SUBTILE": 2, "FLATTEN": True, "order": [1, 0],
+           "TMA_STORE": True, "num_warps": 8, "num_stages": 4, "style": "[bold]x[/bold]"}
+    common.print_unwrapped(f"config: {json.dumps(cfg)}")
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0].removeprefix("config: ")) == cfg

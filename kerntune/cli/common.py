@@ -20,6 +20,12 @@ console = Console(width=None if sys.stdout.isatty() else 150)
 err_console = Console(stderr=True)
 
 
+def print_unwrapped(text: str) -> None:
+    """One line, as is: a config's JSON is copied into the next command, so it is never wrapped at
+    the console's width nor read as rich markup (``[1, 2]`` is a list, not a style)."""
+    console.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
 def default_store_path() -> str:
     return os.environ.get("KERNTUNE_STORE", ".kerntune/kerntune.db")
 

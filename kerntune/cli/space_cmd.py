@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kerntune.cli.common import console
+from kerntune.cli.common import console, print_unwrapped
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import load_recording
 from kerntune.evaluate.recorded import TABLE_FORMAT
@@ -70,7 +70,7 @@ def info(file: Path = typer.Argument(..., help="A recording (Kernel Tuner cache,
                   f"valid share: {s['valid_share']:.1%} of the cartesian product")
     console.print("status counts: " + ", ".join(f"{k}={v}" for k, v in sorted(s["status_counts"].items())))
     if s["optimum_ms"] is not None:
-        console.print(f"optimum: {s['optimum_ms']:.6g} ms at {json.dumps({k: jsonable(v) for k, v in s['optimum_config'].items()})}")
+        print_unwrapped(f"optimum: {s['optimum_ms']:.6g} ms at {json.dumps({k: jsonable(v) for k, v in s['optimum_config'].items()})}")
         console.print(f"median: {s['median_ms']:.6g} ms  median/optimum: {s['median_over_optimum']:.3f}")
 
 

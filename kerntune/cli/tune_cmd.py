@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from kerntune.cli.common import check_number, check_output, console, err_console, open_store, parse_options
+from kerntune.cli.common import (check_number, check_output, console, err_console, open_store, parse_options,
+                                  print_unwrapped)
 from kerntune.cli.progress import RunLog
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.store.sqlite import new_run_id
@@ -121,7 +122,7 @@ def tune(
     else:
         cfg = json.dumps({k: jsonable(v) for k, v in best.config.items()})
         console.print(f"best: {best.time_ms:.6g} ms after {len(res.history)} evaluations ({res.stop_reason})")
-        console.print(f"config: {cfg}")
+        print_unwrapped(f"config: {cfg}")
         for line in _rates(best, evaluator):
             console.print(line)
         if kernel is not None:
