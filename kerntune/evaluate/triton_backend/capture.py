@@ -275,27 +275,24 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
         for k, v in launch.tensors():
             v.copy_(before[k])
 
+    reset()
+    launch.run()
+    done()
+    written = {k: v.clone() for k, v in launch.tensors() if k in outputs}
+    # One NaN-poisoned launch per floating tensor: a tensor it changes is an output (even one whose
+    # buffer already held the values written, i.e. ``before``), and an output it reproduces whole
+    # is write-only.
     for name, t in launch.tensors():
-        if name in outputs or not t.is_floating_point():
+        if not t.is_floating_point():
             continue
         reset()
         t.fill_(float("nan"))
         launch.run()
         done()
-        if not bool(t.isnan().all()):
+        if name not in outputs and not bool(t.isnan().all()):
             outputs.append(name)
-    reset()
-    launch.run()
-    done()
-    written = {k: v.clone() for k, v in launch.tensors() if k in outputs}
-    for name, t in launch.tensors():
-        if name in outputs and t.is_floating_point():
-            reset()
-            t.fill_(float("nan"))
-            launch.run()
-            done()
-            if _same(t, written[name]):
-                launch.write_only.append(name)
+        if name in outputs and _same(t, written.get(name, before[name])):
+            launch.write_only.append(name)
     reset()
     launch.run()  # leave the inputs as the package had them and the outputs as the launch writes them
     done()
