@@ -212,3 +212,32 @@ def test_a_models_configs_move_the_engines_region_only_when_they_beat_the_best(t
     assert engine.model.n == 2                               # ... but the GP learned it
     engine.tell([best], ctx.evaluate([best]), own=False)     # the model's, better than everything
     assert engine.region.best_config == best and engine.region.since_gain == 0
+
+
+def test_the_elite_archive_is_diverse_and_the_climber_moves_on_to_an_unvisited_elite(tmp_path: Path) -> None:
+    """The engine keeps good configs pairwise ``elite_distance`` fields apart, best first; a
+    climber with nothing left around its point climbs on from the best elite it has not stood on
+    (the escape from a poor family that the fifth design pass measured), not from a random point."""
+    from kerntune.strategies.base import SearchContext
+    from kerntune.strategies.surrogate import SurrogateOptions, SurrogateSearch
+
+    ev = synthetic_evaluator(tmp_path)
+    ctx = SearchContext(ev.space, ev, Budget(max_evals=400), seed=0)
+    engine = SurrogateSearch(ctx, SurrogateOptions(elites=3, elite_distance=2))
+    ranked = sorted((c for c in ev.space.enumerate() if synthetic_time(c) is not None), key=synthetic_time)
+    sample = ranked[:40:3]
+    engine.tell(sample, ctx.evaluate(sample))
+    elites = engine.elites()
+    names = [p.name for p in ev.space.params]
+    assert elites[0] == ctx.best.config and 1 < len(elites) <= 3
+    assert all(sum(a[n] != b[n] for n in names) >= 2 for i, a in enumerate(elites) for b in elites[i + 1:])
+    times = [synthetic_time(e) for e in elites]
+    assert times == sorted(times)
+    # the climber stands on the best config with every neighbour measured: its next point is the
+    # next elite, and the config it proposes is that elite's neighbour
+    climber = engine.climber
+    climber._move_to(elites[0], ctx.value(ctx.best))
+    climber.queue = []
+    cand = climber.propose(set())
+    assert climber.cur == ev.space.canonical(elites[1])
+    assert cand is not None and sum(cand[n] != elites[1][n] for n in names) == 1

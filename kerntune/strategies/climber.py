@@ -35,6 +35,11 @@ class Climber:
         self.cur_value = math.inf
         self.queue: list[Config] = []
         self.restarts = 0
+        #: the engine's archive of diverse good configs, best first (``SurrogateSearch.elites``)
+        self.elites: Callable[[], list[Config]] | None = None
+        self.visited: set[str] = set()   # configs the climber has stood on
+        self.cap = 0                     # with elites: fruitless neighbours before moving to the next elite
+        self.fruitless = 0
 
     def _value(self, cfg: Config) -> float | None:
         t = self.ctx.measured.get(self.ctx.space.key(self.ctx.space.canonical(cfg)))
@@ -69,8 +74,21 @@ class Climber:
                 return ctx.space.canonical(cand)
         return None
 
+    def _to_elite(self) -> bool:
+        """Move to the best elite not yet stood on (True), or stay (False)."""
+        assert self.elites is not None
+        for e in self.elites():
+            if self.ctx.space.key(self.ctx.space.canonical(e)) not in self.visited:
+                v = self._value(e)
+                if v is not None:
+                    self._move_to(e, v)
+                    return True
+        return False
+
     def _move_to(self, cfg: Config, value: float) -> None:
         self.cur, self.cur_value = self.ctx.space.canonical(cfg), value
+        self.visited.add(self.ctx.space.key(self.cur))
+        self.fruitless = 0
         self.queue = self._neighbours(self.cur)
 
     def propose(self, taken: set[str] | None = None) -> Config | None:
@@ -83,17 +101,22 @@ class Climber:
                 return sample[0] if sample else None
             self._move_to(ctx.best.config, ctx.value(ctx.best))
         for _ in range(10_000):
+            if self.elites is not None and 0 < self.cap <= self.fruitless and self._to_elite():
+                continue
             while self.queue:
                 cand = self.queue.pop(0)
                 v = self._value(cand)
                 if v is None:
                     if ctx.space.key(ctx.space.canonical(cand)) in taken:
                         continue
+                    self.fruitless += 1
                     return cand
                 if v < self.cur_value:  # someone measured a better neighbour: climb for free
                     self._move_to(cand, v)
             # a local optimum: restart
             self.restarts += 1
+            if self.elites is not None and self._to_elite():
+                continue
             start = None
             if ctx.best is not None and ctx.rng.random() >= self.random_restart_share:
                 start = self.perturb(ctx.best.config)
