@@ -237,3 +237,34 @@ def test_tune_with_launch_knobs_end_to_end_rejects_the_partial_grid(tmp_path: Pa
     assert len(rows) == 3 * 3 * 3 * 3  # CHUNK x BLOCK x warps (1, 2 widened) x stages (3 widened)
     assert all((s == "wrong_result") == (c["CHUNK"] == 128) for c, s in rows)
     assert all(s == "ok" for c, s in rows if c["CHUNK"] != 128)
+
+
+def test_a_compile_worker_lets_the_package_call_launch_its_other_kernels() -> None:
+    """Compile workers compile kernels without launching them, except while a package's call builds
+    the inputs: liger's fused MoE reads a tile count its routing kernels computed (``.item()``) to size
+    the tuned GEMM's grid, and compiled only they would leave it at what the empty buffer held."""
+    from triton.runtime.jit import JITFunction
+
+    from kerntune.evaluate.triton_backend import capture, worker
+
+    def kernel(x_ptr, BLOCK: triton.language.constexpr):  # never compiled: its run is replaced
+        pass
+
+    k = JITFunction(kernel)
+    k.run = lambda *args, grid, warmup, **kwargs: warmup  # type: ignore[method-assign]
+    own, flag, kept = vars(JITFunction).get("__getitem__"), capture.COMPILE_ONLY, worker._launching_getitem
+    try:
+        with worker.package_kernels_launch():  # outside a compile worker: launches run as ever
+            assert k[(1,)](None, BLOCK=4) is False
+        worker._compile_only()
+        assert k[(1,)](None, BLOCK=4) is True  # compiled, not launched
+        with worker.package_kernels_launch():
+            assert k[(1,)](None, BLOCK=4) is False
+        assert k[(1,)](None, BLOCK=4) is True
+    finally:
+        capture.COMPILE_ONLY, worker._launching_getitem = flag, kept
+        if own is None:
+            del JITFunction.__getitem__
+        else:
+            JITFunction.__getitem__ = own
+    assert k[(1,)](None, BLOCK=4) is False

@@ -18,6 +18,7 @@ from kerntune.errors import KerntuneError
 #: adapter module -> the pip package whose kernels it covers
 ADAPTER_MODULES = {
     "kerntune.adapters.liger": "liger-kernel",
+    "kerntune.adapters.liger_moe": "liger-kernel",
     "kerntune.adapters.fla": "fla-core",
     "kerntune.adapters.torchao": "torchao",
 }

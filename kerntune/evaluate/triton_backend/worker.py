@@ -16,6 +16,7 @@ printf) cannot corrupt the protocol.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -188,10 +189,41 @@ def _compile_only() -> None:
     def getitem(self: Any, grid: Any) -> Callable[..., Any]:
         return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=True, **kwargs)
 
+    global _launching_getitem
+    if _launching_getitem is None:
+        _launching_getitem = JITFunction.__getitem__
     JITFunction.__getitem__ = getitem  # type: ignore[method-assign]
     from kerntune.evaluate.triton_backend import capture
 
     capture.COMPILE_ONLY = True  # kernels of installed packages: record their launches, compile only
+
+
+#: ``JITFunction.__getitem__`` as Triton has it, kept by ``_compile_only`` for ``package_kernels_launch``.
+_launching_getitem: Callable[..., Any] | None = None
+
+
+@contextlib.contextmanager
+def package_kernels_launch() -> Iterator[None]:
+    """In a compile worker, while a package's own call builds the inputs: its other kernels launch.
+
+    A package's call may read on the host what its kernels computed on the GPU: liger's fused MoE
+    counts the tiles of its routing with three kernels and sizes the tuned GEMM's grid with ``.item()``.
+    Compiled only, those kernels leave that count at whatever the empty buffer held: zero, and the
+    tuned kernel is never launched (the worker fails to start), or a grid over garbage.  So they run,
+    once at start-up, as the call's autotuned kernels already do (``triton.autotune`` launches through
+    its own ``run``); the tuned kernel itself is only recorded (``capture._record``), and every config
+    still only compiles."""
+    if _launching_getitem is None:  # not a compile worker: every launch runs already
+        yield
+        return
+    from triton.runtime.jit import JITFunction
+
+    patched = JITFunction.__getitem__
+    JITFunction.__getitem__ = _launching_getitem  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        JITFunction.__getitem__ = patched  # type: ignore[method-assign]
 
 
 def limit_memory(mb: int) -> None:
@@ -241,7 +273,7 @@ def main() -> None:
     if hasattr(module, "launch_state"):  # a package's kernel: the call's other kernels need not autotune here
         from kerntune.evaluate.triton_backend.capture import other_autotuners_fixed
 
-        with other_autotuners_fixed(module.kernel):
+        with other_autotuners_fixed(module.kernel), package_kernels_launch():
             inputs = module.make_inputs(shape)
     else:
         inputs = module.make_inputs(shape)
