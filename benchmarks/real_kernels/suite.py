@@ -11,7 +11,7 @@ cache so that nobody profits from another's compiles:
    package's choice, then the leaders re-timed beside it (kerntune.evaluate.retime);
 3. the judge (judge.py, fresh process): package choice, kerntune's winner and the PyTorch
    reference timed interleaved by one timer: the table's figures;
-4. for kernels that ``triton.autotune``: kerntune over the package's own list, no warm start, with
+4. for kernels that ``triton.autotune`` (unless ``--no-list-step``): kerntune over the package's own list, no warm start, with
    half of the seconds the kernel's own autotuner spent in step 1 as its whole budget (worker
    start-up included), then its pick re-timed beside the package's.
 Every pair writes ``<out>/<adapter>_<shape>.json`` as soon as it ends; table.py renders them.
@@ -118,7 +118,8 @@ def _search(spec: str, shape: str, strategy: str, seconds: float, warm: dict | N
     }
 
 
-def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path) -> dict[str, Any]:
+def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path,
+             list_step: bool = True) -> dict[str, Any]:
     from kerntune.adapters import find
     from kerntune.evaluate.triton_backend.capture import autotuner
     from kerntune.adapters import load
@@ -141,7 +142,7 @@ def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path
          f"winner {k['winner']} {k['winner_ms']}, speedup {k['speedup']}; errors {k['errors'][:2]}")
     rec["judge"] = _judge([name, shape, "--package", json.dumps(pkg["config"]), "--winner",
                            json.dumps({**rec["kerntune"]["fixed"], **rec["kerntune"]["winner"]})], cache_a)
-    if autotuned:
+    if autotuned and list_step:
         env = {**_fresh_cache(base_env), "KERNTUNE_LIST_ONLY": "1", "KERNTUNE_PACKAGE_CHOICE": json.dumps(pkg["config"])}
         # half of the kernel's own triton.autotune over its list (not of the whole call's first run,
         # which also autotunes the call's other kernels)
@@ -168,6 +169,9 @@ def main() -> None:
     ap.add_argument("--shape", default=None, help="only this shape (e.g. 4096x151936)")
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--strategy", default=None, help="default: the one `kerntune tune` uses")
+    ap.add_argument("--no-list-step", action="store_true",
+                    help="skip step 4 (kerntune over the package's own list through worker processes); "
+                         "inplace_vs_autotune.py measures that question through the in-place path")
     args = ap.parse_args()
     from kerntune.adapters import all_adapters
 
@@ -184,7 +188,7 @@ def main() -> None:
                 continue
             t0 = time.perf_counter()
             try:
-                rec = run_pair(name, s, strategy, args.seconds, Path(args.out))
+                rec = run_pair(name, s, strategy, args.seconds, Path(args.out), list_step=not args.no_list_step)
                 j = rec["judge"]
                 print(f"{name} {s}: package {j['package']['ms']:.4g} ms, kerntune {j['kerntune']['ms']:.4g} ms, "
                       f"speedup {j['speedup']['median']:.3f} {j['speedup']['ci']} "
