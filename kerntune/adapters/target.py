@@ -76,6 +76,9 @@ class Adapter:
     description: str = ""
     widen: bool = True
     notes: list[str] = field(default_factory=list)
+    #: For a kernel the package builds inside a function (so ``kernel`` names no importable
+    #: attribute): returns the kernel object.  ``kernel`` still names it for ``find`` and messages.
+    resolve: Callable[[], Any] | None = None
 
 
 class PackageTarget:
@@ -83,7 +86,9 @@ class PackageTarget:
 
     def __init__(self, adapter: Adapter, kernel: Any = None) -> None:
         self.adapter = adapter
-        self.kernel = kernel if kernel is not None else import_object(adapter.kernel)
+        if kernel is None:
+            kernel = adapter.resolve() if adapter.resolve is not None else import_object(adapter.kernel)
+        self.kernel = kernel
         self.name = adapter.name
         self.description = adapter.description or (f"{adapter.kernel or self.name} from {adapter.package or 'a package'}"
                                                    f"; shape = {adapter.shape_doc or 'see make_inputs'}")
