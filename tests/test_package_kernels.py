@@ -268,3 +268,56 @@ def test_a_compile_worker_lets_the_package_call_launch_its_other_kernels() -> No
         else:
             JITFunction.__getitem__ = own
     assert k[(1,)](None, BLOCK=4) is False
+
+
+def test_capture_of_a_descriptor_kernel_replays_its_pre_hook_with_each_config() -> None:
+    """A kernel taking host TensorDescriptors whose list's pre_hook sets their block shapes: the tensors
+    behind the descriptors are the launch's inputs and outputs, and every replay (another config, then
+    the package's own again) runs the hook first, so the tiles and the descriptors agree."""
+    x = torch.randn(64, 48)
+    launch = capture(ops.desc_scale_kernel, lambda: ops.desc_scale(x))
+    assert launch.pre_hook is ops._tile_descriptors
+    assert [k for k, _ in launch.tensors()] == ["x_desc.base", "y_desc.base"]
+    assert launch.outputs == ["y_desc.base"] and launch.write_only == ["y_desc.base"]
+    y = launch.tensor("y_desc.base")
+    own = launch.config["BLOCK_M"]
+    for cfg in ({"BLOCK_M": 32, "BLOCK_N": 8}, {"BLOCK_M": 4, "BLOCK_N": 16}, None):
+        y.fill_(float("nan"))
+        launch.run(cfg)
+        assert launch.args["x_desc"].block_shape == ([cfg["BLOCK_M"], cfg["BLOCK_N"]] if cfg else [own, 16])
+        assert torch.equal(launch.output_values()[0], 3 * x)
+
+
+def test_a_list_whose_configs_carry_different_pre_hooks_is_refused() -> None:
+    from kerntune.evaluate.triton_backend.capture import list_pre_hook
+
+    tuner = autotuner(ops.desc_scale_kernel)
+    saved = tuner.configs
+    try:
+        tuner.configs = [triton.Config({"BLOCK_M": 8, "BLOCK_N": 16}, pre_hook=ops._tile_descriptors),
+                         triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, pre_hook=lambda nargs: None)]
+        with pytest.raises(KerntuneError, match="different pre_hooks"):
+            list_pre_hook(ops.desc_scale_kernel)
+    finally:
+        tuner.configs = saved
+    assert list_pre_hook(ops.scale_kernel) is None
+
+
+def test_tune_a_descriptor_kernel_end_to_end(tmp_path: Path) -> None:
+    """`kerntune tune` on the descriptor kernel: compile workers and the benchmark worker run the list's
+    pre_hook before each config, so every tile of the widened list computes the package's output."""
+    import json
+    import sqlite3
+
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
+        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "kerntune", "tune", str(DATA / "desc_scale_where_it_lives.py"), "--shape", "64x48",
+           "--strategy", "exhaustive", "--budget", "100", "--store", str(tmp_path / "t.db"), "--no-report",
+           "--retime", "2", "--gpus", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "t.db") as con:
+        rows = [(json.loads(c), s) for c, s in con.execute("SELECT config_json, status FROM trials")]
+    tiles = {(c["BLOCK_M"], c["BLOCK_N"]) for c, _ in rows}
+    assert len(tiles) >= 6 and (4, 8) in tiles and (32, 32) in tiles  # the list widened a step each way
+    assert all(s == "ok" for _, s in rows), [r for r in rows if r[1] != "ok"][:3]

@@ -157,7 +157,7 @@ class PackageTarget:
         part of them unwritten fails the check instead of passing on the values already there."""
         state = self._state()
         for name in state.write_only:
-            state.args[name].fill_(float("nan"))
+            state.tensor(name).fill_(float("nan"))
 
     def reference(self, inputs: Any) -> Any:
         """The output of the package's own choice on these inputs."""

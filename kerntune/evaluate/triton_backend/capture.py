@@ -119,6 +119,10 @@ class Launch:
     #: a correctness check may poison them first, so that a config covering only part of them
     #: (a block size the caught grid no longer matches) cannot pass on the values left there.
     write_only: list[str] = field(default_factory=list)
+    #: The autotune list's ``pre_hook`` (one for every config), run before each launch with the
+    #: launch's arguments and config as ``triton.autotune`` runs it: Hopper kernels that take host
+    #: ``TensorDescriptor``s set the descriptors' block shapes there from the config's tiles.
+    pre_hook: Callable[[dict[str, Any]], Any] | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -127,7 +131,20 @@ class Launch:
         return {**{k: v for k, v in self.args.items() if k in cons}, **self.options}
 
     def tensors(self) -> list[tuple[str, Any]]:
-        return [(k, v) for k, v in self.args.items() if hasattr(v, "data_ptr") and hasattr(v, "clone")]
+        """The launch's tensors by name: its tensor arguments, and the tensor behind each host
+        ``TensorDescriptor`` argument as ``NAME.base`` (a descriptor kernel reads and writes those)."""
+        out = []
+        for k, v in self.args.items():
+            if _is_tensor(v):
+                out.append((k, v))
+            elif _is_tensor(getattr(v, "base", None)) and hasattr(v, "block_shape"):
+                out.append((f"{k}.base", v.base))
+        return out
+
+    def tensor(self, name: str) -> Any:
+        """A tensor of ``tensors()`` by its name."""
+        arg, _, attr = name.partition(".")
+        return getattr(self.args[arg], attr) if attr else self.args[arg]
 
     def run(self, config: dict[str, Any] | None = None) -> Any:
         """Launch the caught call, with ``config``'s constexprs and options in place of the package's."""
@@ -143,10 +160,31 @@ class Launch:
             for k, rule in self.rules.items():
                 if k in args and k not in config:
                     args[k] = rule(dict(args))
+        if self.pre_hook is not None:  # every launch, the package's own config too: it resets what another set
+            self.pre_hook({**args, **options})
         return self.fn.run(grid=self.grid, warmup=COMPILE_ONLY, **args, **options)
 
     def output_values(self) -> tuple[Any, ...]:
-        return tuple(self.args[k] for k in self.outputs)
+        return tuple(self.tensor(k) for k in self.outputs)
+
+
+def _is_tensor(v: Any) -> bool:
+    return hasattr(v, "data_ptr") and hasattr(v, "clone")
+
+
+def list_pre_hook(kernel: Any) -> Callable[[dict[str, Any]], Any] | None:
+    """The ``pre_hook`` every config of the kernel's autotune list carries (None: none has one).
+
+    A replay launches configs that are not in the list, so a hook must not depend on which config
+    it came with; a list whose configs carry different hooks cannot be replayed that way."""
+    tuner = autotuner(kernel)
+    hooks = {getattr(c, "pre_hook", None) for c in (tuner.configs if tuner is not None else ())}
+    if hooks <= {None}:
+        return None
+    if len(hooks) > 1:
+        raise KerntuneError(f"{jit_function(kernel).__name__}: its autotune configs carry different pre_hooks; "
+                            "a config outside the list has none to take")
+    return hooks.pop()
 
 
 @contextlib.contextmanager
@@ -238,7 +276,7 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
     fn = jit_function(kernel)
     if COMPILE_ONLY:
         launch = _record(fn, call, which, kernel)
-        launch.rules = heuristics(kernel)
+        launch.rules, launch.pre_hook = heuristics(kernel), list_pre_hook(kernel)
         return launch
     done = sync or (lambda: None)
     t0 = time.perf_counter()
@@ -269,7 +307,7 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
                             + (f" (asked for launch {which}, saw {count[0]})" if count[0] else ""))
     launch, before, outputs = seen[0]
     launch.calls, launch.first_call_s, launch.own_autotune_s = count[0], first_call_s, own_s
-    launch.rules = heuristics(kernel)
+    launch.rules, launch.pre_hook = heuristics(kernel), list_pre_hook(kernel)
 
     def reset() -> None:
         for k, v in launch.tensors():

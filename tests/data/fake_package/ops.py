@@ -76,3 +76,30 @@ def chunk_scale(x):
     y = torch.empty_like(x)
     chunk_scale_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), CHUNK=256, BLOCK=64)
     return y
+
+
+def _tile_descriptors(nargs):
+    """As Hopper kernels that take host TensorDescriptors do (liger's fused MLP): each config's tiles
+    become the descriptors' block shapes before the launch."""
+    nargs["x_desc"].block_shape = [nargs["BLOCK_M"], nargs["BLOCK_N"]]
+    nargs["y_desc"].block_shape = [nargs["BLOCK_M"], nargs["BLOCK_N"]]
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": 16}, num_warps=4, pre_hook=_tile_descriptors)
+                          for m in (8, 16)], key=["rows"], do_bench=_cpu_bench)
+@triton.jit
+def desc_scale_kernel(x_desc, y_desc, rows, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """y = 3x, one BLOCK_M x BLOCK_N tile a program, through tensor descriptors."""
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    tile = x_desc.load([pid_m * BLOCK_M, pid_n * BLOCK_N])
+    y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], tile * 3.0)
+
+
+def desc_scale(x):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    y = torch.empty_like(x)
+    x_desc, y_desc = TensorDescriptor.from_tensor(x, [1, 1]), TensorDescriptor.from_tensor(y, [1, 1])
+    grid = lambda META: (triton.cdiv(x.shape[0], META["BLOCK_M"]), triton.cdiv(x.shape[1], META["BLOCK_N"]))  # noqa: E731
+    desc_scale_kernel[grid](x_desc, y_desc, x.shape[0])
+    return y
