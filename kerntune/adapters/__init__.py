@@ -19,6 +19,7 @@ from kerntune.errors import KerntuneError
 ADAPTER_MODULES = {
     "kerntune.adapters.liger": "liger-kernel",
     "kerntune.adapters.liger_moe": "liger-kernel",
+    "kerntune.adapters.liger_mlp": "liger-kernel",
     "kerntune.adapters.fla": "fla-core",
     "kerntune.adapters.torchao": "torchao",
 }

@@ -1,0 +1,72 @@
+"""liger-kernel's fused SwiGLU MLP (``kerntune.adapters.liger_mlp``) on the CPU, with the real package:
+its two kernels take host TensorDescriptors whose block shapes the autotune list's pre_hook sets, so
+the adapters carry that hook into every replay; the inputs choose liger's training or inference kernel.
+The kernels themselves are not run here (a GPU run is the judge; the capture of descriptor kernels is
+tested under the interpreter in tests/test_package_kernels.py)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kerntune.adapters import find, load  # noqa: E402
+
+REQUIRE = os.environ.get("KERNTUNE_REQUIRE_PACKAGES") == "1"
+NAMES = {"liger.mlp_swiglu_train": "_swiglu_kernel_forward", "liger.mlp_swiglu": "_swiglu_kernel_forward_inference"}
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    try:
+        importlib.import_module("liger_kernel.ops.mlp")
+    except ImportError as exc:
+        if REQUIRE:
+            raise
+        pytest.skip(f"liger-kernel not installed ({exc})")
+    from kerntune.adapters import liger_mlp
+
+    return liger_mlp
+
+
+def test_both_kernels_carry_their_lists_descriptor_hook_and_wider_tiles(mlp) -> None:
+    from kerntune.evaluate.triton_backend.capture import autotuner, list_pre_hook
+    from kerntune.evaluate.triton_backend.derive_space import config_dict
+
+    for name, kernel in NAMES.items():
+        a = find(f"liger_kernel.ops.mlp:{kernel}")
+        assert a.name == name and a.shape_doc == "tokens x hidden x intermediate (bf16)"
+        target = load(name)
+        hook = list_pre_hook(target.kernel)
+        assert hook is not None and hook.__name__.startswith("_host_descriptor_pre_hook_fwd")
+        tuner = autotuner(target.kernel)
+        assert len(tuner.configs) == 32 and list(tuner.keys) == ["dim", "hidden_dim", "bucket_M"]
+        for shape in a.shapes:
+            space = target.space_for(tuple(shape))
+            for cfg in tuner.configs:
+                assert space.is_valid(space.canonical(config_dict(cfg)))
+            assert max(space.by_name["BLOCK_N"].values()) == 256 and max(space.by_name["BLOCK_M"].values()) >= 128
+
+
+def test_inputs_pick_the_training_or_the_inference_kernel(mlp) -> None:
+    for train in (True, False):
+        x, wg, wu, wd = mlp._inputs((64, 32, 48), train)
+        assert x.shape == (1, 64, 32) and wg.shape == wu.shape == (48, 32) and wd.shape == (32, 48)
+        assert all(t.dtype == torch.bfloat16 for t in (x, wg, wu, wd)) and not x.requires_grad
+        assert all(w.requires_grad == train for w in (wg, wu, wd))  # what LigerMLPFunction reads as store_preact
+        again = mlp._inputs((64, 32, 48), train)  # seeded: every worker builds the same inputs
+        assert all(torch.equal(p, q) for p, q in zip((x, wg, wu, wd), again))
+    assert abs(float(wg.float().std()) - 32 ** -0.5) < 0.03
+
+
+def test_reference_is_the_gated_activation_of_the_two_projections(mlp) -> None:
+    x, wg, wu, wd = mlp._inputs((16, 32, 48), True)
+    got = mlp._torch((x, wg, wu, wd))
+    assert got.shape == (1, 16, 48) and not got.requires_grad
+    g, u = x.float() @ wg.float().T, x.float() @ wu.float().T
+    torch.testing.assert_close(got.float(), g * torch.sigmoid(g) * u, atol=0.03, rtol=0.03)
+    assert find("liger.mlp_swiglu").flops((16, 32, 48)) == 2 * 16 * 32 * 2 * 48
+    assert find("liger.mlp_swiglu_train").bytes_moved((16, 32, 48)) == 2.0 * (16 * 32 + 2 * 48 * 32 + 3 * 16 * 48)
