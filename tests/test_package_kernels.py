@@ -291,13 +291,22 @@ def test_capture_of_a_descriptor_kernel_replays_its_pre_hook_with_each_config() 
 def test_a_list_whose_configs_carry_different_pre_hooks_is_refused() -> None:
     from kerntune.evaluate.triton_backend.capture import list_pre_hook
 
+    def zero(name):  # one factory, a new closure per config: the same hook
+        return lambda nargs: nargs[name].zero_()
+
     tuner = autotuner(ops.desc_scale_kernel)
     saved = tuner.configs
     try:
-        tuner.configs = [triton.Config({"BLOCK_M": 8, "BLOCK_N": 16}, pre_hook=ops._tile_descriptors),
-                         triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, pre_hook=lambda nargs: None)]
+        tuner.configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": 16}, pre_hook=zero("y")) for m in (8, 16)]
+        assert list_pre_hook(ops.desc_scale_kernel) is tuner.configs[0].pre_hook
+        tuner.configs[1].pre_hook = zero("x")  # the same code, another closed-over value
         with pytest.raises(KerntuneError, match="different pre_hooks"):
             list_pre_hook(ops.desc_scale_kernel)
+        for other in (lambda nargs: None, None):
+            tuner.configs = [triton.Config({"BLOCK_M": 8, "BLOCK_N": 16}, pre_hook=ops._tile_descriptors),
+                             triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, pre_hook=other)]
+            with pytest.raises(KerntuneError, match="different pre_hooks"):
+                list_pre_hook(ops.desc_scale_kernel)
     finally:
         tuner.configs = saved
     assert list_pre_hook(ops.scale_kernel) is None

@@ -176,15 +176,32 @@ def list_pre_hook(kernel: Any) -> Callable[[dict[str, Any]], Any] | None:
     """The ``pre_hook`` every config of the kernel's autotune list carries (None: none has one).
 
     A replay launches configs that are not in the list, so a hook must not depend on which config
-    it came with; a list whose configs carry different hooks cannot be replayed that way."""
+    it came with.  Hooks made per config by one factory (``pre_hook=init_to_zero("C")`` in a list
+    comprehension) are distinct objects doing the same: they count as one (same code, equal closed-over
+    values).  A list whose configs carry hooks that do differ cannot be replayed that way."""
     tuner = autotuner(kernel)
-    hooks = {getattr(c, "pre_hook", None) for c in (tuner.configs if tuner is not None else ())}
-    if hooks <= {None}:
+    configs = tuner.configs if tuner is not None else ()
+    hooks = [h for h in (getattr(c, "pre_hook", None) for c in configs) if h is not None]
+    if not hooks:
         return None
-    if len(hooks) > 1:
+    if len(hooks) < len(configs) or not all(_same_hook(hooks[0], h) for h in hooks[1:]):
         raise KerntuneError(f"{jit_function(kernel).__name__}: its autotune configs carry different pre_hooks; "
                             "a config outside the list has none to take")
-    return hooks.pop()
+    return hooks[0]
+
+
+def _same_hook(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
+    if a is b:
+        return True
+    code_a, code_b = getattr(a, "__code__", None), getattr(b, "__code__", None)
+    if code_a is None or code_a is not code_b:
+        return False
+    cells_a, cells_b = a.__closure__ or (), b.__closure__ or ()  # type: ignore[attr-defined]
+    try:
+        return all(x.cell_contents is y.cell_contents or bool(x.cell_contents == y.cell_contents)
+                   for x, y in zip(cells_a, cells_b))
+    except Exception:  # noqa: BLE001 - contents that cannot be compared are taken as different
+        return False
 
 
 @contextlib.contextmanager
