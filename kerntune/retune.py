@@ -39,6 +39,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -164,13 +165,23 @@ class _State:
         blob = json.dumps([kernel_source(tuner), [config_dict(c) for c in tuner.configs]], sort_keys=True,
                           default=str)
         self.kernel_hash = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        #: each listed config's pre_hook (Hopper kernels set their TensorDescriptors' block shapes
+        #: there): a config rebuilt from the store or the search must carry it, or it launches with
+        #: the block shapes some other config left
+        self.hooks = {_flat_key(config_dict(c)): c.pre_hook for c in tuner.configs
+                      if getattr(c, "pre_hook", None) is not None}
 
     def triton_config(self, cfg: Config) -> Any:
         import triton
 
         flat = {**self.fixed, **cfg}
+        hook = self.hooks.get(_flat_key(flat))
         opts = {k: flat.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in flat}
-        return triton.Config(flat, **opts)
+        return triton.Config(flat, **opts, pre_hook=hook)
+
+
+def _flat_key(flat: dict[str, Any]) -> str:
+    return json.dumps({k: jsonable(v) for k, v in flat.items()}, sort_keys=True, default=str)
 
 
 def _state(tuner: Any) -> _State:
@@ -325,8 +336,16 @@ class _ListEvaluator(Evaluator):
         compiles share the batch's wall time equally."""
         import triton
 
+        hook_lock = threading.Lock()
+
         def launch(tc: Any) -> Any:
-            return self.tuner.fn.run(*self.args, **{**self.kwargs, "warmup": True}, **tc.all_kwargs())
+            if tc.pre_hook is None:
+                return self.tuner.fn.run(*self.args, **{**self.kwargs, "warmup": True}, **tc.all_kwargs())
+            # the hook sets what the compiled signature reads (a descriptor's block shape): set and
+            # read under one lock, since the threads mode compiles configs concurrently
+            with hook_lock:
+                tc.pre_hook({**dict(zip(self.tuner.arg_names, self.args)), **self.kwargs, **tc.all_kwargs()})
+                return self.tuner.fn.run(*self.args, **{**self.kwargs, "warmup": True}, **tc.all_kwargs())
 
         t0 = time.perf_counter()
         self.heated = False

@@ -330,3 +330,39 @@ def test_tune_a_descriptor_kernel_end_to_end(tmp_path: Path) -> None:
     tiles = {(c["BLOCK_M"], c["BLOCK_N"]) for c, _ in rows}
     assert len(tiles) >= 6 and (4, 8) in tiles and (32, 32) in tiles  # the list widened a step each way
     assert all(s == "ok" for _, s in rows), [r for r in rows if r[1] != "ok"][:3]
+
+
+DESC_RETUNE_PROGRAM = """
+import json, torch
+from fake_package import ops
+torch.manual_seed(0)
+xs = [torch.randn(64, 48), torch.randn(40, 32)]
+outs = [ops.desc_scale(x) for x in xs]
+import kerntune.retune as r
+print(json.dumps({"exact": [bool(torch.equal(o, 3 * x)) for o, x in zip(outs, xs)], "tuned": r.STATS.tuned,
+                  "loaded": r.STATS.loaded, "measured": r.STATS.measured}))
+"""
+
+
+def test_retune_switch_runs_the_lists_pre_hook_for_a_descriptor_kernel(tmp_path: Path) -> None:
+    """The in-place switch on a kernel whose list's pre_hook sets its TensorDescriptors' block shapes:
+    kerntune's configs carry the hook when they are compiled, timed, and launched afterwards (also
+    when a later process loads them from the store), so every output is the kernel's exact result."""
+    import json
+
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
+        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    prog = tmp_path / "prog.py"
+    prog.write_text(DESC_RETUNE_PROGRAM)
+    kt = [sys.executable, "-m", "kerntune", "exec", "--store", str(tmp_path / "r.db"), "--"]
+
+    def run() -> dict:
+        proc = subprocess.run([*kt, sys.executable, str(prog)], capture_output=True, text=True, env=env,
+                              timeout=600, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    first, second = run(), run()
+    assert first["measured"] == 2 * 2 and len(first["tuned"]) == 2  # both configs, at two keys (rows 64, 40)
+    assert second["measured"] == 0 and len(second["loaded"]) == 2
+    assert first["exact"] == second["exact"] == [True, True]
