@@ -101,6 +101,32 @@ def test_replay_answers_from_a_recorded_transcript_in_order(tmp_path) -> None:
         replay.complete(MSGS)
 
 
+def test_replay_then_a_live_provider_resumes_where_the_transcript_ends(tmp_path) -> None:
+    """``replay:FILE|SPEC``: the recorded answers first, in order, then the live provider, whose
+    answers the new transcript records after the replayed ones (so the next resume replays all)."""
+    answers = tmp_path / "answers.txt"
+    answers.write_text("0")
+    cmd = _script(tmp_path, f"""
+        import sys, json, pathlib
+        sys.stdin.read()
+        p = pathlib.Path({str(answers)!r}); n = int(p.read_text()) + 1; p.write_text(str(n))
+        print(json.dumps({{"configs": [{{"config": {{"BM": 16 * n}}}}]}}))
+    """)
+    first = tmp_path / "first.jsonl"
+    live = LLMClient(make_provider(f"cmd:{cmd}"), transcript=first)
+    recorded = [live.complete(MSGS, schema=SCHEMA).parsed for _ in range(2)]
+    assert answers.read_text() == "2"
+    second = tmp_path / "second.jsonl"
+    resumed = LLMClient(make_provider(f"replay:{first}|cmd:{cmd}"), transcript=second)
+    got = [resumed.complete(MSGS, schema=SCHEMA).parsed for _ in range(3)]
+    assert got[:2] == recorded and answers.read_text() == "3"  # only the third question was asked
+    assert got[2] == {"configs": [{"config": {"BM": 48}}]}
+    again = LLMClient(make_provider(f"replay:{second}"))
+    assert [again.complete(MSGS, schema=SCHEMA).parsed for _ in range(3)] == got
+    with pytest.raises(KerntuneError, match="unknown LLM provider"):
+        make_provider(f"replay:{first}|nosuch:thing")
+
+
 def test_auto_prefers_the_environment_in_the_documented_order(monkeypatch) -> None:
     for var in ("KERNTUNE_LLM", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(var, raising=False)

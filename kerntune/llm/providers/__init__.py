@@ -12,7 +12,7 @@ from kerntune.llm.providers.base import Provider
 from kerntune.llm.secrets import api_key
 from kerntune.llm.types import LLMError
 
-SPECS = "openai:MODEL, anthropic:MODEL, ollama:MODEL, local:[PATH], cmd:COMMAND, files:DIR, replay:FILE, auto"
+SPECS = "openai:MODEL, anthropic:MODEL, ollama:MODEL, local:[PATH], cmd:COMMAND, files:DIR, replay:FILE, replay:FILE|SPEC (then SPEC), auto"
 
 
 @dataclass
@@ -95,7 +95,8 @@ def _make_provider(spec: str, base_url: str | None = None) -> Provider:
     if kind == "files":
         return FilesProvider(arg or "llm-exchanges")
     if kind == "replay":
-        return ReplayProvider(arg)
+        path, bar, then = arg.partition("|")
+        return ReplayProvider(path, then=make_provider(then, base_url) if bar else None)
     raise KerntuneError(f"unknown LLM provider {kind!r} (expected one of: {SPECS})")
 
 

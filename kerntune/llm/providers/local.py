@@ -351,12 +351,19 @@ class FilesProvider(Provider):
 
 
 class ReplayProvider(Provider):
-    """``replay:FILE`` — answers from a recorded JSONL transcript, in order."""
+    """``replay:FILE`` — answers from a recorded JSONL transcript, in order.
+
+    ``replay:FILE|SPEC`` goes on where the transcript ends: once its answers are used up, every
+    later request goes to the provider SPEC names (``files:DIR``, ``openai:MODEL``, ...).  That
+    resumes a model-driven run that was cut off, or one spread over several sessions on a machine
+    the model cannot reach (each call records its exchanges with ``--llm-transcript``, the next
+    one replays them and asks only the new questions), without paying for the answers twice."""
 
     name = "replay"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, then: Provider | None = None) -> None:
         super().__init__(path)
+        self.then = then
         p = Path(path)
         if not p.is_file():
             raise LLMError(f"replay: transcript not found: {path}")
@@ -375,9 +382,15 @@ class ReplayProvider(Provider):
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
         if self.position >= len(self.entries):
+            if self.then is not None:
+                return self.then.send(messages, schema, temperature, max_tokens, timeout)
             raise LLMError(f"replay: transcript {self.model} has no answer #{self.position + 1}")
         entry = self.entries[self.position]
         self.position += 1
         usage = entry.get("usage") or {}
         return RawReply(entry["response"], Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)),
                         entry.get("model", self.model))
+
+    def close(self) -> None:
+        if self.then is not None:
+            self.then.close()
