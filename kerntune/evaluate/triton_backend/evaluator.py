@@ -46,8 +46,8 @@ from kerntune.evaluate.protocol import Protocol, estimate
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.evaluate.triton_backend.kernel_file import (describe, is_adapter_spec, load_kernel_module, module_space,
                                                           source_hash)
-from kerntune.evaluate.triton_backend.sizing import (_bounded_count, _input_bytes, _pick_devices,
-                                                     default_compile_workers, gpu_memory_mb, memory_capped_workers)
+from kerntune.evaluate.triton_backend.sizing import (bounded_count, default_compile_workers, gpu_memory_mb,
+                                                     input_bytes, memory_capped_workers, pick_devices)
 from kerntune.space import Config, jsonable
 
 
@@ -195,7 +195,7 @@ class TritonEvaluator(Evaluator):
         if rep_ms is not None:
             p = replace(p, rep_ms=rep_ms, warmup_ms=min(p.warmup_ms, rep_ms))
         self.protocol = p
-        self.devices: list[str | None] = list(devices) if devices is not None else _pick_devices(gpus)
+        self.devices: list[str | None] = list(devices) if devices is not None else pick_devices(gpus)
         if not self.devices:
             raise KerntuneError("no device to benchmark on")
         env = dict(os.environ)
@@ -204,10 +204,10 @@ class TritonEvaluator(Evaluator):
         # A worker per config at most: a package kernel's short autotune list gains nothing from
         # fifteen workers that each import torch and the package (tens of seconds of start-up).
         cap = default_compile_workers(len(self.devices))
-        need = _input_bytes(self.module, self.shape) if compile_workers is None else None
+        need = input_bytes(self.module, self.shape) if compile_workers is None else None
         if need:
             cap = memory_capped_workers(cap, len(self.devices), need, gpu_memory_mb(self.devices))
-        n = compile_workers or _bounded_count(self.space, cap)
+        n = compile_workers or bounded_count(self.space, cap)
         mem = self.memory_limit_mb = default_memory_limit_mb() if memory_limit_mb is None else max(memory_limit_mb, 0)
         # Compile workers are spread over the GPUs too: their CUDA contexts and inputs are shared out.
         self.compilers = [_Worker(self.path, self.shape, envs[i % len(envs)], compile_only=True, memory_mb=mem)

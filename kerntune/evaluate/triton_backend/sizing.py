@@ -76,7 +76,7 @@ def memory_capped_workers(cap: int, n_devices: int, input_bytes: float | None, g
     return max(1, min(cap, per_gpu * n_devices - n_devices))
 
 
-def _input_bytes(module: Any, shape: tuple[int, ...]) -> float | None:
+def input_bytes(module: Any, shape: tuple[int, ...]) -> float | None:
     """The kernel's ``bytes_moved(shape)`` where it declares one (a measure of its inputs' size)."""
     fn = getattr(module, "bytes_moved", None)
     try:
@@ -85,13 +85,13 @@ def _input_bytes(module: Any, shape: tuple[int, ...]) -> float | None:
         return None
 
 
-def _bounded_count(space: Any, cap: int) -> int:
+def bounded_count(space: Any, cap: int) -> int:
     """How many valid configs ``space`` holds, counting no further than ``cap`` (so at most
     ``cap``, and at least 1)."""
     return max(1, sum(1 for _ in itertools.islice(space.enumerate(), cap)))
 
 
-def _pick_devices(gpus: int | None) -> list[str | None]:
+def pick_devices(gpus: int | None) -> list[str | None]:
     """The first ``gpus`` visible GPUs (all when None); one unlabelled worker without GPUs."""
     found = visible_devices()
     if gpus is not None:
