@@ -41,8 +41,9 @@ def _enumerated(space: Space) -> tuple[list[Config], list[str], np.ndarray]:
 class _GP:
     """Zero-mean GP with a Hamming ARD kernel, predicting over a growable pool."""
 
-    def __init__(self, width: int, cap: int) -> None:
+    def __init__(self, width: int, cap: int, noise: float = _NOISE) -> None:
         self.cap = cap
+        self.noise = noise  # nugget, in units of the standardised targets' variance
         self.theta = np.zeros(width)
         self.pool = np.empty((0, width))
         self.obs = np.empty((cap, width))
@@ -76,7 +77,7 @@ class _GP:
             self.diff[:, n, : n + 1] = d
             self.diff[:, : n + 1, n] = d
         ell = self.linv[:n, :n] @ self.kernel(self.obs[:n], feat[None, :])[:, 0]
-        delta = math.sqrt(max(1.0 + _NOISE - ell @ ell, 1e-9))
+        delta = math.sqrt(max(1.0 + self.noise - ell @ ell, 1e-9))
         self.linv[n, :n] = -(ell @ self.linv[:n, :n]) / delta
         self.linv[n, n] = 1.0 / delta
         col = (self.kernel(self.pool, feat[None, :])[:, 0] - self.v[:, :n] @ ell) / delta
@@ -100,7 +101,7 @@ class _GP:
         diff = self.diff[:, :n, :n].astype(float)
 
         def nll(theta: np.ndarray) -> float:
-            k = np.exp(-np.tensordot(theta, diff, 1)) + _NOISE * np.eye(n)
+            k = np.exp(-np.tensordot(theta, diff, 1)) + self.noise * np.eye(n)
             try:
                 chol = np.linalg.cholesky(k)
             except np.linalg.LinAlgError:
@@ -121,7 +122,7 @@ class _GP:
         if not np.array_equal(theta, self.theta):
             self.theta = theta
             n = self.n
-            k = self.kernel(self.obs[:n], self.obs[:n]) + _NOISE * np.eye(n)
+            k = self.kernel(self.obs[:n], self.obs[:n]) + self.noise * np.eye(n)
             self.linv[:n, :n] = np.linalg.inv(np.linalg.cholesky(k))
             self.v[:, :n] = self.kernel(self.pool, self.obs[:n]) @ self.linv[:n, :n].T
             self.vsq = np.sum(self.v[:, :n] ** 2, 1)

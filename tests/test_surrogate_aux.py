@@ -1,0 +1,51 @@
+"""The sixth design pass's engine options (``kerntune/strategies/surrogate_aux.py``): the target
+warps keep the order of the times, and each option runs through ``auto`` on a recording."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kerntune.run.search import RunOptions, run_search
+from kerntune.strategies import Budget
+from kerntune.strategies.surrogate_aux import subspace_best, warp
+from tests.scripted import synthetic_evaluator
+
+
+@pytest.mark.parametrize("how", ["copula", "blend", "clip"])
+def test_warps_keep_the_order_of_the_times(how: str) -> None:
+    y = np.log(np.array([1.0, 1.001, 1.5, 3.0, 20.0, 1.5, 2.0]))
+    w = warp(y, how)
+    order = np.argsort(y, kind="stable")
+    assert np.all(np.diff(w[order]) >= -1e-12)
+    assert w[0] < w[1] or how == "clip"
+    if how == "copula":
+        assert w[2] == w[5]  # ties share their rank
+        assert abs(w.mean()) < 0.2  # normal scores are centred
+
+
+def test_an_unknown_warp_is_refused() -> None:
+    with pytest.raises(ValueError, match="y_warp"):
+        warp(np.arange(5.0), "cube")
+
+
+def test_subspace_best_keeps_the_fixed_fields() -> None:
+    pool = np.array([[0, 0, 0], [0, 1, 1], [1, 1, 0], [0, 1, 0]], dtype=float)
+    free = np.array([False, True, True])
+    measured = np.array([True, False, False, False])
+    score = np.array([-9.0, 1.0, -5.0, 0.5])
+    assert subspace_best(pool, free, pool[0], measured, lambda: score) == 3  # row 2 changes a fixed field
+    assert subspace_best(pool, np.zeros(3, bool), pool[0], measured, lambda: score) is None
+
+
+@pytest.mark.parametrize("opts", [
+    {"y_warp": "copula"}, {"y_warp": "blend", "local_warp": "copula"}, {"noise": 1e-5},
+    {"lead_climb": 0.15, "lead_perturb": True, "lead_stall": 10}, {"late_climb": 0.15},
+    {"perturb_lcb": 1.0}, {"credit_mean": True},
+])
+def test_each_option_runs_through_auto(tmp_path: Path, opts: dict) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    res = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
+    assert len(res.history) == 40 and res.best is not None
