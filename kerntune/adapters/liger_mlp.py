@@ -1,7 +1,8 @@
 """liger-kernel (LinkedIn): the fused SwiGLU MLP's gate/up kernel, which takes host TensorDescriptors.
 
-``LigerMLPFunction`` (what liger's ``LigerMLP`` and ``LigerFalconH1MLP`` modules call) fuses the MLP's gate and up projections and the SwiGLU into one Triton kernel that reads and
-writes through TMA descriptors (the down projection stays a cuBLAS GEMM).  Two kernels carry a
+``LigerMLPFunction`` (what liger's ``LigerMLP`` and ``LigerFalconH1MLP`` modules call) fuses the MLP's
+gate and up projections and the SwiGLU into one Triton kernel that reads and writes through TMA
+descriptors (the down projection stays a cuBLAS GEMM).  Two kernels carry a
 32-config ``triton.autotune`` list each, whose ``pre_hook`` sets the descriptors' block shapes from each
 config's tiles: ``_swiglu_kernel_forward`` when the weights need gradients (training: it also stores
 the two pre-activations for the backward; BLOCK_M 64/128, GROUP_SIZE_M 1/8) and
