@@ -15,8 +15,9 @@ Options (``-o NAME=VALUE``; unknown names stop the run with one line):
   best config instead of climbing), ``perturb_guide`` (0.5: chance that a perturbed field's new
   value comes from the density of that field among the best measured configs, else uniform),
   the fifth pass's ``elites`` (4), ``elite_distance`` (3), ``elite_from_best`` (0.5), ``elite_stall``
-  (20), ``climb_elites`` (true), ``climb_cap`` (10); the sixth pass's options, off by default
-  (``y_warp``, ``y_clip``, ``local_warp``, ``noise``, ``lead_climb``, ``lead_stall``, ``lead_perturb``,
+  (20), ``climb_elites`` (true), ``climb_cap`` (10); ``y_warp`` ("copula": the GP's targets are
+  normal scores of the ranks; "log", "blend", "clip"); the sixth pass's options, off by default
+  (``y_clip``, ``local_warp``, ``noise``, ``lead_climb``, ``lead_stall``, ``lead_perturb``,
   ``late_climb``, ``late_after``, ``perturb_lcb``, ``credit_mean``: ``SurrogateOptions``);
   and ``batch_size`` (1 on a recording, up to 8 on GPUs);
 * with a model only: ``initial`` (25), ``refine`` (15), ``max_calls`` (6), ``screen_keep`` (0.6),
