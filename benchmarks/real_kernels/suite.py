@@ -11,9 +11,10 @@ cache so that nobody profits from another's compiles:
    package's choice, then the leaders re-timed beside it (kerntune.evaluate.retime);
 3. the judge (judge.py, fresh process): package choice, kerntune's winner and the PyTorch
    reference timed interleaved by one timer: the table's figures;
-4. for kernels that ``triton.autotune`` (unless ``--no-list-step``): kerntune over the package's own list, no warm start, with
-   half of the seconds the kernel's own autotuner spent in step 1 as its whole budget (worker
-   start-up included), then its pick re-timed beside the package's.
+4. for kernels that ``triton.autotune`` (unless ``--no-list-step``): kerntune over the
+   package's own list, no warm start, with half of the seconds the kernel's own autotuner spent
+   in step 1 as its whole budget (worker start-up included), then its pick re-timed beside the
+   package's.
 Every pair writes ``<out>/<adapter>_<shape>.json`` as soon as it ends; table.py renders them.
 """
 

@@ -12,7 +12,8 @@ from kerntune.llm.providers.base import Provider
 from kerntune.llm.secrets import api_key
 from kerntune.llm.types import LLMError
 
-SPECS = "openai:MODEL, anthropic:MODEL, ollama:MODEL, local:[PATH], cmd:COMMAND, files:DIR, replay:FILE, replay:FILE|SPEC (then SPEC), auto"
+SPECS = ("openai:MODEL, anthropic:MODEL, ollama:MODEL, local:[PATH], cmd:COMMAND, files:DIR, replay:FILE, "
+         "replay:FILE|SPEC (then SPEC), auto")
 
 
 @dataclass
