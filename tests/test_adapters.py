@@ -5,25 +5,16 @@ KERNTUNE_REQUIRE_PACKAGES=1, so there a missing package fails instead of skippin
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 
 from kerntune.adapters import ADAPTER_MODULES, find, load
 from kerntune.evaluate.triton_backend.capture import autotuner, jit_function
 from kerntune.evaluate.triton_backend.derive_space import config_dict
-
-REQUIRE = os.environ.get("KERNTUNE_REQUIRE_PACKAGES") == "1"
+from packages import import_package
 
 
 def _import(module: str):
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        if REQUIRE:
-            raise
-        pytest.skip(f"{ADAPTER_MODULES[module]} not installed ({exc})")
+    return import_package(module, ADAPTER_MODULES[module])
 
 
 @pytest.mark.parametrize("module", sorted(ADAPTER_MODULES))

@@ -6,27 +6,19 @@ tested under the interpreter in tests/test_package_kernels.py)."""
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from kerntune.adapters import find, load  # noqa: E402
+from packages import import_package  # noqa: E402
 
-REQUIRE = os.environ.get("KERNTUNE_REQUIRE_PACKAGES") == "1"
 NAMES = {"liger.mlp_swiglu_train": "_swiglu_kernel_forward", "liger.mlp_swiglu": "_swiglu_kernel_forward_inference"}
 
 
 @pytest.fixture(scope="module")
 def mlp():
-    try:
-        importlib.import_module("liger_kernel.ops.mlp")
-    except ImportError as exc:
-        if REQUIRE:
-            raise
-        pytest.skip(f"liger-kernel not installed ({exc})")
+    import_package("liger_kernel.ops.mlp", "liger-kernel")
     from kerntune.adapters import liger_mlp
 
     return liger_mlp

@@ -9,7 +9,6 @@ routing metadata built here (liger's routing kernels do not run under the interp
 
 from __future__ import annotations
 
-import importlib
 import os
 
 import pytest
@@ -18,19 +17,14 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 torch = pytest.importorskip("torch")
 
 from kerntune.adapters import find, load  # noqa: E402
+from packages import import_package  # noqa: E402
 
-REQUIRE = os.environ.get("KERNTUNE_REQUIRE_PACKAGES") == "1"
 NAMES = {"liger.moe_up_swiglu": "_fused_up_proj_swiglu_kernel", "liger.moe_down": "_fused_down_proj_kernel"}
 
 
 @pytest.fixture(scope="module")
 def moe():
-    try:
-        importlib.import_module("liger_kernel.ops.fused_moe_kernels")
-    except ImportError as exc:
-        if REQUIRE:
-            raise
-        pytest.skip(f"liger-kernel not installed ({exc})")
+    import_package("liger_kernel.ops.fused_moe_kernels", "liger-kernel")
     from kerntune.adapters import liger_moe
 
     return liger_moe

@@ -24,6 +24,19 @@ def _script(tmp_path: Path, body: str) -> str:
     return f"{sys.executable} {path}"
 
 
+def _counting_model(tmp_path: Path) -> tuple[str, Path]:
+    """A ``cmd:`` model whose n-th answer proposes BM = 16 n; the file it returns counts its calls."""
+    answers = tmp_path / "answers.txt"
+    answers.write_text("0")
+    cmd = _script(tmp_path, f"""
+        import sys, json, pathlib
+        sys.stdin.read()
+        p = pathlib.Path({str(answers)!r}); n = int(p.read_text()) + 1; p.write_text(str(n))
+        print(json.dumps({{"configs": [{{"config": {{"BM": 16 * n}}}}]}}))
+    """)
+    return cmd, answers
+
+
 def test_cmd_sends_the_prompt_on_stdin_and_reads_stdout(tmp_path) -> None:
     cmd = _script(tmp_path, f"""
         import sys, json, pathlib
@@ -83,14 +96,7 @@ def test_files_provider_refuses_a_response_that_leads_outside_its_directory(tmp_
 
 
 def test_replay_answers_from_a_recorded_transcript_in_order(tmp_path) -> None:
-    answers = tmp_path / "answers.txt"
-    answers.write_text("0")
-    cmd = _script(tmp_path, f"""
-        import sys, json, pathlib
-        sys.stdin.read()
-        p = pathlib.Path({str(answers)!r}); n = int(p.read_text()) + 1; p.write_text(str(n))
-        print(json.dumps({{"configs": [{{"config": {{"BM": 16 * n}}}}]}}))
-    """)
+    cmd, _ = _counting_model(tmp_path)
     transcript = tmp_path / "t.jsonl"
     live = LLMClient(make_provider(f"cmd:{cmd}"), transcript=transcript)
     first = [live.complete(MSGS, schema=SCHEMA).parsed for _ in range(3)]
@@ -104,14 +110,7 @@ def test_replay_answers_from_a_recorded_transcript_in_order(tmp_path) -> None:
 def test_replay_then_a_live_provider_resumes_where_the_transcript_ends(tmp_path) -> None:
     """``replay:FILE|SPEC``: the recorded answers first, in order, then the live provider, whose
     answers the new transcript records after the replayed ones (so the next resume replays all)."""
-    answers = tmp_path / "answers.txt"
-    answers.write_text("0")
-    cmd = _script(tmp_path, f"""
-        import sys, json, pathlib
-        sys.stdin.read()
-        p = pathlib.Path({str(answers)!r}); n = int(p.read_text()) + 1; p.write_text(str(n))
-        print(json.dumps({{"configs": [{{"config": {{"BM": 16 * n}}}}]}}))
-    """)
+    cmd, answers = _counting_model(tmp_path)
     first = tmp_path / "first.jsonl"
     live = LLMClient(make_provider(f"cmd:{cmd}"), transcript=first)
     recorded = [live.complete(MSGS, schema=SCHEMA).parsed for _ in range(2)]

@@ -32,6 +32,31 @@ if os.environ.get("TRITON_INTERPRET") != "1":  # imported under a real GPU sessi
     pytest.skip("needs TRITON_INTERPRET=1 before triton is imported", allow_module_level=True)
 
 
+def _env() -> dict[str, str]:
+    """A kerntune subprocess's environment: the interpreter, the fake package and this checkout."""
+    return dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
+        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+
+
+def _tune_exhaustive(tmp_path: Path, kernel_file: str, shape: str) -> subprocess.CompletedProcess:
+    """`kerntune tune FILE` over the whole space into ``tmp_path/t.db``; fails the test if it fails."""
+    cmd = [sys.executable, "-m", "kerntune", "tune", str(DATA / kernel_file), "--shape", shape,
+           "--strategy", "exhaustive", "--budget", "100", "--store", str(tmp_path / "t.db"), "--no-report",
+           "--retime", "2", "--gpus", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _trial_rows(tmp_path: Path) -> list[tuple[dict, str]]:
+    """(config, status) of every trial ``_tune_exhaustive`` stored."""
+    import json
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "t.db") as con:
+        return [(json.loads(c), st) for c, st in con.execute("SELECT config_json, status FROM trials")]
+
+
 def test_capture_of_an_autotuned_launch_replays_with_other_configs() -> None:
     x = torch.randn(1000)
     launch = capture(ops.scale_kernel, lambda: ops.scale(x))
@@ -157,22 +182,11 @@ def test_launch_knobs_join_the_list_and_a_partial_write_fails_the_check() -> Non
 def test_tune_a_package_kernel_where_it_lives_end_to_end(tmp_path: Path) -> None:
     """`kerntune tune FILE` on the package kernel: worker processes catch the launch, the too-short
     blocks come back wrong_result, the package's own choice is the baseline of the speedup."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
-        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, "-m", "kerntune", "tune", str(DATA / "row_sum_where_it_lives.py"), "--shape", "32x200",
-           "--strategy", "exhaustive", "--budget", "100", "--store", str(tmp_path / "t.db"), "--no-report",
-           "--retime", "2", "--gpus", "1"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _tune_exhaustive(tmp_path, "row_sum_where_it_lives.py", "32x200")
     assert 'baseline: {"BLOCK_SIZE": 256, "num_warps": 4}' in proc.stderr
     assert "speedup over the package's own choice" in proc.stdout and "best:" in proc.stdout
-    import sqlite3
-
-    with sqlite3.connect(tmp_path / "t.db") as con:
-        rows = con.execute("SELECT config_json, status FROM trials").fetchall()
-    import json
-
-    status = {json.loads(c)["BLOCK_SIZE"]: s for c, s in rows}
+    rows = _trial_rows(tmp_path)
+    status = {c["BLOCK_SIZE"]: s for c, s in rows}
     assert len(rows) == 4 * 4 + 0  # every config of the space, the baseline among them
     assert status[64] == status[128] == "wrong_result" and status[256] == status[512] == "ok"
 
@@ -195,8 +209,7 @@ def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_pa
     outputs equal those of the program run without the switch."""
     import json
 
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
-        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    env = _env()
     prog = tmp_path / "prog.py"
     prog.write_text(RETUNE_PROGRAM)
     store = tmp_path / "retune.db"
@@ -222,18 +235,8 @@ def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_pa
 def test_tune_with_launch_knobs_end_to_end_rejects_the_partial_grid(tmp_path: Path) -> None:
     """`kerntune tune` through the worker processes: every config with CHUNK=128 (half the caught grid's
     coverage) comes back wrong_result, every other one ok."""
-    import json
-    import sqlite3
-
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
-        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, "-m", "kerntune", "tune", str(DATA / "chunk_scale_where_it_lives.py"), "--shape", "1000",
-           "--strategy", "exhaustive", "--budget", "100", "--store", str(tmp_path / "t.db"), "--no-report",
-           "--retime", "2", "--gpus", "1"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with sqlite3.connect(tmp_path / "t.db") as con:
-        rows = [(json.loads(c), s) for c, s in con.execute("SELECT config_json, status FROM trials")]
+    _tune_exhaustive(tmp_path, "chunk_scale_where_it_lives.py", "1000")
+    rows = _trial_rows(tmp_path)
     assert len(rows) == 3 * 3 * 3 * 3  # CHUNK x BLOCK x warps (1, 2 widened) x stages (3 widened)
     assert all((s == "wrong_result") == (c["CHUNK"] == 128) for c, s in rows)
     assert all(s == "ok" for c, s in rows if c["CHUNK"] != 128)
@@ -315,18 +318,8 @@ def test_a_list_whose_configs_carry_different_pre_hooks_is_refused() -> None:
 def test_tune_a_descriptor_kernel_end_to_end(tmp_path: Path) -> None:
     """`kerntune tune` on the descriptor kernel: compile workers and the benchmark worker run the list's
     pre_hook before each config, so every tile of the widened list computes the package's output."""
-    import json
-    import sqlite3
-
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
-        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, "-m", "kerntune", "tune", str(DATA / "desc_scale_where_it_lives.py"), "--shape", "64x48",
-           "--strategy", "exhaustive", "--budget", "100", "--store", str(tmp_path / "t.db"), "--no-report",
-           "--retime", "2", "--gpus", "1"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with sqlite3.connect(tmp_path / "t.db") as con:
-        rows = [(json.loads(c), s) for c, s in con.execute("SELECT config_json, status FROM trials")]
+    _tune_exhaustive(tmp_path, "desc_scale_where_it_lives.py", "64x48")
+    rows = _trial_rows(tmp_path)
     tiles = {(c["BLOCK_M"], c["BLOCK_N"]) for c, _ in rows}
     assert len(tiles) >= 6 and (4, 8) in tiles and (32, 32) in tiles  # the list widened a step each way
     assert all(s == "ok" for _, s in rows), [r for r in rows if r[1] != "ok"][:3]
@@ -350,8 +343,7 @@ def test_retune_switch_runs_the_lists_pre_hook_for_a_descriptor_kernel(tmp_path:
     when a later process loads them from the store), so every output is the kernel's exact result."""
     import json
 
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
-        [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    env = _env()
     prog = tmp_path / "prog.py"
     prog.write_text(DESC_RETUNE_PROGRAM)
     kt = [sys.executable, "-m", "kerntune", "exec", "--store", str(tmp_path / "r.db"), "--"]

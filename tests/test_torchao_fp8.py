@@ -8,26 +8,16 @@ reference is the same GEMM on the dequantized operands.  Nothing is launched on 
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from kerntune.adapters import find, load  # noqa: E402
-
-REQUIRE = os.environ.get("KERNTUNE_REQUIRE_PACKAGES") == "1"
-
+from packages import import_package  # noqa: E402
 
 @pytest.fixture(scope="module")
 def fp8():
-    try:
-        importlib.import_module("torchao.kernel.blockwise_quantization")
-    except ImportError as exc:
-        if REQUIRE:
-            raise
-        pytest.skip(f"torchao not installed ({exc})")
+    import_package("torchao.kernel.blockwise_quantization", "torchao")
     from kerntune.adapters import torchao
 
     return torchao
