@@ -17,6 +17,12 @@ def bf16() -> Any:
     return torch.bfloat16
 
 
+def same_inputs(kept: tuple[Any, ...], inputs: tuple[Any, ...]) -> bool:
+    """Whether ``inputs`` are the very objects ``kept`` (a PyTorch reference that keeps what it
+    derived from the last inputs seen recomputes it only for new ones)."""
+    return len(kept) == len(inputs) and all(a is b for a, b in zip(kept, inputs))
+
+
 def randn(*shape: int, dtype: Any = None, scale: float = 1.0) -> Any:
     """Seeded normal inputs on the GPU (the same values in every worker of a run)."""
     import torch

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kerntune.adapters._shapes import bf16, device, randn
+from kerntune.adapters._shapes import bf16, device, randn, same_inputs
 from kerntune.adapters.target import Adapter
 
 PACKAGE = "liger-kernel"
@@ -144,7 +144,7 @@ class _Stages:
 
     def of(self, inputs: tuple[Any, ...]) -> tuple[Any, list[int]]:
         """The sorted rows' tokens and the rows per expert."""
-        if len(self.key) != len(inputs) or any(a is not b for a, b in zip(self.key, inputs)):
+        if not same_inputs(self.key, inputs):
             self.key, self.route, self.post = tuple(inputs), _route(inputs[3], inputs[1].shape[0]), None
         return self.route[1], self.route[2]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kerntune.adapters._shapes import device
+from kerntune.adapters._shapes import device, same_inputs
 from kerntune.adapters.target import Adapter
 from kerntune.errors import KerntuneError
 
@@ -130,7 +130,7 @@ class _Dequantized:
     def of(self, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
         import torch
 
-        if len(self.key) != len(inputs) or any(x is not y for x, y in zip(self.key, inputs)):
+        if not same_inputs(self.key, inputs):
             a, a_s, b, b_s = inputs
             self.key = tuple(inputs)
             self.pair = (dequantize_blocks(a, a_s, 1).to(torch.bfloat16),
