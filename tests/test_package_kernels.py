@@ -358,3 +358,46 @@ def test_retune_switch_runs_the_lists_pre_hook_for_a_descriptor_kernel(tmp_path:
     assert first["measured"] == 2 * 2 and len(first["tuned"]) == 2  # both configs, at two keys (rows 64, 40)
     assert second["measured"] == 0 and len(second["loaded"]) == 2
     assert first["exact"] == second["exact"] == [True, True]
+
+
+def test_capture_of_a_launch_on_tensors_that_require_grad() -> None:
+    """A training call passes weights that require gradients (leaf tensors); the capture's own
+    resets and NaN poisoning of them must not trip autograd's in-place check."""
+    x = torch.randn(1000, requires_grad=True)
+    launch = capture(ops.scale_kernel, lambda: ops.scale(x))
+    assert launch.outputs == ["y_ptr"] and x.requires_grad
+    assert torch.allclose(launch.args["y_ptr"], 2 * x.detach())
+
+
+def test_a_preset_package_choice_keeps_the_lists_pre_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``KERNTUNE_PACKAGE_CHOICE`` hands the package's autotuner one known config instead of its list
+    (benchmarks/real_kernels); for a descriptor kernel that config must carry the list's pre_hook, or
+    the package's launch runs with its placeholder block shapes (on a GPU: a compile error)."""
+    import json
+
+    from kerntune.adapters.target import Adapter, PackageTarget
+
+    adapter = Adapter(name="fake.desc_scale", kernel="fake_package.ops:desc_scale_kernel", package="fake",
+                      shape_doc="rows x cols", shapes=[(64, 48)], make_inputs=lambda s: (torch.randn(s),),
+                      call=lambda inputs: ops.desc_scale(*inputs))
+    monkeypatch.setenv("KERNTUNE_PACKAGE_CHOICE", json.dumps({"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4}))
+    target = PackageTarget(adapter)
+    x, y = target.make_inputs((64, 48))
+    launch = target.launch_state
+    assert launch.config["BLOCK_M"] == 16 and launch.args["x_desc"].block_shape == [16, 16]
+    assert torch.equal(y, 3 * x)
+    assert len(autotuner(ops.desc_scale_kernel).configs) == 2  # the package's list again afterwards
+
+
+def test_the_capture_compares_fp8_tensors_by_their_bits() -> None:
+    """A scaled FP8 GEMM's operands are one-byte floats, for which torch has no ``nan_to_num`` or
+    ``equal``: the capture's output detection compares them bit for bit, NaN poisoning included."""
+    from kerntune.evaluate.triton_backend.capture import _same
+
+    a = torch.randn(64).to(torch.float8_e4m3fn)
+    b = a.clone()
+    assert _same(a, b)
+    b[3] = 0.5 if float(a[3]) != 0.5 else 1.0
+    assert not _same(a, b)
+    nan = torch.full((64,), float("nan")).to(torch.float8_e4m3fn)
+    assert _same(nan, nan.clone()) and not _same(a, nan)

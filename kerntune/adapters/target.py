@@ -137,7 +137,8 @@ class PackageTarget:
         saved = tuner.configs if tuner is not None else None
         if tuner is not None:  # only the list's own knobs (the rest are the launch's arguments and heuristics)
             knobs = {k for c in tuner.configs for k in config_dict(c)}
-            tuner.configs = [_triton_config({k: v for k, v in json.loads(preset).items() if k in knobs})]
+            tuner.configs = [_triton_config({k: v for k, v in json.loads(preset).items() if k in knobs},
+                                            cap.list_pre_hook(self.kernel))]
         try:
             self.launch_state = cap.capture(self.kernel, lambda: self.adapter.call(inputs), self.adapter.which, sync)
         finally:
@@ -155,9 +156,12 @@ class PackageTarget:
     def before_check(self, inputs: Any) -> None:
         """Poison the outputs the launch writes whole (NaN), so that a config whose launch leaves
         part of them unwritten fails the check instead of passing on the values already there."""
+        from kerntune.evaluate.triton_backend.capture import no_grad
+
         state = self._state()
-        for name in state.write_only:
-            state.tensor(name).fill_(float("nan"))
+        with no_grad():  # a training call's outputs may sit beside weights that require gradients
+            for name in state.write_only:
+                state.tensor(name).fill_(float("nan"))
 
     def reference(self, inputs: Any) -> Any:
         """The output of the package's own choice on these inputs."""
@@ -187,12 +191,15 @@ class PackageTarget:
         return self.launch_state
 
 
-def _triton_config(flat: Mapping[str, Any]) -> Any:
+def _triton_config(flat: Mapping[str, Any], pre_hook: Any = None) -> Any:
+    """A ``triton.Config`` of a flat config; ``pre_hook``: the list's own (a descriptor kernel's
+    hook sets the TMA block shapes from the config's tiles; without it the launch keeps the
+    package's placeholder shapes and fails to compile)."""
     import triton
 
     kw = dict(flat)
     opts = {k: kw.pop(k) for k in cap.LAUNCH_OPTIONS if k in kw}
-    return triton.Config(kw, **opts)
+    return triton.Config(kw, **opts, pre_hook=pre_hook)
 
 
 def _version(package: str) -> str:

@@ -327,8 +327,9 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
     launch.rules, launch.pre_hook = heuristics(kernel), list_pre_hook(kernel)
 
     def reset() -> None:
-        for k, v in launch.tensors():
-            v.copy_(before[k])
+        with no_grad():
+            for k, v in launch.tensors():
+                v.copy_(before[k])
 
     reset()
     launch.run()
@@ -341,10 +342,11 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
         if not t.is_floating_point():
             continue
         reset()
-        t.fill_(float("nan"))
+        with no_grad():
+            t.fill_(float("nan"))
         launch.run()
         done()
-        if name not in outputs and not bool(t.isnan().all()):
+        if name not in outputs and not bool(t.float().isnan().all()):  # .float(): FP8 has no isnan on CUDA
             outputs.append(name)
         if name in outputs and _same(t, written.get(name, before[name])):
             launch.write_only.append(name)
@@ -355,6 +357,17 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
         raise KerntuneError(f"{fn.__name__}: the caught launch wrote no tensor argument; nothing to check or time")
     launch.outputs = [k for k, _ in launch.tensors() if k in outputs]
     return launch
+
+
+def no_grad() -> contextlib.AbstractContextManager[Any]:
+    """Autograd off for kerntune's own in-place resets of a launch's tensors: a package's
+    training call passes weights that require gradients (leaf tensors), and autograd refuses
+    ``copy_`` or ``fill_`` on those; the kernels' own writes are Triton's and never tracked."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - the capture needs torch anyway
+        return contextlib.nullcontext()
+    return torch.no_grad()
 
 
 def _record(fn: Any, call: Callable[[], Any], which: int, kernel: Any = None) -> Launch:
@@ -386,9 +399,13 @@ def _record(fn: Any, call: Callable[[], Any], which: int, kernel: Any = None) ->
 
 
 def _same(a: Any, b: Any) -> bool:
+    """Equal values, NaNs equal where both hold one.  One-byte floats (FP8 operands of a scaled
+    GEMM) are compared by their bits: torch has neither ``nan_to_num`` nor ``equal`` for them."""
     try:
         import torch
 
+        if a.is_floating_point() and a.element_size() == 1:
+            return a.shape == b.shape and bool(torch.equal(a.view(torch.uint8), b.view(torch.uint8)))
         return bool(torch.equal(a, b)) if not a.is_floating_point() else bool(
             torch.equal(torch.nan_to_num(a, nan=0.0), torch.nan_to_num(b, nan=0.0))
             and torch.equal(torch.isnan(a), torch.isnan(b)))

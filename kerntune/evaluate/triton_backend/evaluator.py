@@ -31,6 +31,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -86,6 +87,9 @@ class _Worker:
         self.proc: subprocess.Popen[str] | None = None
         self._buf = b""  # bytes of results read from the pipe but not yet returned
         self.fresh = False  # started and not yet answered: its first answer waits for its start-up too
+        # The worker's stderr goes to a file, emptied at each start: a pipe nobody reads would fill
+        # and block it, and without it a worker that dies at start-up says only "exit code 1".
+        self._stderr = tempfile.TemporaryFile()
 
     def _start(self, restart: bool = True) -> subprocess.Popen[str]:
         """The running worker, or a fresh one; ``restart=False`` never replaces a worker that
@@ -95,8 +99,10 @@ class _Worker:
                 self.proc.wait()
             self._buf = b""
             self.fresh = True
+            self._stderr.seek(0)
+            self._stderr.truncate()
             self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.DEVNULL, text=True, env=self.env, start_new_session=True)
+                                         stderr=self._stderr, text=True, env=self.env, start_new_session=True)
         return self.proc
 
     def run(self, task: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -157,7 +163,18 @@ class _Worker:
         self.proc = None
         self._buf = b""
         sig = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        return {"status": "runtime_error", "error": f"worker process died ({sig})"}
+        tail = self.stderr_tail()
+        return {"status": "runtime_error", "error": f"worker process died ({sig})" + (f": {tail}" if tail else "")}
+
+    def stderr_tail(self, chars: int = 1500) -> str:
+        """The end of what the worker wrote to stderr since its last start (its traceback, if
+        it died of an exception), with warnings' lines dropped."""
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - 16 * chars))
+        text = self._stderr.read().decode("utf-8", "replace")
+        lines = [ln for ln in text.splitlines() if ln.strip() and "Warning" not in ln]
+        return "\n".join(lines)[-chars:]
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

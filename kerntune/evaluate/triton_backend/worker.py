@@ -291,11 +291,12 @@ def main() -> None:
             torch.cuda.synchronize()
 
     def restore() -> None:
-        for t, o in zip(inputs, originals):
-            if hasattr(t, "copy_"):
-                t.copy_(o)
-            elif isinstance(t, list):
-                t[:] = clone(o)
+        with (torch.no_grad() if torch is not None else contextlib.nullcontext()):
+            for t, o in zip(inputs, originals):
+                if hasattr(t, "copy_"):
+                    t.copy_(o)  # under no_grad: inputs may be weights that require gradients
+                elif isinstance(t, list):
+                    t[:] = clone(o)
 
     def get_reference() -> Any:
         nonlocal reference
