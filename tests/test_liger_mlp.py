@@ -62,3 +62,31 @@ def test_reference_is_the_gated_activation_of_the_two_projections(mlp) -> None:
     torch.testing.assert_close(got.float(), g * torch.sigmoid(g) * u, atol=0.03, rtol=0.03)
     assert find("liger.mlp_swiglu").flops((16, 32, 48)) == 2 * 16 * 32 * 2 * 48
     assert find("liger.mlp_swiglu_train").bytes_moved((16, 32, 48)) == 2.0 * (16 * 32 + 2 * 48 * 32 + 3 * 16 * 48)
+
+
+def test_backward_input_gradient_kernel_its_list_and_its_training_step(mlp) -> None:
+    """The dI kernel of the backward: its own 32-config list and descriptor hook, widened like the
+    forward's; the inputs add dO, the package call is a training step, the reference one GEMM."""
+    from kerntune.evaluate.triton_backend.capture import autotuner, list_pre_hook
+    from kerntune.evaluate.triton_backend.derive_space import config_dict
+
+    a = find("liger_kernel.ops.mlp:_swiglu_kernel_backward_dI")
+    assert a.name == "liger.mlp_swiglu_bwd_dI"
+    target = load(a.name)
+    assert list_pre_hook(target.kernel).__name__ == "_host_descriptor_pre_hook_bwd_dI"
+    tuner = autotuner(target.kernel)
+    assert len(tuner.configs) == 32
+    for shape in a.shapes:
+        space = target.space_for(tuple(shape))
+        assert all(space.is_valid(space.canonical(config_dict(c))) for c in tuner.configs)
+        assert max(space.by_name["BLOCK_N"].values()) == 256
+    inputs = mlp._bwd_inputs((16, 32, 48))
+    x, wg, wu, wd, d_out = inputs
+    assert d_out.shape == x.shape == (1, 16, 32) and all(w.requires_grad for w in (wg, wu, wd))
+    assert all(torch.equal(p, q) for p, q in zip(inputs, mlp._bwd_inputs((16, 32, 48))))
+    d_gu, w = mlp._bwd_torch_operands(inputs)
+    assert d_gu.shape == (16, 96) and torch.equal(w, torch.cat([wg, wu]).detach())
+    assert mlp._bwd_torch_operands(inputs)[0] is d_gu  # made once per inputs
+    got = mlp._bwd_torch(inputs)
+    assert got.shape == (16, 32) and not got.requires_grad
+    assert a.flops((16, 32, 48)) == 2 * 16 * 96 * 32

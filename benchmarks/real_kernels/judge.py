@@ -67,8 +67,9 @@ def main() -> None:
         pristine = [t.clone() for _, t in target.launch_state.tensors()]
 
         def outputs(cfg: dict) -> list:
-            for (_, t), p in zip(target.launch_state.tensors(), pristine):
-                t.copy_(p)
+            with torch.no_grad():  # a training call's tensors include weights that require gradients
+                for (_, t), p in zip(target.launch_state.tensors(), pristine):
+                    t.copy_(p)
             return [o.float().clone() for o in target.launch(cfg, None)]
 
         ref, got = outputs(package), outputs(winner)

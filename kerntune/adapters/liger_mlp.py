@@ -1,4 +1,4 @@
-"""liger-kernel (LinkedIn): the fused SwiGLU MLP's gate/up kernel, which takes host TensorDescriptors.
+"""liger-kernel (LinkedIn): the fused SwiGLU MLP's kernels that take host TensorDescriptors.
 
 ``LigerMLPFunction`` (what liger's ``LigerMLP`` and ``LigerFalconH1MLP`` modules call) fuses the MLP's
 gate and up projections and the SwiGLU into one Triton kernel that reads and writes through TMA
@@ -7,15 +7,18 @@ descriptors (the down projection stays a cuBLAS GEMM).  Two kernels carry a
 config's tiles: ``_swiglu_kernel_forward`` when the weights need gradients (training: it also stores
 the two pre-activations for the backward; BLOCK_M 64/128, GROUP_SIZE_M 1/8) and
 ``_swiglu_kernel_forward_inference`` otherwise (BLOCK_M 32/64, GROUP_SIZE_M 1/4); both BLOCK_N 128,
-BLOCK_K 64/128, 4/8 warps, 2/3 stages.  Widened, BLOCK_N reaches 256 and the stages 4.  Shapes
-(tokens, hidden, intermediate): the MLP of Llama-3 8B at 8192 tokens and of Llama-3 70B at 4096.
+BLOCK_K 64/128, 4/8 warps, 2/3 stages.  Widened, BLOCK_N reaches 256 and the stages 4.  The backward
+pass's input gradient, ``_swiglu_kernel_backward_dI`` (dI = dG Wg + dU Wu, one GEMM over both halves),
+carries a list of the same form (BLOCK_M 64/128); its training step is the package call that launches
+it (forward, then backward).  Shapes (tokens, hidden, intermediate): the MLP of Llama-3 8B at 8192
+tokens and of Llama-3 70B at 4096.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kerntune.adapters._shapes import bf16, device
+from kerntune.adapters._shapes import bf16, device, same_inputs
 from kerntune.adapters.target import Adapter
 
 PACKAGE = "liger-kernel"
@@ -41,6 +44,54 @@ def _inputs(shape: tuple[int, ...], train: bool) -> tuple[Any, ...]:
     x = _draw((1, t, h), 1.0, g)
     weights = [_draw((i, h), h ** -0.5, g), _draw((i, h), h ** -0.5, g), _draw((h, i), i ** -0.5, g)]
     return (x, *(w.requires_grad_(train) for w in weights))
+
+
+def _bwd_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """The training inputs and the output gradient dO (1, tokens, hidden) the backward starts from."""
+    import torch
+
+    t, h, i = shape
+    g = torch.Generator(device=device()).manual_seed(t * 3 + h + i)
+    return (*_inputs(shape, True), _draw((1, t, h), 1.0, g))
+
+
+def _bwd_call(inputs: tuple[Any, ...]) -> Any:
+    """One training step of the MLP as liger runs it: forward, then backward from dO (whose last
+    Triton launch is the dI kernel).  The weights' gradients are dropped first, so that repeated
+    steps do not accumulate into them."""
+    from liger_kernel.ops import LigerMLPFunction
+
+    *args, d_out = inputs
+    for w in args[1:]:
+        w.grad = None
+    out = LigerMLPFunction.apply(*args)
+    out.backward(d_out)
+    return out
+
+
+def _bwd_torch_operands(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """dGU (tokens, 2 intermediate) and the stacked weights (2 intermediate, hidden), made once per
+    inputs: the PyTorch reference times the same GEMM on operands of the kernel's shapes."""
+    import torch
+
+    if not _BWD_KEPT or not same_inputs(_BWD_KEPT[0], inputs):
+        x, wg, wu, _, _ = inputs
+        t, i = x.shape[1], wg.shape[0]
+        g = torch.Generator(device=device()).manual_seed(t + i)
+        _BWD_KEPT[:] = [inputs, _draw((t, 2 * i), 1.0, g), torch.cat([wg.detach(), wu.detach()], 0)]
+    return tuple(_BWD_KEPT[1:])
+
+
+_BWD_KEPT: list[Any] = []
+
+
+def _bwd_torch(inputs: tuple[Any, ...]) -> Any:
+    """What the dI kernel computes, in PyTorch: one cuBLAS GEMM, dI = [dG dU] [Wg; Wu]."""
+    import torch
+
+    d_gu, w = _bwd_torch_operands(inputs)
+    with torch.no_grad():
+        return d_gu @ w
 
 
 def _call(inputs: tuple[Any, ...]) -> Any:
@@ -83,4 +134,10 @@ ADAPTERS = [
              "the fused gate/up GEMMs and SwiGLU of the training forward (pre-activations stored)"),
     _adapter("mlp_swiglu", "_swiglu_kernel_forward_inference", False,
              "the fused gate/up GEMMs and SwiGLU of the inference forward"),
+    Adapter(name="liger.mlp_swiglu_bwd_dI", kernel="liger_kernel.ops.mlp:_swiglu_kernel_backward_dI",
+            package=PACKAGE, shape_doc=SHAPE_DOC, shapes=SHAPES, make_inputs=_bwd_inputs, call=_bwd_call,
+            torch_op=_bwd_torch, flops=lambda s: 2.0 * s[0] * 2 * s[2] * s[1],
+            bytes_moved=lambda s: 2.0 * (2 * s[0] * s[2] + 2 * s[2] * s[1] + s[0] * s[1]),
+            description="the input gradient of liger's fused SwiGLU MLP backward (dI = dG Wg + dU Wu; "
+            f"TMA descriptors; launched by a training step); shape = {SHAPE_DOC}"),
 ]
