@@ -90,3 +90,28 @@ def test_backward_input_gradient_kernel_its_list_and_its_training_step(mlp) -> N
     got = mlp._bwd_torch(inputs)
     assert got.shape == (16, 32) and not got.requires_grad
     assert a.flops((16, 32, 48)) == 2 * 16 * 96 * 32
+
+
+def test_backward_dgu_kernel_knobs_descriptor_hook_and_reference(mlp) -> None:
+    """The dGU kernel has no list (liger launches it with the forward's pick): its knobs hold the
+    forward lists' values, the hook gives every descriptor the config's tiles, the reference the
+    two gradients."""
+    from types import SimpleNamespace
+
+    a = find("liger_kernel.ops.mlp:_swiglu_kernel_backward_dGU")
+    assert a.name == "liger.mlp_swiglu_bwd_dGU" and a.pre_hook is mlp._dgu_descriptors
+    space = load(a.name).space_for((8192, 4096, 14336))
+    fwd = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "num_warps": 8, "num_stages": 3}
+    assert space.is_valid(space.canonical(fwd))
+    assert not space.is_valid(space.canonical({**fwd, "BLOCK_M": 256, "BLOCK_N": 256, "num_warps": 4}))
+    nargs = {k: SimpleNamespace(block_shape=[1, 1, 1]) for k in ("desc_dO", "desc_G", "desc_U", "desc_dG", "desc_dU")}
+    nargs.update(desc_Wd=SimpleNamespace(block_shape=[1, 1]), BLOCK_M=64, BLOCK_N=256, BLOCK_K=32)
+    mlp._dgu_descriptors(nargs)
+    assert nargs["desc_dO"].block_shape == [1, 64, 32] and nargs["desc_Wd"].block_shape == [32, 256]
+    assert all(nargs[k].block_shape == [1, 64, 256] for k in ("desc_G", "desc_U", "desc_dG", "desc_dU"))
+    inputs = mlp._bwd_inputs((16, 32, 48))
+    d_u, d_g = mlp._dgu_torch(inputs)
+    assert d_u.shape == d_g.shape == (16, 48) and d_u.dtype == torch.bfloat16
+    _, gate, up = mlp._DGU_KEPT
+    d_a = inputs[4][0].float() @ inputs[3].float()
+    torch.testing.assert_close(d_u.float(), d_a * torch.nn.functional.silu(gate.float()), atol=0.05, rtol=0.05)

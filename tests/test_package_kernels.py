@@ -401,3 +401,24 @@ def test_the_capture_compares_fp8_tensors_by_their_bits() -> None:
     assert not _same(a, b)
     nan = torch.full((64,), float("nan")).to(torch.float8_e4m3fn)
     assert _same(nan, nan.clone()) and not _same(a, nan)
+
+
+def test_an_adapters_pre_hook_sets_the_descriptors_of_a_kernel_without_a_list() -> None:
+    """A descriptor kernel launched without an autotune list (liger's MLP backward dGU: its launcher
+    builds the descriptors at its own tiles): the adapter's ``pre_hook`` sets their block shapes from
+    each config's tiles, so other tiles compute the package's output."""
+    from kerntune.adapters.target import Adapter, PackageTarget
+
+    adapter = Adapter(name="fake.desc_scale_plain", kernel="fake_package.ops:desc_scale_kernel", package="fake",
+                      shape_doc="rows x cols", shapes=[(64, 48)], make_inputs=lambda s: (torch.randn(s),),
+                      call=lambda inputs: ops.desc_scale(*inputs), knobs={"BLOCK_M": [4, 8, 16, 32], "BLOCK_N": [8, 16]},
+                      resolve=lambda: ops.desc_scale_kernel.fn, pre_hook=ops._tile_descriptors)
+    target = PackageTarget(adapter)
+    assert target.kernel is ops.desc_scale_kernel.fn  # no list: the adapter's hook is the one
+    x, y = target.make_inputs((64, 48))
+    assert target.launch_state.pre_hook is ops._tile_descriptors
+    for cfg in ({"BLOCK_M": 32, "BLOCK_N": 8}, {"BLOCK_M": 4, "BLOCK_N": 16}):
+        y.fill_(float("nan"))
+        (out,) = target.launch(cfg, None)
+        assert target.launch_state.args["x_desc"].block_shape == [cfg["BLOCK_M"], cfg["BLOCK_N"]]
+        assert torch.equal(out, 3 * x)

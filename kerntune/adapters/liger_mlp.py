@@ -10,7 +10,10 @@ the two pre-activations for the backward; BLOCK_M 64/128, GROUP_SIZE_M 1/8) and
 BLOCK_K 64/128, 4/8 warps, 2/3 stages.  Widened, BLOCK_N reaches 256 and the stages 4.  The backward
 pass's input gradient, ``_swiglu_kernel_backward_dI`` (dI = dG Wg + dU Wu, one GEMM over both halves),
 carries a list of the same form (BLOCK_M 64/128); its training step is the package call that launches
-it (forward, then backward).  Shapes (tokens, hidden, intermediate): the MLP of Llama-3 8B at 8192
+it (forward, then backward).  The backward's other kernel, ``_swiglu_kernel_backward_dGU`` (dA = dO Wd,
+then dG and dU written over G and U in place), is not autotuned: liger launches it with the training
+forward's autotune pick, made for another GEMM; its knobs are the tiles, warps and stages, and the
+adapter's ``pre_hook`` sets its descriptors' block shapes from the tiles as liger's launcher does.  Shapes (tokens, hidden, intermediate): the MLP of Llama-3 8B at 8192
 tokens and of Llama-3 70B at 4096.
 """
 
@@ -94,6 +97,44 @@ def _bwd_torch(inputs: tuple[Any, ...]) -> Any:
         return d_gu @ w
 
 
+def _dgu_descriptors(nargs: dict[str, Any]) -> None:
+    """The block shapes liger's ``swiglu_backward_dGU`` gives the dGU kernel's descriptors, from the
+    config's tiles (it builds them at the forward pick's tiles)."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["desc_dO"].block_shape = [1, bm, bk]
+    nargs["desc_Wd"].block_shape = [bk, bn]
+    for name in ("desc_G", "desc_U", "desc_dG", "desc_dU"):
+        nargs[name].block_shape = [1, bm, bn]
+
+
+#: The dGU kernel's knobs: the forward lists' values widened a step each way.
+DGU_KNOBS = {"BLOCK_M": [32, 64, 128, 256], "BLOCK_N": [32, 64, 128, 256], "BLOCK_K": [32, 64, 128],
+             "GROUP_SIZE_M": [1, 4, 8, 16], "num_warps": [4, 8, 16], "num_stages": [2, 3, 4, 5]}
+#: fp32 accumulator elements per thread (the register-pressure rule of the Triton matmul space).
+DGU_RULES = ("BLOCK_M * BLOCK_N // (32 * num_warps) <= 256",)
+
+_DGU_KEPT: list[Any] = []
+
+
+def _dgu_torch(inputs: tuple[Any, ...]) -> Any:
+    """What the dGU kernel computes, in PyTorch: dA = dO Wd (cuBLAS), then dU = dA silu(G) and
+    dG = dA U silu'(G), on G and U of the kernel's shapes made once per inputs."""
+    import torch
+
+    if not _DGU_KEPT or not same_inputs(_DGU_KEPT[0], inputs):
+        x, wg, _, _, _ = inputs
+        t, i = x.shape[1], wg.shape[0]
+        g = torch.Generator(device=device()).manual_seed(t + 2 * i)
+        _DGU_KEPT[:] = [inputs, _draw((t, i), 1.0, g), _draw((t, i), 1.0, g)]
+    _, gate, up = _DGU_KEPT
+    _, _, _, wd, d_out = inputs
+    with torch.no_grad():
+        d_a = (d_out[0] @ wd).float()
+        sig = torch.sigmoid(gate.float())
+        silu = gate.float() * sig
+        return (d_a * silu).to(gate.dtype), (d_a * up.float() * (sig + silu - sig * silu)).to(gate.dtype)
+
+
 def _call(inputs: tuple[Any, ...]) -> Any:
     from liger_kernel.ops import LigerMLPFunction
 
@@ -140,4 +181,12 @@ ADAPTERS = [
             bytes_moved=lambda s: 2.0 * (2 * s[0] * s[2] + 2 * s[2] * s[1] + s[0] * s[1]),
             description="the input gradient of liger's fused SwiGLU MLP backward (dI = dG Wg + dU Wu; "
             f"TMA descriptors; launched by a training step); shape = {SHAPE_DOC}"),
+    Adapter(name="liger.mlp_swiglu_bwd_dGU", kernel="liger_kernel.ops.mlp:_swiglu_kernel_backward_dGU",
+            package=PACKAGE, shape_doc=SHAPE_DOC, shapes=SHAPES, make_inputs=_bwd_inputs, call=_bwd_call,
+            knobs=DGU_KNOBS, constraints=DGU_RULES, pre_hook=_dgu_descriptors, torch_op=_dgu_torch,
+            flops=lambda s: 2.0 * s[0] * s[1] * s[2],
+            bytes_moved=lambda s: 2.0 * (s[0] * s[1] + s[1] * s[2] + 4 * s[0] * s[2]),
+            description="the gate/up gradients of liger's fused SwiGLU MLP backward (dO Wd, then dG and dU "
+            "over G and U in place; TMA descriptors; no autotune: the training forward's pick); "
+            f"shape = {SHAPE_DOC}"),
 ]

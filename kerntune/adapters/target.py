@@ -79,6 +79,10 @@ class Adapter:
     #: For a kernel the package builds inside a function (so ``kernel`` names no importable
     #: attribute): returns the kernel object.  ``kernel`` still names it for ``find`` and messages.
     resolve: Callable[[], Any] | None = None
+    #: For a kernel with no autotune list whose launcher builds TMA descriptors at its own tile
+    #: sizes: sets the descriptors' block shapes from a config's tiles before each replay (what a
+    #: list's ``pre_hook`` does for an autotuned descriptor kernel), so other tiles can be tried.
+    pre_hook: Callable[[dict[str, Any]], Any] | None = None
 
 
 class PackageTarget:
@@ -144,6 +148,8 @@ class PackageTarget:
         finally:
             if tuner is not None:
                 tuner.configs = saved
+        if self.launch_state.pre_hook is None and self.adapter.pre_hook is not None:
+            self.launch_state.pre_hook = self.adapter.pre_hook
         self.autotune_s = self.launch_state.first_call_s
         self.own_autotune_s = self.launch_state.own_autotune_s
         return tuple(t for _, t in self.launch_state.tensors())
