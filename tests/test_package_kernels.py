@@ -422,3 +422,12 @@ def test_an_adapters_pre_hook_sets_the_descriptors_of_a_kernel_without_a_list() 
         (out,) = target.launch(cfg, None)
         assert target.launch_state.args["x_desc"].block_shape == [cfg["BLOCK_M"], cfg["BLOCK_N"]]
         assert torch.equal(out, 3 * x)
+
+
+def test_an_in_place_output_that_aliases_an_input_is_never_poisoned() -> None:
+    """dU written over U while dG reads U (liger's MLP backward): dU is rewritten whole, but poisoning
+    it poisons U, so it is not write-only (the check would see NaN in dG for every config)."""
+    g, u = torch.randn(200), torch.randn(200)
+    launch = capture(ops.grad_like_kernel, lambda: ops.grad_like_inplace(g.clone(), u.clone()))
+    assert set(launch.outputs) == {"g_ptr", "u_ptr", "dg_ptr", "du_ptr"}
+    assert launch.write_only == []

@@ -114,9 +114,23 @@ def _search(spec: str, shape: str, strategy: str, seconds: float, warm: dict | N
         "speedup": None if found.speedup is None else {"median": found.speedup.median,
                                                        "ci": [found.speedup.lo, found.speedup.hi]},
         "verdict": found.verdict, "curve": curve[-200:],
-        "errors": sorted({f"{t.status.value}: {(t.error or '')[-300:]}" for t in res.history if not t.ok})[:4],
+        "errors": _errors(res.history),
         "fixed": dict(getattr(ev.space, "fixed", {})),
     }
+
+
+def _errors(history: list[Any], keep: int = 6) -> list[str]:
+    """The failures grouped by status and message (temporary paths blanked, so one ptxas error
+    is one group), most frequent first, each with its count: a sample of single messages hid the
+    failure that every config shared behind a few unique compile errors."""
+    import re
+
+    groups: dict[str, int] = {}
+    for t in history:
+        if not t.ok:
+            text = re.sub(r"/tmp/\S+", "/tmp/...", (t.error or "").strip())[-300:]
+            groups[f"{t.status.value}: {text}"] = groups.get(f"{t.status.value}: {text}", 0) + 1
+    return [f"{n}x {k}" for k, n in sorted(groups.items(), key=lambda kv: -kv[1])[:keep]]
 
 
 def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path,
@@ -141,8 +155,12 @@ def run_pair(name: str, shape: str, strategy: str, seconds: float, out_dir: Path
     k = rec["kerntune"]
     _log(name, shape, f"kerntune {k['evaluations']} evaluations ({k['failed']} failed) in {k['wall_s']:.0f} s, "
          f"winner {k['winner']} {k['winner_ms']}, speedup {k['speedup']}; errors {k['errors'][:2]}")
-    rec["judge"] = _judge([name, shape, "--package", json.dumps(pkg["config"]), "--winner",
-                           json.dumps({**rec["kerntune"]["fixed"], **rec["kerntune"]["winner"]})], cache_a)
+    if k["winner_ms"] is None:  # nothing worked: nothing to judge (an empty winner would replay the package's)
+        rec["judge"] = None
+        _log(name, shape, "kerntune found no working config; not judged")
+    else:
+        rec["judge"] = _judge([name, shape, "--package", json.dumps(pkg["config"]), "--winner",
+                               json.dumps({**rec["kerntune"]["fixed"], **rec["kerntune"]["winner"]})], cache_a)
     if autotuned and list_step:
         env = {**_fresh_cache(base_env), "KERNTUNE_LIST_ONLY": "1", "KERNTUNE_PACKAGE_CHOICE": json.dumps(pkg["config"])}
         # half of the kernel's own triton.autotune over its list (not of the whole call's first run,
@@ -191,6 +209,9 @@ def main() -> None:
             try:
                 rec = run_pair(name, s, strategy, args.seconds, Path(args.out), list_step=not args.no_list_step)
                 j = rec["judge"]
+                if j is None:
+                    print(f"{name} {s}: kerntune found no working config", flush=True)
+                    continue
                 print(f"{name} {s}: package {j['package']['ms']:.4g} ms, kerntune {j['kerntune']['ms']:.4g} ms, "
                       f"speedup {j['speedup']['median']:.3f} {j['speedup']['ci']} "
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)

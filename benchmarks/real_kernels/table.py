@@ -23,9 +23,13 @@ def main() -> None:
         if "judge" not in r:
             continue
         j, k = r["judge"], r["kerntune"]
-        s = j["speedup"]
         ver = r["versions"].get(r["package"], "?")
         searched = f"{k['evaluations']} ({k['failed']} failed) of {k['space_size']}"
+        if j is None:  # kerntune found no working config (suite.py did not judge)
+            rows.append(f"| {r['kernel']} | {r['package']} {ver} | {r['shape']} | - | no working config found | - | - "
+                        f"| {searched} | {k['search_s']:.0f} s + {k['startup_s']:.0f} s start-up | | |")
+            continue
+        s = j["speedup"]
         own = r.get("package_own_autotune_s")
         auto = (f"{r['package_first_call_s']:.1f} s" + (f" ({own:.1f} s its own autotune)" if own else "")
                 if r["autotuned"] else "heuristic")

@@ -336,8 +336,10 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
     done()
     written = {k: v.clone() for k, v in launch.tensors() if k in outputs}
     # One NaN-poisoned launch per floating tensor: a tensor it changes is an output (even one whose
-    # buffer already held the values written, i.e. ``before``), and an output it reproduces whole
-    # is write-only.
+    # buffer already held the values written, i.e. ``before``), and an output it reproduces whole,
+    # leaving every other output as written, is write-only.  The second condition matters for
+    # in-place kernels whose arguments alias (liger's MLP backward writes dU over U while dG reads
+    # U): poisoning such an "output" poisons an input too, and must not be done before a check.
     for name, t in launch.tensors():
         if not t.is_floating_point():
             continue
@@ -348,7 +350,8 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
         done()
         if name not in outputs and not bool(t.float().isnan().all()):  # .float(): FP8 has no isnan on CUDA
             outputs.append(name)
-        if name in outputs and _same(t, written.get(name, before[name])):
+        if name in outputs and _same(t, written.get(name, before[name])) and all(
+                _same(v, written[k]) for k, v in launch.tensors() if k in written and k != name):
             launch.write_only.append(name)
     reset()
     launch.run()  # leave the inputs as the package had them and the outputs as the launch writes them

@@ -103,3 +103,19 @@ def desc_scale(x):
     grid = lambda META: (triton.cdiv(x.shape[0], META["BLOCK_M"]), triton.cdiv(x.shape[1], META["BLOCK_N"]))  # noqa: E731
     desc_scale_kernel[grid](x_desc, y_desc, x.shape[0])
     return y
+
+
+@triton.jit
+def grad_like_kernel(g_ptr, u_ptr, dg_ptr, du_ptr, n, BLOCK: tl.constexpr):
+    """dU = 2 g and dG = g u, written over g and u when the caller passes them as dg and du
+    (liger's MLP backward does this): du does not read u, but dg does."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    g, u = tl.load(g_ptr + offs, mask=m), tl.load(u_ptr + offs, mask=m)
+    tl.store(du_ptr + offs, 2.0 * g, mask=m)
+    tl.store(dg_ptr + offs, g * u, mask=m)
+
+
+def grad_like_inplace(g, u):
+    grad_like_kernel[(triton.cdiv(g.numel(), 64),)](g, u, g, u, g.numel(), BLOCK=64)
+    return g, u
