@@ -107,7 +107,7 @@ def enable_from_env() -> bool:
 
 
 _SETTINGS: dict[str, Any] = {}
-_stores: dict[str, Any] = {}
+_stores: dict[tuple[str, int], Any] = {}  # (store path, thread id) -> Store
 
 
 def _threads(given: int | None) -> int:
@@ -138,12 +138,16 @@ def _budget(n_configs: int) -> int:
 
 
 def _store() -> Any:
+    """The store, one connection per thread: a training step's backward kernels launch from
+    autograd's own thread, and a SQLite connection serves only the thread that opened it."""
+    import threading
+
     from kerntune.store import Store
 
-    path = _SETTINGS["store"]
-    if path not in _stores:
-        _stores[path] = Store(path)
-    return _stores[path]
+    key = (_SETTINGS["store"], threading.get_ident())
+    if key not in _stores:
+        _stores[key] = Store(key[0])
+    return _stores[key]
 
 
 def _key(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:

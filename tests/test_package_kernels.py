@@ -431,3 +431,32 @@ def test_an_in_place_output_that_aliases_an_input_is_never_poisoned() -> None:
     launch = capture(ops.grad_like_kernel, lambda: ops.grad_like_inplace(g.clone(), u.clone()))
     assert set(launch.outputs) == {"g_ptr", "u_ptr", "dg_ptr", "du_ptr"}
     assert launch.write_only == []
+
+
+RETUNE_THREAD_PROGRAM = """
+import json, threading, torch
+from fake_package import ops
+torch.manual_seed(0)
+xs = [torch.randn(1000), torch.randn(3000)]
+outs = [ops.scale(xs[0])]
+t = threading.Thread(target=lambda: outs.append(ops.scale(xs[1])))  # as autograd's backward thread launches
+t.start(); t.join()
+import kerntune.retune as r
+print(json.dumps({"ok": len(outs) == 2 and all(bool(torch.allclose(o, 2 * x)) for o, x in zip(outs, xs)),
+                  "tuned": r.STATS.tuned}))
+"""
+
+
+def test_retune_switch_serves_a_kernel_launched_from_another_thread(tmp_path: Path) -> None:
+    """A training step's backward kernels launch from autograd's thread: the switch's store must
+    answer there too (a SQLite connection serves only the thread that opened it)."""
+    import json
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(RETUNE_THREAD_PROGRAM)
+    cmd = [sys.executable, "-m", "kerntune", "exec", "--store", str(tmp_path / "r.db"), "--budget", "0.5", "--",
+           sys.executable, str(prog)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ok"] and len(out["tuned"]) == 2
