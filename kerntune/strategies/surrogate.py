@@ -124,6 +124,7 @@ class SurrogateOptions:
     credit_mean: bool = False     # credit = each member's mean log-time gain over all its proposals (no decay)
     # Eighth design pass (options, off by default: README "Eighth pass")
     perturb_warp: str | None = None  # y_warp of perturb_lcb's subspace pick only (None: y_warp); the model's fit is unchanged
+    explore_stall: int | None = None  # explore_share applies only once the best has not improved for this many evaluations
     perturb_shell: int = 0        # > 0: perturb_lcb's pick is the lowest-LCB unmeasured config 2..perturb_shell fields from the origin (the GP picks the fields too)
 
     def stall_after(self, n_params: int) -> int:
@@ -454,7 +455,8 @@ class SurrogateSearch:
         for q in range(n):
             mu, sd = self.model.predict(yn)
             restart = (self._restart_pending and q == 0) or (
-                self.opts.explore_share > 0 and ctx.rng.random() < self.opts.explore_share)
+                self.opts.explore_share > 0 and (self.opts.explore_stall is None or self.since_best >= self.opts.explore_stall)
+                and ctx.rng.random() < self.opts.explore_share)
             score = mu - (self.opts.explore_kappa if restart else self.opts.kappa) * sd
             blocked = mask | self.tabu_mask
             if self.restarts and centre_feat is not None:
