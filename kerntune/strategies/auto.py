@@ -18,7 +18,8 @@ Options (``-o NAME=VALUE``; unknown names stop the run with one line):
   (20), ``climb_elites`` (true), ``climb_cap`` (10); ``y_warp`` ("copula": the GP's targets are
   normal scores of the ranks; "log", "blend", "clip"); the sixth pass's options, off by default
   (``y_clip``, ``local_warp``, ``noise``, ``lead_climb``, ``lead_stall``, ``lead_perturb``,
-  ``late_climb``, ``late_after``, ``perturb_lcb``, ``credit_mean``: ``SurrogateOptions``);
+  ``late_climb``, ``late_after``, ``perturb_lcb``, ``credit_mean``: ``SurrogateOptions``); the
+  eighth pass's, off by default (``perturb_warp``, ``perturb_shell``, ``explore_stall``);
   and ``batch_size`` (1 on a recording, up to 8 on GPUs);
 * with a model only: ``initial`` (25), ``refine`` (15), ``max_calls`` (6), ``screen_keep`` (0.6),
   ``temperature`` (0.7), ``max_tokens``, ``include_source``/``include_hardware``/``include_hints``,

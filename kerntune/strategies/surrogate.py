@@ -67,7 +67,7 @@ from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.parzen import Parzen
-from kerntune.strategies.surrogate_aux import subspace_best, warp
+from kerntune.strategies.surrogate_aux import shell_best, subspace_best, warp
 
 
 @contextlib.contextmanager
@@ -122,6 +122,10 @@ class SurrogateOptions:
     late_after: float = 0.5
     perturb_lcb: float = 0.0      # chance that a perturbation's redrawn fields take the GP's best LCB in that subspace
     credit_mean: bool = False     # credit = each member's mean log-time gain over all its proposals (no decay)
+    # Eighth design pass (options, off by default: README "Eighth pass")
+    perturb_warp: str | None = None  # y_warp of perturb_lcb's subspace pick only (None: y_warp); the model's fit is unchanged
+    explore_stall: int | None = None  # explore_share applies only once the best has not improved for this many evaluations
+    perturb_shell: int = 0        # > 0: perturb_lcb's pick is the lowest-LCB unmeasured config 2..perturb_shell fields from the origin (the GP picks the fields too)
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
@@ -278,14 +282,18 @@ class SurrogateSearch:
         y = warp(np.array(self.ys), self.opts.y_warp, self.opts.y_clip)
         return (y - y.mean()) / (y.std() or 1.0)
 
-    def lcb(self, kappa: float | None = None) -> np.ndarray | None:
-        """LCB of every pool entry in standardised log-time units (None before any success)."""
+    def lcb(self, kappa: float | None = None, how: str | None = None) -> np.ndarray | None:
+        """LCB of every pool entry in standardised log-time units (None before any success);
+        ``how``: predict from targets warped thus instead of ``y_warp`` (the fit stays ``y_warp``'s)."""
         if not self.ys:
             return None
         yn = self._normalised()
         if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
             self.model.refit(yn, self.live)
             self.since_fit = 0
+        if how is not None and how != self.opts.y_warp:
+            yw = warp(np.array(self.ys), how, self.opts.y_clip)
+            yn = (yw - yw.mean()) / (yw.std() or 1.0)
         mu, sd = self.model.predict(yn)
         return mu - (self.opts.kappa if kappa is None else kappa) * sd
 
@@ -416,10 +424,14 @@ class SurrogateSearch:
         """``perturb_lcb``: ``perturb_fields`` random fields of ``base`` take the values of the
         lowest-LCB unmeasured config that keeps every other field (``surrogate_aux.subspace_best``)."""
         space = self.ctx.space
+        if self.opts.perturb_shell > 0:
+            pick = shell_best(self.model.pool, self.widths, _encode(space, [base])[0], 2, self.opts.perturb_shell,
+                              np.array(self.measured, dtype=bool), lambda: self.lcb(how=self.opts.perturb_warp))  # type: ignore[arg-type,return-value]
+            return None if pick is None else dict(self.configs[pick])
         chosen = {p.name for p in self.ctx.rng.sample(space.params, min(self.climber.perturb_fields, len(space.params)))}
         free = np.concatenate([np.full(w, p.name in chosen) for p, w in zip(space.params, self.widths)])
         pick = subspace_best(self.model.pool, free, _encode(space, [base])[0], np.array(self.measured, dtype=bool),
-                             lambda: self.lcb())  # type: ignore[arg-type,return-value]
+                             lambda: self.lcb(how=self.opts.perturb_warp))  # type: ignore[arg-type,return-value]
         return None if pick is None else dict(self.configs[pick])
 
     def _gp_propose(self, n: int, taken: set[str]) -> list[Config]:
@@ -443,7 +455,8 @@ class SurrogateSearch:
         for q in range(n):
             mu, sd = self.model.predict(yn)
             restart = (self._restart_pending and q == 0) or (
-                self.opts.explore_share > 0 and ctx.rng.random() < self.opts.explore_share)
+                self.opts.explore_share > 0 and (self.opts.explore_stall is None or self.since_best >= self.opts.explore_stall)
+                and ctx.rng.random() < self.opts.explore_share)
             score = mu - (self.opts.explore_kappa if restart else self.opts.kappa) * sd
             blocked = mask | self.tabu_mask
             if self.restarts and centre_feat is not None:

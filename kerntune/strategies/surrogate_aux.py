@@ -54,3 +54,22 @@ def subspace_best(pool: np.ndarray, free: np.ndarray, base: np.ndarray, measured
     if not ok.any():
         return None
     return int(np.argmin(np.where(ok, score(), np.inf)))
+
+
+def shell_best(pool: np.ndarray, widths: list[int], base: np.ndarray, lo: int, hi: int, measured: np.ndarray,
+               score: Callable[[], np.ndarray]) -> int | None:
+    """Index of the unmeasured pool entry with the lowest ``score()`` among those that differ from
+    ``base`` in ``lo`` to ``hi`` fields (``SurrogateOptions.perturb_shell``: a jump of a few fields
+    at once whose fields the model picks as well as their values), or None.  ``widths``: the
+    encoded columns of each field, in order."""
+    diff = pool != base
+    fields = np.zeros(len(pool), dtype=int)
+    at = 0
+    for w in widths:
+        if w:
+            fields += diff[:, at:at + w].any(axis=1)
+        at += w
+    ok = (fields >= lo) & (fields <= hi) & ~measured
+    if not ok.any():
+        return None
+    return int(np.argmin(np.where(ok, score(), np.inf)))
