@@ -65,7 +65,8 @@ def from_module(module: Any) -> PackageTarget:
         torch_op=getattr(module, "torch_op", None),
         bytes_moved=getattr(module, "bytes_moved", None), flops=getattr(module, "flops", None),
         which=getattr(module, "which", -1), description=getattr(module, "description", ""),
-        widen=getattr(module, "widen", True), constraints=tuple(getattr(module, "constraints", ())))
+        widen=getattr(module, "widen", True), constraints=tuple(getattr(module, "constraints", ())),
+        pre_hook=getattr(module, "pre_hook", None))
     return PackageTarget(adapter, kernel=kernel)
 
 
