@@ -68,6 +68,7 @@ from kerntune.strategies.climber import Climber
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.parzen import Parzen
 from kerntune.strategies.surrogate_aux import shell_best, subspace_best, warp
+from kerntune.strategies.surrogate_options import SurrogateOptions
 
 
 @contextlib.contextmanager
@@ -83,55 +84,6 @@ def _one_blas_thread() -> Iterator[None]:
         return
     with threadpool_limits(limits=1, user_api="blas"):
         yield
-
-
-@dataclass
-class SurrogateOptions:
-    """Options of the engine (``auto``'s ``-o auto.NAME=VALUE`` passes them through)."""
-
-    kappa: float = 2.5            # LCB width (gp's tuned value)
-    explore_kappa: float = 50.0   # LCB width for a restart's first point (near pure exploration)
-    local_share: float = 0.3      # share of steps among the one-field neighbours of the region's best
-    startup: int = 5              # default config + random ones before the model decides
-    stall: int | None = None      # evaluations without gain before a restart (None: from the dimension)
-    tabu_radius: int = 2          # fields within which a tabu centre's region is closed
-    region_radius: int | None = None  # after a restart, fields within which the region's search stays
-    refit_every: int = 5
-    explore_share: float = 0.0    # share of steps that take the most uncertain config (pure exploration)
-    climb_share: float = 0.5      # the climber's share of steps before either member has earned credit
-    min_share: float = 0.3        # neither member's share falls below this
-    credit_rate: float = 0.1      # weight of a proposal's gain in its member's running mean gain
-    rank_climb: bool = False      # the GP's bound orders the climber's neighbourhoods (measured: no gain)
-    perturb_share: float = 0.5    # share of the climber's steps that perturb the best config instead of climbing
-    perturb_guide: float = 0.5    # chance that a perturbed field's value is drawn from the good density (parzen.py)
-    elites: int = 4               # size of the archive of diverse good configs (0: none; perturbations start from the best)
-    elite_distance: int = 3       # the archive's configs are pairwise at least this many fields apart
-    elite_from_best: float = 0.5  # chance that a perturbation starts from the best rather than another elite
-    elite_stall: int = 20         # other elites serve as origins only after this many evaluations without a new best
-    climb_elites: bool = True     # at a local optimum (or after climb_cap fruitless steps) climb on from an unvisited elite
-    climb_cap: int = 10           # fruitless neighbours before the climber moves to the next elite (0: only at a local optimum)
-    # Sixth design pass (options, none adopted: README "Sixth pass"; each lifted one space and cost another)
-    y_warp: str = "copula"        # GP targets: copula (seventh pass), log, blend or clip (surrogate_aux.warp)
-    y_clip: float = 0.5           # quantile above which "clip" caps the log-times
-    local_warp: str | None = None  # y_warp of the GP's local steps only (None: y_warp)
-    noise: float | None = None    # the GP's nugget (None: gp's 1e-3)
-    lead_climb: float | None = None  # the climber's share until the first restart (None: no GP lead)
-    lead_stall: int | None = None  # the GP's lead also ends once the best has not improved for this many evaluations
-    lead_perturb: bool = False    # while the GP leads, the climber member's steps are all perturbations
-    late_climb: float | None = None  # after late_after of the evaluation budget the climber's share is at most this
-    late_after: float = 0.5
-    perturb_lcb: float = 0.0      # chance that a perturbation's redrawn fields take the GP's best LCB in that subspace
-    credit_mean: bool = False     # credit = each member's mean log-time gain over all its proposals (no decay)
-    # Eighth design pass (options, off by default: README "Eighth pass")
-    perturb_warp: str | None = None  # y_warp of perturb_lcb's subspace pick only (None: y_warp); the model's fit is unchanged
-    explore_stall: int | None = None  # explore_share applies only once the best has not improved for this many evaluations
-    perturb_shell: int = 0        # > 0: perturb_lcb's pick is the lowest-LCB unmeasured config 2..perturb_shell fields from the origin (the GP picks the fields too)
-
-    def stall_after(self, n_params: int) -> int:
-        return self.stall if self.stall is not None else max(15, 2 * n_params)
-
-    def radius(self, n_params: int) -> int:
-        return self.region_radius if self.region_radius is not None else n_params
 
 
 @dataclass
