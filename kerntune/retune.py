@@ -21,7 +21,7 @@ compiling instead: the list is compiled at once in forked children
 (``kerntune.evaluate.triton_backend.fork_compile``) while the GPU is kept loaded, then timed back
 to back.  On an H100, over the autotuned kernels of fla-core and torchao, that took 0.24-0.44 of
 the kernels' own ``triton.autotune`` wall (a 3-config list: 0.38-0.40, once a forked child builds the
-kernel's launcher beside the compiles) and picked the same config every time; the whole first
+kernel's launcher beside the compiles) and picked the same config or one equal within noise; the whole first
 forward of FLA's chunked gated delta rule (six autotuned kernels) went from 35-45 s to 13-15 s
 (benchmarks/results/real_kernels/h100/inplace_vs_autotune.json).
 
@@ -30,7 +30,15 @@ Settings (environment): ``KERNTUNE_STORE`` (the store, default ``.kerntune/kernt
 ``KERNTUNE_AUTOTUNE_STRATEGY`` (what picks the configs when the budget is less than the list;
 default ``bayes``), ``KERNTUNE_AUTOTUNE_COMPILE`` (``fork``, the default on POSIX; ``threads``:
 Triton's ``AsyncCompileMode`` on threads, which the GIL holds back; ``serial``) and
-``KERNTUNE_AUTOTUNE_COMPILE_THREADS`` (parallel compiles, default min(8, CPUs)).
+``KERNTUNE_AUTOTUNE_COMPILE_THREADS`` (parallel compiles, default min(8, CPUs)) and
+``KERNTUNE_AUTOTUNE_RUNOFF`` (N > 1: the list's N fastest are re-timed in interleaved rounds and the
+best median wins; default 0, off).
+
+Why a runoff exists, off by default: at Llama-3 70B's MLP shape (liger's training forward, 32
+configs) the back-to-back timing ranked a config first that the judge found 7% slower than
+``triton.autotune``'s pick (H100, 2026-11-26); at four of the five other shapes of those kernels both
+picked the same.  Whether interleaved re-timing of the leaders fixes that, and what it costs on short
+lists (the runoff adds N x 5 timing windows), is not measured yet.
 """
 
 from __future__ import annotations
@@ -80,7 +88,8 @@ def enable(store: str | None = None, strategy: str | None = None, budget: str | 
                      strategy=strategy or os.environ.get("KERNTUNE_AUTOTUNE_STRATEGY", "bayes"),
                      budget=str(budget if budget is not None else (os.environ.get("KERNTUNE_AUTOTUNE_BUDGET") or "1")),
                      compile_threads=_threads(compile_threads),
-                     compile_mode=(os.environ.get("KERNTUNE_AUTOTUNE_COMPILE") or "fork").strip().lower())
+                     compile_mode=(os.environ.get("KERNTUNE_AUTOTUNE_COMPILE") or "fork").strip().lower(),
+                     runoff=_runoff_setting())
     if _SETTINGS["compile_mode"] not in ("fork", "threads", "serial"):
         raise KerntuneError(f"KERNTUNE_AUTOTUNE_COMPILE={_SETTINGS['compile_mode']!r}: expected fork, threads or serial")
     _budget(100)  # a bad setting fails here, once, not at the first launch
@@ -108,6 +117,17 @@ def enable_from_env() -> bool:
 
 _SETTINGS: dict[str, Any] = {}
 _stores: dict[tuple[str, int], Any] = {}  # (store path, thread id) -> Store
+
+
+def _runoff_setting() -> int:
+    text = os.environ.get("KERNTUNE_AUTOTUNE_RUNOFF", "").strip() or "0"
+    try:
+        n = int(text)
+    except ValueError:
+        raise KerntuneError(f"KERNTUNE_AUTOTUNE_RUNOFF={text!r}: expected a whole number of leaders (0: off)") from None
+    if n < 0:
+        raise KerntuneError(f"KERNTUNE_AUTOTUNE_RUNOFF={n}: expected 0 (off) or more")
+    return n
 
 
 def _threads(given: int | None) -> int:
@@ -239,8 +259,12 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
     if res.best is None:
         raise KerntuneError(f"kerntune retune: no config of {st.name}'s autotune list ran for key {pkey}; "
                             f"first error: {next((t.error for t in res.history if t.error), 'none')}")
+    best_cfg, best_ms = res.best.config, res.best.time_ms
+    runoff = _runoff(ev, res.history, _SETTINGS.get("runoff", 0))
+    if runoff is not None:
+        best_cfg, best_ms = runoff["config"], runoff["ms"]
     t1 = time.perf_counter()
-    _store().put_best(st.kernel_hash, pkey, device, versions, res.best.config, res.best.time_ms, res.run_id)
+    _store().put_best(st.kernel_hash, pkey, device, versions, best_cfg, best_ms, res.run_id)
     ev.phases["store_s"] = time.perf_counter() - t1
     STATS.tuned.append(label)
     spent = time.perf_counter() - t0
@@ -249,8 +273,33 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
                            "list": n_list, "compile_threads": ev.parallelism,
                            "compile_mode": _SETTINGS["compile_mode"], "compile_wall_s": ev.compile_wall_s,
                            "gpu_kept_loaded": ev.heated, "phases": dict(ev.phases),
-                           "config": jsonable(res.best.config)})
-    return st.triton_config(res.best.config)
+                           "config": jsonable(best_cfg), **({"runoff": runoff["rounds"]} if runoff else {})})
+    return st.triton_config(best_cfg)
+
+
+def _runoff(ev: "_ListEvaluator", history: Sequence[Trial], n: int, rounds: int = 5) -> dict[str, Any] | None:
+    """``KERNTUNE_AUTOTUNE_RUNOFF``: the ``n`` fastest configs of the list timed again in ``rounds``
+    interleaved rounds (each round starts one leader later), so that a drift of the GPU's clock over
+    the back-to-back list timing cannot rank them; the best median wins.  None when off or when
+    fewer than two configs ran."""
+    ok = sorted((t for t in history if t.ok and t.time_ms is not None), key=lambda t: t.time_ms)[:n] if n > 1 else []
+    if len(ok) < 2:
+        return None
+    t0 = time.perf_counter()
+    keys = [_flat_key(dict(t.config)) for t in ok]
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    for r in range(rounds):
+        order = ok[r % len(ok):] + ok[:r % len(ok)]
+        for t in ev.evaluate([dict(t.config) for t in order], compiled=True):
+            if t.ok and t.time_ms is not None:
+                times[_flat_key(dict(t.config))].append(t.time_ms)
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items() if v}
+    if not med:
+        return None
+    win = min(med, key=med.__getitem__)
+    ev.phases["runoff_s"] += time.perf_counter() - t0
+    return {"config": dict(ok[keys.index(win)].config), "ms": med[win],
+            "rounds": {k: v for k, v in times.items()}}
 
 
 class _ListEvaluator(Evaluator):
@@ -273,7 +322,8 @@ class _ListEvaluator(Evaluator):
         #: wall goes, for the benchmark that compares it with triton.autotune's
         self.phases: defaultdict[str, float] = defaultdict(float)
 
-    def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
+    def evaluate(self, configs: Sequence[Config], compiled: bool = False) -> list[Trial]:
+        """Compile the batch (unless ``compiled``: configs timed already) and time it back to back."""
         from kerntune.evaluate.triton_backend.worker import classify
         from kerntune.evaluate.triton_backend.worker import timer as make_timer
 
@@ -297,15 +347,18 @@ class _ListEvaluator(Evaluator):
 
         out: list[Trial | None] = [None] * len(configs)
         t_configs = [self.st.triton_config(c) for c in configs]
-        for i, (exc, seconds) in enumerate(self._compile(t_configs)):  # nothing runs on the GPU yet
-            if exc is not None:  # a config that cannot compile is a status
-                status, text = classify(exc)
-                out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:], compile_s=seconds)
+        if compiled:  # a runoff of configs timed before: the GPU is warm from that timing
+            warm[0] = PROTOCOL.warmup_ms
+        else:
+            for i, (exc, seconds) in enumerate(self._compile(t_configs)):  # nothing runs on the GPU yet
+                if exc is not None:  # a config that cannot compile is a status
+                    status, text = classify(exc)
+                    out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:], compile_s=seconds)
+            # The GPU rested while the batch compiled, unless the heater kept it loaded (protocol: no
+            # measurement starts from a rested GPU; a rested one warms up longer first).
+            warm[0] = PROTOCOL.warmup_ms if self.heated else 300
         saved = self.tuner.__dict__.get("do_bench")
         self.tuner.__dict__["do_bench"] = do_bench  # shadows Triton's cached_property for this batch
-        # The GPU rested while the batch compiled, unless the heater kept it loaded (protocol: no
-        # measurement starts from a rested GPU; a rested one warms up longer first).
-        warm[0] = PROTOCOL.warmup_ms if self.heated else 300
         t_bench = time.perf_counter()
         try:
             for i, tc in enumerate(t_configs):

@@ -460,3 +460,37 @@ def test_retune_switch_serves_a_kernel_launched_from_another_thread(tmp_path: Pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["ok"] and len(out["tuned"]) == 2
+
+
+RETUNE_RUNOFF_PROGRAM = """
+import json, torch
+from fake_package import ops
+x = torch.randn(1000)
+y = ops.scale(x)
+import kerntune.retune as r
+s = r.STATS.searches[0]
+print(json.dumps({"ok": bool(torch.allclose(y, 2 * x)), "measured": r.STATS.measured,
+                  "runoff": s.get("runoff"), "config": s["config"]}))
+"""
+
+
+def test_retune_runoff_retimes_the_leaders_in_interleaved_rounds(tmp_path: Path) -> None:
+    """``KERNTUNE_AUTOTUNE_RUNOFF=3``: after the whole 8-config list, its 3 fastest are timed again in
+    5 interleaved rounds and the best median is the winner; a bad setting stops the switch at once."""
+    import json
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(RETUNE_RUNOFF_PROGRAM)
+    cmd = [sys.executable, "-m", "kerntune", "exec", "--store", str(tmp_path / "r.db"), "--", sys.executable, str(prog)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**_env(), "KERNTUNE_AUTOTUNE_RUNOFF": "3"},
+                          timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ok"] and out["measured"] == 8 + 3 * 5
+    rounds = out["runoff"]
+    assert len(rounds) == 3 and all(len(v) == 5 for v in rounds.values())
+    medians = {k: sorted(v)[2] for k, v in rounds.items()}
+    assert json.loads(min(medians, key=medians.get)) == {k: v for k, v in out["config"].items()}
+    bad = subprocess.run(cmd, capture_output=True, text=True, env={**_env(), "KERNTUNE_AUTOTUNE_RUNOFF": "two"},
+                         timeout=600, cwd=tmp_path)
+    assert bad.returncode != 0 and "KERNTUNE_AUTOTUNE_RUNOFF" in bad.stderr
