@@ -13,8 +13,8 @@ carries a list of the same form (BLOCK_M 64/128); its training step is the packa
 it (forward, then backward).  The backward's other kernel, ``_swiglu_kernel_backward_dGU`` (dA = dO Wd,
 then dG and dU written over G and U in place), is not autotuned: liger launches it with the training
 forward's autotune pick, made for another GEMM; its knobs are the tiles, warps and stages, and the
-adapter's ``pre_hook`` sets its descriptors' block shapes from the tiles as liger's launcher does.  Shapes (tokens, hidden, intermediate): the MLP of Llama-3 8B at 8192
-tokens and of Llama-3 70B at 4096.
+adapter's ``pre_hook`` sets its descriptors' block shapes from the tiles as liger's launcher does.
+Shapes (tokens, hidden, intermediate): the MLP of Llama-3 8B at 8192 tokens and of Llama-3 70B at 4096.
 """
 
 from __future__ import annotations
@@ -72,6 +72,9 @@ def _bwd_call(inputs: tuple[Any, ...]) -> Any:
     return out
 
 
+_BWD_KEPT: list[Any] = []  # the inputs last seen and the reference's operands made from them
+
+
 def _bwd_torch_operands(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     """dGU (tokens, 2 intermediate) and the stacked weights (2 intermediate, hidden), made once per
     inputs: the PyTorch reference times the same GEMM on operands of the kernel's shapes."""
@@ -83,9 +86,6 @@ def _bwd_torch_operands(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
         g = torch.Generator(device=device()).manual_seed(t + i)
         _BWD_KEPT[:] = [inputs, _draw((t, 2 * i), 1.0, g), torch.cat([wg.detach(), wu.detach()], 0)]
     return tuple(_BWD_KEPT[1:])
-
-
-_BWD_KEPT: list[Any] = []
 
 
 def _bwd_torch(inputs: tuple[Any, ...]) -> Any:
