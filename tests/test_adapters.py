@@ -43,10 +43,12 @@ def test_each_adapter_builds_its_space_at_every_shape(module: str) -> None:
                 for k, vals in (adapter.launch_knobs or {}).items():  # constexprs the launcher fixes
                     own = adapter.default(tuple(shape))[k]
                     assert space.default[k] == own and set(space.by_name[k].values()) == {*vals, own}
-            else:
+            elif adapter.default is not None:
                 # a heuristic launcher: the package's own rule is the default, and more is offered
                 rule = adapter.default(tuple(shape))
                 assert {k: space.default[k] for k in rule} == rule
+            # (knobs without a static rule: the package's choice is only known from its launch, e.g.
+            # liger's MLP dGU takes the forward's autotune pick; test_liger_mlp checks it is offered)
 
 
 def test_liger_whole_row_kernels_never_offer_a_block_shorter_than_the_row() -> None:

@@ -104,6 +104,13 @@ def test_backward_dgu_kernel_knobs_descriptor_hook_and_reference(mlp) -> None:
     fwd = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "num_warps": 8, "num_stages": 3}
     assert space.is_valid(space.canonical(fwd))
     assert not space.is_valid(space.canonical({**fwd, "BLOCK_M": 256, "BLOCK_N": 256, "num_warps": 4}))
+    from kerntune.evaluate.triton_backend.capture import autotuner
+    from kerntune.evaluate.triton_backend.derive_space import config_dict
+
+    # liger launches dGU with the training forward's pick: every config of that list is offered
+    for cfg in autotuner(load("liger.mlp_swiglu_train").kernel).configs:
+        pick = {k: v for k, v in config_dict(cfg).items() if k in space.names}
+        assert space.is_valid(space.canonical(pick)), pick
     nargs = {k: SimpleNamespace(block_shape=[1, 1, 1]) for k in ("desc_dO", "desc_G", "desc_U", "desc_dG", "desc_dU")}
     nargs.update(desc_Wd=SimpleNamespace(block_shape=[1, 1]), BLOCK_M=64, BLOCK_N=256, BLOCK_K=32)
     mlp._dgu_descriptors(nargs)
