@@ -119,28 +119,27 @@ _SETTINGS: dict[str, Any] = {}
 _stores: dict[tuple[str, int], Any] = {}  # (store path, thread id) -> Store
 
 
-def _runoff_setting() -> int:
-    text = os.environ.get("KERNTUNE_AUTOTUNE_RUNOFF", "").strip() or "0"
+def _whole_number(name: str, text: str, least: int) -> int:
+    """A setting that must be a whole number of at least ``least``; a bad one stops with one line."""
     try:
         n = int(text)
     except ValueError:
-        raise KerntuneError(f"KERNTUNE_AUTOTUNE_RUNOFF={text!r}: expected a whole number of leaders (0: off)") from None
-    if n < 0:
-        raise KerntuneError(f"KERNTUNE_AUTOTUNE_RUNOFF={n}: expected 0 (off) or more")
+        raise KerntuneError(f"{name}={text!r}: expected a whole number") from None
+    if n < least:
+        raise KerntuneError(f"{name}={text!r}: must be at least {least}")
     return n
+
+
+def _runoff_setting() -> int:
+    text = os.environ.get("KERNTUNE_AUTOTUNE_RUNOFF", "").strip() or "0"
+    return _whole_number("KERNTUNE_AUTOTUNE_RUNOFF", text, 0)
 
 
 def _threads(given: int | None) -> int:
     text = str(given) if given is not None else os.environ.get("KERNTUNE_AUTOTUNE_COMPILE_THREADS", "")
     if not text.strip():
         return max(1, min(8, os.cpu_count() or 1))
-    try:
-        n = int(text)
-    except ValueError:
-        raise KerntuneError(f"KERNTUNE_AUTOTUNE_COMPILE_THREADS={text!r}: expected a whole number") from None
-    if n < 1:
-        raise KerntuneError(f"KERNTUNE_AUTOTUNE_COMPILE_THREADS={text!r}: must be at least 1")
-    return n
+    return _whole_number("KERNTUNE_AUTOTUNE_COMPILE_THREADS", text, 1)
 
 
 def _budget(n_configs: int) -> int:

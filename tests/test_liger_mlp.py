@@ -84,9 +84,9 @@ def test_backward_input_gradient_kernel_its_list_and_its_training_step(mlp) -> N
     x, wg, wu, wd, d_out = inputs
     assert d_out.shape == x.shape == (1, 16, 32) and all(w.requires_grad for w in (wg, wu, wd))
     assert all(torch.equal(p, q) for p, q in zip(inputs, mlp._bwd_inputs((16, 32, 48))))
-    d_gu, w = mlp._bwd_torch_operands(inputs)
+    d_gu, w = mlp._BWD_OPERANDS.of(inputs)
     assert d_gu.shape == (16, 96) and torch.equal(w, torch.cat([wg, wu]).detach())
-    assert mlp._bwd_torch_operands(inputs)[0] is d_gu  # made once per inputs
+    assert mlp._BWD_OPERANDS.of(inputs)[0] is d_gu  # made once per inputs
     got = mlp._bwd_torch(inputs)
     assert got.shape == (16, 32) and not got.requires_grad
     assert a.flops((16, 32, 48)) == 2 * 16 * 96 * 32
@@ -119,6 +119,6 @@ def test_backward_dgu_kernel_knobs_descriptor_hook_and_reference(mlp) -> None:
     inputs = mlp._bwd_inputs((16, 32, 48))
     d_u, d_g = mlp._dgu_torch(inputs)
     assert d_u.shape == d_g.shape == (16, 48) and d_u.dtype == torch.bfloat16
-    _, gate, up = mlp._DGU_KEPT
+    gate, up = mlp._DGU_OPERANDS.of(inputs)
     d_a = inputs[4][0].float() @ inputs[3].float()
     torch.testing.assert_close(d_u.float(), d_a * torch.nn.functional.silu(gate.float()), atol=0.05, rtol=0.05)

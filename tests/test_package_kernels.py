@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Sequence
 
 import pytest
 
@@ -55,6 +56,24 @@ def _trial_rows(tmp_path: Path) -> list[tuple[dict, str]]:
 
     with sqlite3.connect(tmp_path / "t.db") as con:
         return [(json.loads(c), st) for c, st in con.execute("SELECT config_json, status FROM trials")]
+
+
+def _kerntune_exec(store: Path, *options: str) -> list[str]:
+    """The `kerntune exec` prefix (the in-place switch) with its store and options."""
+    return [sys.executable, "-m", "kerntune", "exec", "--store", str(store), *options, "--"]
+
+
+def _program_output(tmp_path: Path, program: str, prefix: Sequence[str] = (), env: dict | None = None) -> dict:
+    """Run ``program`` (behind ``prefix``, e.g. `kerntune exec`) in ``tmp_path``; the JSON of its last line.
+    Fails the test if it fails."""
+    import json
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(program)
+    proc = subprocess.run([*prefix, sys.executable, str(prog)], capture_output=True, text=True,
+                          env=env or _env(), timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_capture_of_an_autotuned_launch_replays_with_other_configs() -> None:
@@ -207,23 +226,13 @@ def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_pa
     """`kerntune exec --budget 0.5 -- python PROGRAM`: the package's autotuned kernel is tuned by kerntune
     with half its list per key, the winners stored; a second process loads them and measures nothing; the
     outputs equal those of the program run without the switch."""
-    import json
-
-    env = _env()
-    prog = tmp_path / "prog.py"
-    prog.write_text(RETUNE_PROGRAM)
-    store = tmp_path / "retune.db"
-
     def run(*prefix: str) -> dict:
-        proc = subprocess.run([*prefix, sys.executable, str(prog)], capture_output=True, text=True,
-                              env=env, timeout=600, cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        return _program_output(tmp_path, RETUNE_PROGRAM, prefix)
 
-    kt = [sys.executable, "-m", "kerntune", "exec", "--store", str(store), "--budget", "0.5", "--"]
+    kt = _kerntune_exec(tmp_path / "retune.db", "--budget", "0.5")
     plain, first, second = run(), run(*kt), run(*kt)
     # the default: every config of the list, as triton.autotune measures
-    whole = run(sys.executable, "-m", "kerntune", "exec", "--store", str(tmp_path / "whole.db"), "--")
+    whole = run(*_kerntune_exec(tmp_path / "whole.db"))
     assert whole["measured"] == 2 * 8 and whole["sums"] == pytest.approx(plain["sums"], rel=1e-6)
     assert not plain["enabled"] and plain["measured"] == 0
     assert first["enabled"] and len(first["tuned"]) == 2 and first["loaded"] == []  # keys n=1000 and n=3000
@@ -341,20 +350,8 @@ def test_retune_switch_runs_the_lists_pre_hook_for_a_descriptor_kernel(tmp_path:
     """The in-place switch on a kernel whose list's pre_hook sets its TensorDescriptors' block shapes:
     kerntune's configs carry the hook when they are compiled, timed, and launched afterwards (also
     when a later process loads them from the store), so every output is the kernel's exact result."""
-    import json
-
-    env = _env()
-    prog = tmp_path / "prog.py"
-    prog.write_text(DESC_RETUNE_PROGRAM)
-    kt = [sys.executable, "-m", "kerntune", "exec", "--store", str(tmp_path / "r.db"), "--"]
-
-    def run() -> dict:
-        proc = subprocess.run([*kt, sys.executable, str(prog)], capture_output=True, text=True, env=env,
-                              timeout=600, cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-
-    first, second = run(), run()
+    kt = _kerntune_exec(tmp_path / "r.db")
+    first, second = (_program_output(tmp_path, DESC_RETUNE_PROGRAM, kt) for _ in range(2))
     assert first["measured"] == 2 * 2 and len(first["tuned"]) == 2  # both configs, at two keys (rows 64, 40)
     assert second["measured"] == 0 and len(second["loaded"]) == 2
     assert first["exact"] == second["exact"] == [True, True]
@@ -369,17 +366,24 @@ def test_capture_of_a_launch_on_tensors_that_require_grad() -> None:
     assert torch.allclose(launch.args["y_ptr"], 2 * x.detach())
 
 
+def _desc_scale_adapter(**extra: Any) -> Any:
+    """An adapter over the fake package's descriptor kernel and its own entry point."""
+    from kerntune.adapters.target import Adapter
+
+    return Adapter(name="fake.desc_scale", kernel="fake_package.ops:desc_scale_kernel", package="fake",
+                   shape_doc="rows x cols", shapes=[(64, 48)], make_inputs=lambda s: (torch.randn(s),),
+                   call=lambda inputs: ops.desc_scale(*inputs), **extra)
+
+
 def test_a_preset_package_choice_keeps_the_lists_pre_hook(monkeypatch: pytest.MonkeyPatch) -> None:
     """``KERNTUNE_PACKAGE_CHOICE`` hands the package's autotuner one known config instead of its list
     (benchmarks/real_kernels); for a descriptor kernel that config must carry the list's pre_hook, or
     the package's launch runs with its placeholder block shapes (on a GPU: a compile error)."""
     import json
 
-    from kerntune.adapters.target import Adapter, PackageTarget
+    from kerntune.adapters.target import PackageTarget
 
-    adapter = Adapter(name="fake.desc_scale", kernel="fake_package.ops:desc_scale_kernel", package="fake",
-                      shape_doc="rows x cols", shapes=[(64, 48)], make_inputs=lambda s: (torch.randn(s),),
-                      call=lambda inputs: ops.desc_scale(*inputs))
+    adapter = _desc_scale_adapter()
     monkeypatch.setenv("KERNTUNE_PACKAGE_CHOICE", json.dumps({"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4}))
     target = PackageTarget(adapter)
     x, y = target.make_inputs((64, 48))
@@ -407,12 +411,10 @@ def test_an_adapters_pre_hook_sets_the_descriptors_of_a_kernel_without_a_list() 
     """A descriptor kernel launched without an autotune list (liger's MLP backward dGU: its launcher
     builds the descriptors at its own tiles): the adapter's ``pre_hook`` sets their block shapes from
     each config's tiles, so other tiles compute the package's output."""
-    from kerntune.adapters.target import Adapter, PackageTarget
+    from kerntune.adapters.target import PackageTarget
 
-    adapter = Adapter(name="fake.desc_scale_plain", kernel="fake_package.ops:desc_scale_kernel", package="fake",
-                      shape_doc="rows x cols", shapes=[(64, 48)], make_inputs=lambda s: (torch.randn(s),),
-                      call=lambda inputs: ops.desc_scale(*inputs), knobs={"BLOCK_M": [4, 8, 16, 32], "BLOCK_N": [8, 16]},
-                      resolve=lambda: ops.desc_scale_kernel.fn, pre_hook=ops._tile_descriptors)
+    adapter = _desc_scale_adapter(knobs={"BLOCK_M": [4, 8, 16, 32], "BLOCK_N": [8, 16]},
+                                  resolve=lambda: ops.desc_scale_kernel.fn, pre_hook=ops._tile_descriptors)
     target = PackageTarget(adapter)
     assert target.kernel is ops.desc_scale_kernel.fn  # no list: the adapter's hook is the one
     x, y = target.make_inputs((64, 48))
@@ -450,15 +452,7 @@ print(json.dumps({"ok": len(outs) == 2 and all(bool(torch.allclose(o, 2 * x)) fo
 def test_retune_switch_serves_a_kernel_launched_from_another_thread(tmp_path: Path) -> None:
     """A training step's backward kernels launch from autograd's thread: the switch's store must
     answer there too (a SQLite connection serves only the thread that opened it)."""
-    import json
-
-    prog = tmp_path / "prog.py"
-    prog.write_text(RETUNE_THREAD_PROGRAM)
-    cmd = [sys.executable, "-m", "kerntune", "exec", "--store", str(tmp_path / "r.db"), "--budget", "0.5", "--",
-           sys.executable, str(prog)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = _program_output(tmp_path, RETUNE_THREAD_PROGRAM, _kerntune_exec(tmp_path / "r.db", "--budget", "0.5"))
     assert out["ok"] and len(out["tuned"]) == 2
 
 
@@ -479,18 +473,13 @@ def test_retune_runoff_retimes_the_leaders_in_interleaved_rounds(tmp_path: Path)
     5 interleaved rounds and the best median is the winner; a bad setting stops the switch at once."""
     import json
 
-    prog = tmp_path / "prog.py"
-    prog.write_text(RETUNE_RUNOFF_PROGRAM)
-    cmd = [sys.executable, "-m", "kerntune", "exec", "--store", str(tmp_path / "r.db"), "--", sys.executable, str(prog)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**_env(), "KERNTUNE_AUTOTUNE_RUNOFF": "3"},
-                          timeout=600, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    kt = _kerntune_exec(tmp_path / "r.db")
+    out = _program_output(tmp_path, RETUNE_RUNOFF_PROGRAM, kt, {**_env(), "KERNTUNE_AUTOTUNE_RUNOFF": "3"})
     assert out["ok"] and out["measured"] == 8 + 3 * 5
     rounds = out["runoff"]
     assert len(rounds) == 3 and all(len(v) == 5 for v in rounds.values())
     medians = {k: sorted(v)[2] for k, v in rounds.items()}
     assert json.loads(min(medians, key=medians.get)) == {k: v for k, v in out["config"].items()}
-    bad = subprocess.run(cmd, capture_output=True, text=True, env={**_env(), "KERNTUNE_AUTOTUNE_RUNOFF": "two"},
-                         timeout=600, cwd=tmp_path)
+    bad = subprocess.run([*kt, sys.executable, str(tmp_path / "prog.py")], capture_output=True, text=True,
+                         env={**_env(), "KERNTUNE_AUTOTUNE_RUNOFF": "two"}, timeout=600, cwd=tmp_path)
     assert bad.returncode != 0 and "KERNTUNE_AUTOTUNE_RUNOFF" in bad.stderr

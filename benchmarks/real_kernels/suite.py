@@ -128,8 +128,8 @@ def _errors(history: list[Any], keep: int = 6) -> list[str]:
     groups: dict[str, int] = {}
     for t in history:
         if not t.ok:
-            text = re.sub(r"/tmp/\S+", "/tmp/...", (t.error or "").strip())[-300:]
-            groups[f"{t.status.value}: {text}"] = groups.get(f"{t.status.value}: {text}", 0) + 1
+            key = f"{t.status.value}: " + re.sub(r"/tmp/\S+", "/tmp/...", (t.error or "").strip())[-300:]
+            groups[key] = groups.get(key, 0) + 1
     return [f"{n}x {k}" for k, n in sorted(groups.items(), key=lambda kv: -kv[1])[:keep]]
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kerntune.adapters._shapes import bf16, device, same_inputs
+from kerntune.adapters._shapes import KeptFor, bf16, device
 from kerntune.adapters.target import Adapter
 
 PACKAGE = "liger-kernel"
@@ -72,27 +72,25 @@ def _bwd_call(inputs: tuple[Any, ...]) -> Any:
     return out
 
 
-_BWD_KEPT: list[Any] = []  # the inputs last seen and the reference's operands made from them
-
-
-def _bwd_torch_operands(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-    """dGU (tokens, 2 intermediate) and the stacked weights (2 intermediate, hidden), made once per
-    inputs: the PyTorch reference times the same GEMM on operands of the kernel's shapes."""
+def _bwd_operands(inputs: tuple[Any, ...]) -> tuple[Any, Any]:
+    """dGU (tokens, 2 intermediate) and the stacked weights (2 intermediate, hidden): the PyTorch
+    reference times the same GEMM on operands of the kernel's shapes, made once per inputs."""
     import torch
 
-    if not _BWD_KEPT or not same_inputs(_BWD_KEPT[0], inputs):
-        x, wg, wu, _, _ = inputs
-        t, i = x.shape[1], wg.shape[0]
-        g = torch.Generator(device=device()).manual_seed(t + i)
-        _BWD_KEPT[:] = [inputs, _draw((t, 2 * i), 1.0, g), torch.cat([wg.detach(), wu.detach()], 0)]
-    return tuple(_BWD_KEPT[1:])
+    x, wg, wu, _, _ = inputs
+    t, i = x.shape[1], wg.shape[0]
+    g = torch.Generator(device=device()).manual_seed(t + i)
+    return _draw((t, 2 * i), 1.0, g), torch.cat([wg.detach(), wu.detach()], 0)
+
+
+_BWD_OPERANDS = KeptFor(_bwd_operands)
 
 
 def _bwd_torch(inputs: tuple[Any, ...]) -> Any:
     """What the dI kernel computes, in PyTorch: one cuBLAS GEMM, dI = [dG dU] [Wg; Wu]."""
     import torch
 
-    d_gu, w = _bwd_torch_operands(inputs)
+    d_gu, w = _BWD_OPERANDS.of(inputs)
     with torch.no_grad():
         return d_gu @ w
 
@@ -113,7 +111,17 @@ DGU_KNOBS = {"BLOCK_M": [32, 64, 128, 256], "BLOCK_N": [32, 64, 128, 256], "BLOC
 #: fp32 accumulator elements per thread (the register-pressure rule of the Triton matmul space).
 DGU_RULES = ("BLOCK_M * BLOCK_N // (32 * num_warps) <= 256",)
 
-_DGU_KEPT: list[Any] = []
+def _dgu_operands(inputs: tuple[Any, ...]) -> tuple[Any, Any]:
+    """G and U of the dGU kernel's shapes (tokens, intermediate), made once per inputs."""
+    import torch
+
+    x, wg, _, _, _ = inputs
+    t, i = x.shape[1], wg.shape[0]
+    g = torch.Generator(device=device()).manual_seed(t + 2 * i)
+    return _draw((t, i), 1.0, g), _draw((t, i), 1.0, g)
+
+
+_DGU_OPERANDS = KeptFor(_dgu_operands)
 
 
 def _dgu_torch(inputs: tuple[Any, ...]) -> Any:
@@ -121,12 +129,7 @@ def _dgu_torch(inputs: tuple[Any, ...]) -> Any:
     dG = dA U silu'(G), on G and U of the kernel's shapes made once per inputs."""
     import torch
 
-    if not _DGU_KEPT or not same_inputs(_DGU_KEPT[0], inputs):
-        x, wg, _, _, _ = inputs
-        t, i = x.shape[1], wg.shape[0]
-        g = torch.Generator(device=device()).manual_seed(t + 2 * i)
-        _DGU_KEPT[:] = [inputs, _draw((t, i), 1.0, g), _draw((t, i), 1.0, g)]
-    _, gate, up = _DGU_KEPT
+    gate, up = _DGU_OPERANDS.of(inputs)
     _, _, _, wd, d_out = inputs
     with torch.no_grad():
         d_a = (d_out[0] @ wd).float()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kerntune.adapters._shapes import device, same_inputs
+from kerntune.adapters._shapes import KeptFor, device
 from kerntune.adapters.target import Adapter
 from kerntune.errors import KerntuneError
 
@@ -119,26 +119,16 @@ def _fp8_call(inputs: tuple[Any, ...]) -> Any:
     return blockwise_fp8_gemm(a, a_s, b, b_s, FP8_BLOCK)
 
 
-class _Dequantized:
-    """The bf16 operands of the last inputs seen: the PyTorch reference is the same GEMM in bf16
-    through cuBLAS, its operands dequantized once (the judge's warm-up call), not on every call."""
+def _dequantize(inputs: tuple[Any, ...]) -> tuple[Any, Any]:
+    """The bf16 operands of an FP8 GEMM's inputs: the PyTorch reference is the same GEMM in bf16
+    through cuBLAS, its operands dequantized once per inputs (``KeptFor``), not on every call."""
+    import torch
 
-    def __init__(self) -> None:
-        self.key: tuple[Any, ...] = ()
-        self.pair: tuple[Any, Any] = (None, None)
-
-    def of(self, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
-        import torch
-
-        if not same_inputs(self.key, inputs):
-            a, a_s, b, b_s = inputs
-            self.key = tuple(inputs)
-            self.pair = (dequantize_blocks(a, a_s, 1).to(torch.bfloat16),
-                         dequantize_blocks(b, b_s, FP8_BLOCK).to(torch.bfloat16))
-        return self.pair
+    a, a_s, b, b_s = inputs
+    return (dequantize_blocks(a, a_s, 1).to(torch.bfloat16), dequantize_blocks(b, b_s, FP8_BLOCK).to(torch.bfloat16))
 
 
-_DEQUANTIZED = _Dequantized()
+_DEQUANTIZED = KeptFor(_dequantize)
 
 
 def _fp8_torch(inputs: tuple[Any, ...]) -> Any:

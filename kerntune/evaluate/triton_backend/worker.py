@@ -290,8 +290,10 @@ def main() -> None:
         if torch is not None and torch.cuda.is_available():
             torch.cuda.synchronize()
 
+    from kerntune.evaluate.triton_backend.capture import no_grad
+
     def restore() -> None:
-        with (torch.no_grad() if torch is not None else contextlib.nullcontext()):
+        with no_grad():
             for t, o in zip(inputs, originals):
                 if hasattr(t, "copy_"):
                     t.copy_(o)  # under no_grad: inputs may be weights that require gradients
