@@ -2,7 +2,7 @@
 kernel's own ``triton.autotune``, over the same list, in the same kind of process.
 
     python benchmarks/real_kernels/inplace_vs_autotune.py --out benchmarks/results/real_kernels/h100/inplace_vs_autotune.json \\
-        [--only fla.chunk_h ...] [--variants 8:1:fork,8:1:threads,1:1:serial]
+        [--only fla.chunk_h ...] [--variants 8:1:fork,8:1:threads,1:1:serial,8:1:fork:0] [--stores DIR]
 
 For every (kernel, shape) whose kernel carries ``triton.autotune``, each step a fresh process with a
 fresh Triton cache (nobody profits from another's compiles):
@@ -11,7 +11,8 @@ fresh Triton cache (nobody profits from another's compiles):
 2. per variant ``WORKERS:BUDGET[:MODE]``, the same program with ``KERNTUNE_AUTOTUNE=1`` (a fresh
    store): the same wall clock around the same kernel now measures kerntune's in-place search over
    the same list (``WORKERS`` parallel compiles, ``BUDGET`` a share of the list or a count, ``MODE``
-   fork, threads or serial: kerntune.retune), and its pick;
+   fork, threads or serial; an optional fourth field sets ``KERNTUNE_AUTOTUNE_RUNOFF``: kerntune.retune),
+   and its pick (``--stores DIR`` keeps each variant's store, with every config's time, in DIR);
 3. the judge (judge.py, fresh process): every pick that differs from the package's, timed interleaved
    beside it (kerntune.evaluate.judge).  A pick equal to the package's is as fast by construction.
 Writes one JSON with every figure and the command.
@@ -43,7 +44,8 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--shape", default=None)
-    ap.add_argument("--variants", default="8:1:fork", help="WORKERS:BUDGET[:MODE],... (kerntune.retune settings)")
+    ap.add_argument("--variants", default="8:1:fork", help="WORKERS:BUDGET[:MODE[:RUNOFF]],... (kerntune.retune settings)")
+    ap.add_argument("--stores", default=None, help="keep each variant's kerntune store in this folder")
     ap.add_argument("--deadline", type=float, default=540.0, help="stop starting pairs after this many seconds")
     args = ap.parse_args()
     from kerntune.adapters import all_adapters, load
@@ -68,12 +70,17 @@ def main() -> None:
             pkg = _judge([name, s, "--package-only"], _fresh(base))
             row: dict[str, Any] = {"kernel": name, "shape": s, "package": pkg, "kerntune": []}
             print(f"{name} {s}: own autotune {pkg['own_autotune_s']:.2f} s, pick {pkg['config']}", flush=True)
-            for threads, budget, *mode in variants:
+            for threads, budget, *rest in variants:
+                mode, runoff = (rest + ["fork"])[0], (rest[1:] or [None])[0]
+                tag = f"{name}_{s}_{threads}_{budget}_{mode}" + (f"_runoff{runoff}" if runoff is not None else "")
+                store = (Path(args.stores) / f"{tag}.db") if args.stores else Path(tempfile.mkdtemp(prefix="kt-store-")) / "kt.db"
+                store.parent.mkdir(parents=True, exist_ok=True)
                 env = _fresh(base, KERNTUNE_AUTOTUNE="1", KERNTUNE_AUTOTUNE_COMPILE_THREADS=threads,
-                             KERNTUNE_AUTOTUNE_BUDGET=budget, KERNTUNE_AUTOTUNE_COMPILE=(mode or ["fork"])[0],
-                             KERNTUNE_STORE=str(Path(tempfile.mkdtemp(prefix="kt-store-")) / "kt.db"))
+                             KERNTUNE_AUTOTUNE_BUDGET=budget, KERNTUNE_AUTOTUNE_COMPILE=mode, KERNTUNE_STORE=str(store),
+                             **({"KERNTUNE_AUTOTUNE_RUNOFF": runoff} if runoff is not None else {}))
                 kt = _judge([name, s, "--package-only"], env)
-                rec = {"threads": int(threads), "budget": budget, "mode": (mode or ["fork"])[0], **kt,
+                rec = {"threads": int(threads), "budget": budget, "mode": mode,
+                       **({"runoff": runoff} if runoff is not None else {}), **kt,
                        "wall_share": kt["own_autotune_s"] / pkg["own_autotune_s"]}
                 if kt["config"] != pkg["config"]:
                     j = _judge([name, s, "--package", json.dumps(pkg["config"]), "--winner", json.dumps(kt["config"])],
@@ -83,7 +90,7 @@ def main() -> None:
                 else:
                     rec["speedup"] = {"median": 1.0, "ci": [1.0, 1.0], "same_config": True}
                 row["kerntune"].append(rec)
-                print(f"  {(mode or ['fork'])[0]} x{threads} budget {budget}: {kt['own_autotune_s']:.2f} s "
+                print(f"  {mode} x{threads} budget {budget} runoff {runoff}: {kt['own_autotune_s']:.2f} s "
                       f"({rec['wall_share']:.2f} of its own), pick {kt['config']}, speedup {rec['speedup']}", flush=True)
             rows.append(row)
             out_path.parent.mkdir(parents=True, exist_ok=True)

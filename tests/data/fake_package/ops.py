@@ -119,3 +119,26 @@ def grad_like_kernel(g_ptr, u_ptr, dg_ptr, du_ptr, n, BLOCK: tl.constexpr):
 def grad_like_inplace(g, u):
     grad_like_kernel[(triton.cdiv(g.numel(), 64),)](g, u, g, u, g.numel(), BLOCK=64)
     return g, u
+
+
+
+@triton.autotune(configs=[triton.Config({"WORK": k}, num_warps=w) for k in (1, 4, 16, 64) for w in (2, 4)],
+                 key=["n"], do_bench=_cpu_bench)
+@triton.jit
+def scale_work_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr, WORK: tl.constexpr):
+    """``scale_kernel`` with a list whose configs differ in wasted work (WORK passes over the block,
+    each a multiplication by one), so that the list's first configs in kerntune's order are its
+    fastest: under the interpreter WORK 16 and 64 take many times WORK 1's time."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    y = tl.load(x_ptr + offs, mask=m) * alpha
+    for _ in range(WORK):
+        y = y * 1.0
+    tl.store(y_ptr + offs, y, mask=m)
+
+
+def scale_work(x, alpha=2.0):
+    y = torch.empty_like(x)
+    scale_work_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), alpha, BLOCK=128)
+    return y
