@@ -63,6 +63,8 @@ def transform(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the whole result (steps included) as JSON"),
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Triton: where variants, harnesses and the "
                                            "combined file go (default .kerntune/transform/NAME-TIME)"),
+    fix_rounds: int = typer.Option(1, "--fix-rounds", min=0, help="Triton: times a rewrite rejected as wrong, "
+                                   "unloadable or crashing goes back to the model with the reason"),
     retime_rounds: Optional[int] = typer.Option(None, "--retime-rounds", help="Triton: rounds re-timing the winner "
                                                 "against the original side by side (0: none; default the protocol's)"),
     rep_ms: Optional[int] = typer.Option(None, "--rep-ms", help="Triton: timing window per config in ms "
@@ -94,7 +96,7 @@ def transform(
     events = lambda msg: err_console.print(f"[dim]{escape(msg)}[/dim]", highlight=False)  # noqa: E731
     if backend_of(kernel) == "triton":
         _triton(kernel, shape, problem_size, strat, client, search or "auto", budget, seconds, performance_threshold,
-                timeout, memory_mb, rep_ms, retime_rounds, store, seed, workdir, output, json_out, events)
+                timeout, memory_mb, rep_ms, retime_rounds, store, seed, workdir, output, json_out, events, fix_rounds)
         return
     if problem_size is None:
         raise KerntuneError("a Kernel Tuner kernel needs --problem-size, e.g. 256x256")
@@ -122,7 +124,8 @@ def transform(
 def _triton(kernel: Path, shape: Optional[str], problem_size: Optional[str], strat, client, search: str,  # noqa: ANN001
             budget: int, seconds: Optional[float], threshold: float, timeout: float, memory_mb: Optional[int],
             rep_ms: Optional[int], retime_rounds: Optional[int], store: Optional[str], seed: int,
-            workdir: Optional[Path], output: Optional[Path], json_out: Optional[Path], events) -> None:  # noqa: ANN001
+            workdir: Optional[Path], output: Optional[Path], json_out: Optional[Path], events,  # noqa: ANN001
+            fix_rounds: int = 1) -> None:
     """A Triton kernel file: variants are kernel files, checked and tuned as `kerntune tune` tunes one."""
     from kerntune.evaluate.triton_backend.kernel_file import parse_shape
     from kerntune.transform.triton_context import TritonTransformer
@@ -134,7 +137,7 @@ def _triton(kernel: Path, shape: Optional[str], problem_size: Optional[str], str
         tt = TritonTransformer(kernel, parse_shape(shape or problem_size or ""), strategy=strat, llm=client,
                                search=search, budget=budget, budget_seconds=seconds, performance_threshold=threshold,
                                timeout_s=timeout, memory_mb=memory_mb, rep_ms=rep_ms, retime_rounds=retime_rounds,
-                               store=st, seed=seed, workdir=workdir, on_event=events)
+                               store=st, seed=seed, workdir=workdir, on_event=events, fix_rounds=fix_rounds)
         result = tt.run()
     finally:
         st.close()

@@ -307,7 +307,9 @@ class TransformContext:
             rec.status, rec.reason = "rejected", _failure_reason(res.history)
             if best is not None:
                 rec.reason += (f" (at {json.dumps(jsonable(wrong[0].config))}; {len(wrong)} of {len(res.history)}"
-                               " measured configs wrong)")
+                               f" measured configs wrong; its fastest correct config, "
+                               f"{json.dumps(jsonable(best.config))}, ran {best.time_ms:.4g} ms against"
+                               f" {cur.time_ms:.4g} ms)")
             return
         rec.best_config, rec.time_ms = dict(best.config), float(best.time_ms)  # type: ignore[arg-type]
         rec.speedup = cur.time_ms / rec.time_ms

@@ -52,10 +52,14 @@ class TritonTransformContext(TransformContext):
                  "transform_plan.md": "transform_triton_plan.md",
                  "transform_replan.md": "transform_triton_replan.md",
                  "transform_validate.md": "transform_triton_validate.md"}
-    SCHEMA_KINDS = {"execute": "triton_execute"}
+    SCHEMA_KINDS = {"execute": "triton_execute", "fix": "triton_execute"}
+    #: rejections a model can fix from their message (a rewrite that is merely not faster is not retried)
+    FIXABLE = ("incorrect", "does not load", "does not run", "crashed its worker", "does not finish",
+               "unusable space", "does not compile", "no config ran", "the restrictions leave no valid")
 
-    def __init__(self, session: TritonSession, llm: Any, **kwargs: Any) -> None:
+    def __init__(self, session: TritonSession, llm: Any, fix_rounds: int = 1, **kwargs: Any) -> None:
         self.triton = session
+        self.fix_rounds = fix_rounds
         self.variants: dict[str, TritonVariant] = {}
         original = session.original_variant()
         spec = spec_of(original, session.name, "original")
@@ -107,19 +111,40 @@ class TritonTransformContext(TransformContext):
     def rewrite(self, step_id: str, instruction: str, *, template_name: str = "transform_execute.md",
                 fixed: Any = None, kernel_in_instruction: bool = False, ask_restrictions: bool = True,
                 description: str | None = None) -> StepRecord:
-        """The model rewrites the kernel file; the variant is checked in a worker, then tuned and judged."""
+        """The model rewrites the kernel file; the variant is checked in a worker, then tuned and judged.
+
+        A rewrite rejected for a reason the model can act on (wrong for some configs, does not load or
+        compile, crashes) goes back to it with that reason, ``fix_rounds`` times at most, each fix a step
+        of its own (``STEP.fix1``...): a strong model's first Hopper rewrite can be right for most of its
+        space and wrong for a corner it could not test without the GPU."""
         assert self.current is not None, "measure_original() first"
-        t0 = time.perf_counter()
         cur = self.current
-        rec = StepRecord(step_id, description or instruction.strip().splitlines()[0][:300], "failed")
         fields = self.fields()
         fields["step"] = instruction.strip()
         fields["kernel_section"] = "" if kernel_in_instruction else (
             f"## Current kernel file (`{cur.spec.name}`)\n\n```python\n{fields['kernel_string']}\n```\n")
         fields["fixed_params"] = ("- This step's parameters, with exactly these values: " + json.dumps(dict(fixed))
                                   + "\n") if fixed else ""
+        title = description or instruction.strip().splitlines()[0][:300]
+        rec = self._attempt(step_id, title, "execute", template_name, fields, fixed)
+        for k in range(1, self.fix_rounds + 1):
+            if rec.status != "rejected" or rec.code is None or not (rec.reason or "").startswith(self.FIXABLE):
+                break
+            fix = dict(self.fields(), rejected_code=rec.code, rejection=rec.reason, step=fields["step"],
+                       fixed_params=fields["fixed_params"])
+            rec = self._attempt(f"{step_id}.fix{k}", f"fix of {step_id}: {rec.reason[:200]}", "fix",
+                                "transform_triton_fix.md", fix, fixed)
+        return rec
+
+    def _attempt(self, step_id: str, title: str, kind: str, template_name: str, fields: dict[str, str],
+                 fixed: Any) -> StepRecord:
+        """One model answer: the variant written, checked, tuned and judged, as one step record."""
+        t0 = time.perf_counter()
+        cur = self.current
+        assert cur is not None
+        rec = StepRecord(step_id, title, "failed")
         try:
-            answer = self.ask("execute", template_name, fields,
+            answer = self.ask(kind, template_name, fields,
                               validate=lambda a: variant_problems(strip_fences(a["code"])) if isinstance(
                                   a.get("code"), str) else [])
         except LLMError as exc:  # no usable file after the repair round
@@ -237,7 +262,7 @@ class TritonTransformer:
                  timeout_s: float = 120.0, memory_mb: int | None = None, rep_ms: int | None = None,
                  retime_rounds: int | None = None, store: Any = None, seed: int = 0, temperature: float = 0.2,
                  max_tokens: int = 16384, workdir: str | Path | None = None,
-                 strategy_options: dict[str, Any] | None = None,
+                 strategy_options: dict[str, Any] | None = None, fix_rounds: int = 1,
                  on_event: Callable[[str], None] | None = None) -> None:
         from kerntune.transform.transformer import make_client
 
@@ -255,7 +280,7 @@ class TritonTransformer:
         self.ctx_kwargs = dict(search=search, budget=budget, budget_seconds=budget_seconds,
                                performance_threshold=performance_threshold, search_options=search_options,
                                store=store, seed=seed, temperature=temperature, max_tokens=max_tokens,
-                               on_event=on_event)
+                               on_event=on_event, fix_rounds=fix_rounds)
         self.ctx: TritonTransformContext | None = None
 
     def run(self) -> TritonTransformResult:
