@@ -16,17 +16,25 @@ RUNS = sorted(p.parent for p in RESULTS.glob("*/transcript.jsonl"))
 
 @pytest.mark.parametrize("run", RUNS, ids=[r.name for r in RUNS])
 def test_committed_answer_is_the_winning_file_and_passes_the_static_checks(run: Path) -> None:
+    """One exchange per model call (a one-prompt rewrite, and its fix where the rewrite was rejected as
+    wrong); the accepted step's answer is the committed best.py."""
     from kerntune.transform.triton_backend import variant_problems
 
     exchanges = [json.loads(line) for line in (run / "transcript.jsonl").read_text().splitlines() if line.strip()]
-    assert len(exchanges) == 1 and exchanges[0]["provider"] == "files"
-    prompt = "\n".join(m["content"] for m in exchanges[0]["messages"])
-    assert "Triton" in prompt and "kernel file" in prompt
-    answer = json.loads(exchanges[0]["response"])
-    assert variant_problems(answer["code"]) == []
     result = json.loads((run / "result.json").read_text())
-    assert result["accepted"] == ["one-prompt"] and result["llm_calls"] == 1
-    assert (run / "best.py").read_text() == answer["code"]
+    assert 1 <= len(exchanges) == result["llm_calls"] and all(e["provider"] == "files" for e in exchanges)
+    answers = [json.loads(e["response"])["code"] for e in exchanges]
+    for e, code in zip(exchanges, answers):
+        prompt = "\n".join(m["content"] for m in e["messages"])
+        assert "Triton" in prompt and "kernel file" in prompt
+        assert variant_problems(code) == []
+    steps = {s["id"]: s for s in result["steps"]}
+    assert result["accepted"] == [list(steps)[len(exchanges) - 1]]  # the last answer is the one accepted
+    if len(exchanges) > 1:  # the fix: its prompt quotes the rejected file and the reason
+        assert steps["one-prompt"]["status"] == "rejected" and result["accepted"] == ["one-prompt.fix1"]
+        fix_prompt = exchanges[1]["messages"][1]["content"]
+        assert "kerntune-transform: fix" in fix_prompt and answers[0].strip() in fix_prompt
+    assert (run / "best.py").read_text() == answers[-1]
 
 
 def test_there_are_committed_runs() -> None:
