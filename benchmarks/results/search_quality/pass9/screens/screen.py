@@ -1,8 +1,13 @@
-"""Scratch: several (name, strategy, options) variants x spaces, 2 processes, score +- se."""
+"""Scratch (ninth pass): several (name, strategy, options) variants x spaces, 2 processes, score +- se.
+
+    python benchmarks/results/search_quality/pass9/screens/screen.py SPEC.json OUT.json
+SPEC: {"repeats": N, "seed": S, "spaces": [...], "variants": [[name, strategy, {options}], ...]}."""
 import sys, json, os
+from pathlib import Path
+_ROOT = str(Path(__file__).resolve().parents[5])
 for v in ("OPENBLAS_NUM_THREADS","OMP_NUM_THREADS","MKL_NUM_THREADS"): os.environ.setdefault(v,"1")
-sys.path.insert(0,'/work/pass9')
-sys.path.insert(0,'/work/pass9/benchmarks/search_quality')
+sys.path.insert(0, _ROOT)
+sys.path.insert(0, _ROOT + '/benchmarks/search_quality')
 from concurrent.futures import ProcessPoolExecutor
 import bench
 def job(args):
