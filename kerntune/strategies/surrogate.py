@@ -283,12 +283,18 @@ class SurrogateSearch:
         bounded by ``min_share`` on both sides, the prior share until either has credit."""
         if self.leading():
             return self.opts.lead_climb  # type: ignore[return-value]
+        if self.opts.climb_stall is not None and self.since_best < self.opts.climb_stall:
+            return 0.0
         credit = self.credit
         if self.opts.credit_mean:
             credit = {m: self.gain_sum[m] / max(self.pulls[m], 1) for m in credit}
         total = credit["gp"] + credit["climb"]
         share = credit["climb"] / total if total > 1e-12 else self.opts.climb_share
         share = min(max(share, self.opts.min_share), 1.0 - self.opts.min_share)
+        if self.opts.climb_max is not None:
+            share = min(share, self.opts.climb_max)
+        if self.opts.stalled_climb is not None and self.since_best >= self.stall_after:
+            share = min(share, self.opts.stalled_climb)
         if self.opts.late_climb is not None and self.budget0:
             if len(self.all_vals) >= self.opts.late_after * self.budget0:
                 share = min(share, self.opts.late_climb)
@@ -302,7 +308,8 @@ class SurrogateSearch:
             p = self.climb_probability()
             for _ in range(sum(ctx.rng.random() < p for _ in range(n))):
                 c = None
-                leading = self.opts.lead_perturb and self.leading()
+                leading = (self.opts.lead_perturb and self.leading()) or (
+                    self.opts.stalled_perturb and self.since_best >= self.stall_after)
                 if (ctx.rng.random() < self.opts.perturb_share or leading) and ctx.best is not None:
                     c = self.perturb(self._perturb_origin())
                 if c is None or space.key(space.canonical(c)) in taken:

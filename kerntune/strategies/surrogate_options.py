@@ -48,6 +48,11 @@ class SurrogateOptions:
     perturb_warp: str | None = None  # y_warp of perturb_lcb's subspace pick only (None: y_warp); the model's fit is unchanged
     explore_stall: int | None = None  # explore_share applies only once the best has not improved for this many evaluations
     perturb_shell: int = 0        # > 0: perturb_lcb's pick is the lowest-LCB unmeasured config 2..perturb_shell fields from the origin (the GP picks the fields too)
+    # Ninth design pass (options, off by default: README "Ninth pass"; each lifted convolution_A100 and cost convolution_A4000)
+    climb_stall: int | None = None  # the climber member proposes only once the best has not improved for this many evaluations
+    climb_max: float | None = None  # the climber's share is at most this (after min_share)
+    stalled_climb: float | None = None  # the climber's share is at most this while the best has not improved for stall_after evaluations
+    stalled_perturb: bool = False  # while the best has not improved for stall_after evaluations, the climber member only perturbs
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
