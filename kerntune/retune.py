@@ -46,8 +46,8 @@ lighter predecessor only makes a kernel read faster, and the sustained state's o
 far inside a 25% margin, so a config that could beat the best is never cut.  A cut config keeps its
 two-launch time (``extra["cut"]``); it cannot be the winner.  At that 70B shape the cut took the
 training forward's in-place tuning from 9.4-9.6 s to 5.9 s and the inference forward's from 10.0 s to
-5.2 s (their lists: 21-28 s and 15-18 s under ``triton.autotune``); over 18 (kernel, shape) pairs of
-liger, torchao and fla-core it took 0.18-0.39 of ``triton.autotune``'s wall on 16 and 0.48-0.505 on
+5.2 s (their lists: 21-28 s and 15-18 s under ``triton.autotune``); over 22 (kernel, shape) pairs of
+liger, torchao and fla-core it took 0.18-0.39 of ``triton.autotune``'s wall on 20 and 0.48-0.505 on
 FLA's l2norm, whose 25 configs are too close in time for the cut
 (benchmarks/results/real_kernels/h100/inplace_vs_autotune_cut_runoff.json).
 
