@@ -503,8 +503,8 @@ def test_retune_cuts_configs_already_slower_and_runs_off_the_close_ones(tmp_path
     """The defaults: a config whose first launches take over 1.25x the best so far gets no timing
     window (the list's WORK 64 takes 7-8 times WORK 1's time under the interpreter), and the
     configs within 10% of the fastest, if any, are timed again, each one's figure keeping its
-    screening window.  ``KERNTUNE_AUTOTUNE_CUT=0`` and ``KERNTUNE_AUTOTUNE_RUNOFF=0`` time every
-    config once, fully; a bad setting stops the switch at once."""
+    screening window.  ``kerntune exec --cut 0 --runoff 0`` (``KERNTUNE_AUTOTUNE_CUT=0``,
+    ``KERNTUNE_AUTOTUNE_RUNOFF=0``) times every config once, fully; a bad setting stops the switch at once."""
     import json
     import statistics
 
@@ -520,8 +520,7 @@ def test_retune_cuts_configs_already_slower_and_runs_off_the_close_ones(tmp_path
         best = min(leaders, key=lambda k: statistics.median(leaders[k]))
         assert json.loads(best) == out["config"]
     assert out["measured"] == 8 + len(leaders)
-    off = _program_output(tmp_path, RETUNE_CUT_PROGRAM, _kerntune_exec(tmp_path / "off.db"),
-                          {**_env(), "KERNTUNE_AUTOTUNE_CUT": "0", "KERNTUNE_AUTOTUNE_RUNOFF": "0"})
+    off = _program_output(tmp_path, RETUNE_CUT_PROGRAM, _kerntune_exec(tmp_path / "off.db", "--cut", "0", "--runoff", "0"))
     assert off["cut"] == 0 and off["runoff"] is None and off["measured"] == 8
     bad = subprocess.run([*kt, sys.executable, str(tmp_path / "prog.py")], capture_output=True, text=True,
                          env={**_env(), "KERNTUNE_AUTOTUNE_CUT": "0.9"}, timeout=600, cwd=tmp_path)

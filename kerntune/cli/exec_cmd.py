@@ -19,6 +19,10 @@ def exec_(
     budget: str = typer.Option("1", "--budget", help="Measurements per (kernel, key): a share of the list "
                                "(1: all of it, as triton.autotune measures; 0.5: half, which picked a 20% slower "
                                "config on one FLA kernel) or a count"),
+    cut: Optional[str] = typer.Option(None, "--cut", help="A config whose first two launches take this many times "
+                                      "the best time so far gets no timing window (default 1.25; 0: off)"),
+    runoff: Optional[str] = typer.Option(None, "--runoff", help="Leaders re-timed in interleaved rounds: auto (the "
+                                         "default: those within 10%, at most 3), N (the N fastest), 0 (off)"),
 ) -> None:
     """Run COMMAND with every triton.autotune kernel tuned once by kerntune and its winner kept in the store;
     later runs load the winners without measuring (see kerntune.retune)."""
@@ -30,6 +34,10 @@ def exec_(
                PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p))
     if store:
         env["KERNTUNE_STORE"] = str(Path(store).resolve())
+    if cut is not None:
+        env["KERNTUNE_AUTOTUNE_CUT"] = cut
+    if runoff is not None:
+        env["KERNTUNE_AUTOTUNE_RUNOFF"] = runoff
     try:
         code = subprocess.call(command, env=env)
     except OSError as exc:
