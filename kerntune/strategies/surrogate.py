@@ -67,7 +67,7 @@ from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.parzen import Parzen
-from kerntune.strategies.surrogate_aux import shell_best, subspace_best, warp
+from kerntune.strategies.surrogate_aux import acquisitions, shell_best, subspace_best, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
 
 
@@ -137,6 +137,8 @@ class SurrogateSearch:
             self.climber.cap = self.opts.climb_cap
         self.owner: dict[str, str] = {}            # config key -> the member that proposed it
         self.credit = {"gp": 0.0, "climb": 0.0}    # running mean log-time gain per proposal of each member
+        self.hedge_gain = np.zeros(5)              # hedge: each acquisition's summed -mean at its nominees
+        self.hedge_last: list[int] | None = None   # hedge: the last global step's nominees (pool indices)
         self.steps = {"gp": 0, "climb": 0}
         self.gain_sum = {"gp": 0.0, "climb": 0.0}  # all-time log-time gain of each member's measured proposals
         self.pulls = {"gp": 0, "climb": 0}
@@ -413,6 +415,9 @@ class SurrogateSearch:
         centre_feat = _encode(space, [anchor])[0] if anchor is not None else None
         for q in range(n):
             mu, sd = self.model.predict(yn)
+            if q == 0 and self.hedge_last is not None:
+                self.hedge_gain -= mu[self.hedge_last]  # Hedge's reward: the updated mean at each nominee
+                self.hedge_last = None
             restart = (self._restart_pending and q == 0) or (
                 self.opts.explore_share > 0 and (self.opts.explore_stall is None or self.since_best >= self.opts.explore_stall)
                 and ctx.rng.random() < self.opts.explore_share)
@@ -425,6 +430,7 @@ class SurrogateSearch:
             if blocked.all():
                 blocked = mask  # every region searched: the tabu yields
             centre = self.region.best_config
+            local_step = False
             if not restart and centre is not None and ctx.rng.random() < self.opts.local_share:
                 near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
                 near = [i for i in near if not mask[i]]
@@ -439,8 +445,11 @@ class SurrogateSearch:
                     local[near] = False
                     score[local] = np.inf
                     blocked = mask
+                    local_step = True
             score[blocked] = np.inf
-            pick = int(np.argmin(score))
+            pick = self._global_pick(mu, sd, yn, score, blocked, q) if not (restart or local_step) else None
+            if pick is None:
+                pick = int(np.argmin(score))
             if not np.isfinite(score[pick]):
                 score = mu - self.opts.kappa * sd
                 score[mask] = np.inf
@@ -458,6 +467,29 @@ class SurrogateSearch:
                 fantasies += 1
         self.model.drop_last(fantasies)
         return [self.configs[i] for i in picks]
+
+
+    def _global_pick(self, mu: np.ndarray, sd: np.ndarray, yn: np.ndarray, score: np.ndarray,
+                     blocked: np.ndarray, q: int) -> int | None:
+        """The tenth pass's global steps (None: the LCB's argmin): a Thompson pick with chance
+        ``ts_share``, or with ``hedge`` one acquisition's pick, chosen by Hedge."""
+        rng = self.ctx.rng
+        allowed = ~blocked
+        if not allowed.any():
+            return None
+        if self.opts.ts_share > 0 and rng.random() < self.opts.ts_share:
+            return thompson_pick(self.model, yn, allowed, score, self.opts.ts_size, rng)
+        if not self.opts.hedge:
+            return None
+        k = self.opts.kappa
+        nominees = [int(np.argmin(np.where(allowed, a, np.inf)))
+                    for a in acquisitions(mu, sd, float(np.min(yn)), (0.4 * k, k, 2.0 * k))]
+        g = self.opts.hedge_eta * (self.hedge_gain - self.hedge_gain.max())
+        p = np.exp(g) / np.exp(g).sum()
+        j = min(int(np.searchsorted(np.cumsum(p), rng.random())), len(p) - 1)
+        if q == 0:
+            self.hedge_last = nominees
+        return nominees[j]
 
 
 def run(ctx: SearchContext, opts: SurrogateOptions | None = None, batch_size: int | None = None) -> None:

@@ -8,6 +8,7 @@ that a later pass can build on them.
 
 from __future__ import annotations
 
+import math
 from statistics import NormalDist
 from typing import Callable
 
@@ -32,6 +33,8 @@ def warp(y: np.ndarray, how: str, q: float = 0.5) -> np.ndarray:
         return np.minimum(y, np.quantile(y, q))
     if how == "blend":
         return 0.5 * (y - y.mean()) / (y.std() or 1.0) + 0.5 * warp(y, "copula", q)
+    if how in ("boxcox", "yeojohnson"):
+        return power(y, how)
     if how == "copula":
         order = np.argsort(y, kind="stable")
         ranks = np.empty(len(y))
@@ -40,7 +43,89 @@ def warp(y: np.ndarray, how: str, q: float = 0.5) -> np.ndarray:
         if (counts > 1).any():
             ranks = (np.bincount(inv, weights=ranks) / counts)[inv]
         return np.array([_ND.inv_cdf((r + 0.5) / len(y)) for r in ranks])
-    raise ValueError(f"auto: y_warp must be log, copula, blend or clip, not {how!r}")
+    raise ValueError(f"auto: y_warp must be log, copula, blend, clip, boxcox or yeojohnson, not {how!r}")
+
+
+_LAMBDAS = np.linspace(-3.0, 2.0, 51)
+
+
+def power(y: np.ndarray, how: str) -> np.ndarray:
+    """A power transform with its exponent by maximum likelihood (tenth pass; HEBO warps its targets
+    so).  "boxcox": Box-Cox of the times (``exp(y)``, relative to their median: the exponent's
+    estimate does not depend on the scale); a negative exponent compresses the slow tail to a plateau
+    while the fast configs keep their magnitudes, unlike ranks.  "yeojohnson": Yeo-Johnson of the
+    standardised log-times.  The exponent is the best of a grid over [-3, 2]."""
+    if how == "boxcox":
+        x = y - np.median(y)          # log of the times relative to their median
+        jac = x.sum()                 # sum of log-times: the Jacobian term (lambda - 1) * sum(log t)
+
+        def tf(lam: float) -> np.ndarray:
+            return x if abs(lam) < 1e-9 else np.expm1(np.clip(lam * x, -50.0, 50.0)) / lam
+    else:
+        x = (y - y.mean()) / (y.std() or 1.0)
+        pos = x >= 0
+        jac = float(np.sum(np.sign(x) * np.log1p(np.abs(x))))
+
+        def tf(lam: float) -> np.ndarray:
+            out = np.empty_like(x)
+            out[pos] = np.log1p(x[pos]) if abs(lam) < 1e-9 else np.expm1(lam * np.log1p(x[pos])) / lam
+            l2 = 2.0 - lam
+            out[~pos] = -np.log1p(-x[~pos]) if abs(l2) < 1e-9 else -np.expm1(l2 * np.log1p(-x[~pos])) / l2
+            return out
+    best, best_ll = x, -math.inf
+    for lam in _LAMBDAS:
+        t = tf(float(lam))
+        v = t.var()
+        if not np.isfinite(v) or v <= 1e-300:
+            continue
+        ll = -0.5 * len(x) * math.log(v) + (lam - 1.0) * jac
+        if ll > best_ll:
+            best, best_ll = t, ll
+    return best
+
+
+def thompson_pick(model, yn: np.ndarray, allowed: np.ndarray, lcb: np.ndarray, size: int, rng) -> int | None:
+    """``ts_share``: the argmin of one joint sample of the GP posterior over a candidate set (the
+    ``size`` allowed configs of lowest LCB and as many random allowed ones), or None."""
+    idx = np.nonzero(allowed)[0]
+    if len(idx) == 0:
+        return None
+    if len(idx) > 2 * size:
+        top = idx[np.argsort(lcb[idx], kind="stable")[:size]]
+        rest = np.setdiff1d(idx, top)
+        rnd = np.array(sorted(rng.sample(list(rest), min(size, len(rest)))), dtype=int)
+        idx = np.concatenate([top, rnd])
+    n = model.n
+    z = model.linv[:n, :n] @ yn
+    s2 = max(z @ z / n, 1e-12)
+    feats = model.pool[idx]
+    v = model.v[idx, :n]
+    mean = v @ z
+    cov = s2 * (model.kernel(feats, feats) - v @ v.T)
+    cov[np.diag_indices_from(cov)] += 1e-6 * s2
+    try:
+        chol = np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        w, q = np.linalg.eigh(cov)
+        chol = q * np.sqrt(np.maximum(w, 0.0))
+    eps = np.array([rng.gauss(0.0, 1.0) for _ in range(len(idx))])
+    return int(idx[int(np.argmin(mean + chol @ eps))])
+
+
+def _phi_cdf(u: np.ndarray) -> np.ndarray:
+    """Standard normal CDF (Abramowitz-Stegun 7.1.26 erf, |error| < 1.5e-7)."""
+    x = np.abs(u) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    erf = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(-x * x)
+    return 0.5 * (1.0 + np.sign(u) * erf)
+
+
+def acquisitions(mu: np.ndarray, sd: np.ndarray, best: float, kappas: tuple[float, ...]) -> list[np.ndarray]:
+    """``hedge``'s portfolio (GP-Hedge, Hoffman et al. 2011), each a score to minimise: LCB at each
+    of ``kappas``, then expected improvement and probability of improvement over ``best``."""
+    u = (best - mu) / sd
+    ei = (best - mu) * _phi_cdf(u) + sd * np.exp(-0.5 * u * u) / math.sqrt(2 * math.pi)
+    return [mu - k * sd for k in kappas] + [-ei, -u]
 
 
 def subspace_best(pool: np.ndarray, free: np.ndarray, base: np.ndarray, measured: np.ndarray,

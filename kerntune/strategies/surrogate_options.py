@@ -53,6 +53,11 @@ class SurrogateOptions:
     climb_max: float | None = None  # the climber's share is at most this (after min_share)
     stalled_climb: float | None = None  # the climber's share is at most this while the best has not improved for stall_after evaluations
     stalled_perturb: bool = False  # while the best has not improved for stall_after evaluations, the climber member only perturbs
+    # Tenth design pass (options, off by default: README "Tenth pass"); y_warp also takes "boxcox" and "yeojohnson"
+    ts_share: float = 0.0         # share of the GP's global steps that take the argmin of a joint posterior sample (Thompson)
+    ts_size: int = 300            # Thompson candidates: this many of lowest LCB plus as many random allowed configs
+    hedge: bool = False           # the GP's global steps pick among LCB (0.4, 1, 2 x kappa), EI and PI by Hedge (GP-Hedge)
+    hedge_eta: float = 1.0        # Hedge's learning rate on the summed posterior means at each acquisition's nominees
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
