@@ -68,19 +68,15 @@ import hashlib
 import json
 import math
 import os
-import statistics
 import threading
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from kerntune.errors import KerntuneError
-from kerntune.evaluate.base import Evaluator
-from kerntune.evaluate.protocol import DEFAULT as PROTOCOL
-from kerntune.evaluate.trial import Status, Trial
 from kerntune.evaluate.triton_backend.capture import kernel_source
 from kerntune.evaluate.triton_backend.derive_space import config_dict, space_from_configs
+from kerntune.retune_timing import ListEvaluator, flat_key, runoff
 from kerntune.space import Config, Space, jsonable
 
 _original_run: Any = None
@@ -224,20 +220,16 @@ class _State:
         #: each listed config's pre_hook (Hopper kernels set their TensorDescriptors' block shapes
         #: there): a config rebuilt from the store or the search must carry it, or it launches with
         #: the block shapes some other config left
-        self.hooks = {_flat_key(config_dict(c)): c.pre_hook for c in tuner.configs
+        self.hooks = {flat_key(config_dict(c)): c.pre_hook for c in tuner.configs
                       if getattr(c, "pre_hook", None) is not None}
 
     def triton_config(self, cfg: Config) -> Any:
         import triton
 
         flat = {**self.fixed, **cfg}
-        hook = self.hooks.get(_flat_key(flat))
+        hook = self.hooks.get(flat_key(flat))
         opts = {k: flat.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in flat}
         return triton.Config(flat, **opts, pre_hook=hook)
-
-
-def _flat_key(flat: dict[str, Any]) -> str:
-    return json.dumps({k: jsonable(v) for k, v in flat.items()}, sort_keys=True, default=str)
 
 
 def _state(tuner: Any) -> _State:
@@ -280,7 +272,8 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
     from kerntune.strategies import Budget
 
     t0 = time.perf_counter()
-    ev = _ListEvaluator(tuner, st, args, kwargs)
+    ev = ListEvaluator(tuner, st, args, kwargs, compile_threads=_SETTINGS.get("compile_threads") or 1,
+                       compile_mode=_SETTINGS.get("compile_mode", "fork"), cut=float(_SETTINGS.get("cut", 0) or 0))
     ev.phases["lookup_s"] = t0 - started
     n_list = st.space.count()
     budget = _budget(n_list)
@@ -292,9 +285,10 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
         raise KerntuneError(f"kerntune retune: no config of {st.name}'s autotune list ran for key {pkey}; "
                             f"first error: {next((t.error for t in res.history if t.error), 'none')}")
     best_cfg, best_ms = res.best.config, res.best.time_ms
-    runoff = _runoff(ev, res.history, _SETTINGS.get("runoff", "auto"))
-    if runoff is not None:
-        best_cfg, best_ms = runoff["config"], runoff["ms"]
+    ran = runoff(ev, res.history, _SETTINGS.get("runoff", "auto"))
+    if ran is not None:
+        best_cfg, best_ms = ran["config"], ran["ms"]
+    STATS.measured += ev.measured
     t1 = time.perf_counter()
     _store().put_best(st.kernel_hash, pkey, device, versions, best_cfg, best_ms, res.run_id)
     ev.phases["store_s"] = time.perf_counter() - t1
@@ -306,292 +300,5 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
                            "compile_mode": _SETTINGS["compile_mode"], "compile_wall_s": ev.compile_wall_s,
                            "cut": sum(1 for t in res.history if t.extra.get("cut")),
                            "gpu_kept_loaded": ev.heated, "phases": dict(ev.phases),
-                           "config": jsonable(best_cfg), **({"runoff": runoff["rounds"]} if runoff else {})})
+                           "config": jsonable(best_cfg), **({"runoff": ran["rounds"]} if ran else {})})
     return st.triton_config(best_cfg)
-
-
-def _runoff(ev: "_ListEvaluator", history: Sequence[Trial], setting: int | str) -> dict[str, Any] | None:
-    """Time the leaders again in interleaved rounds (each round starts one leader later), so that the
-    GPU's state when a config's one window began cannot rank it (the module docstring says why).
-    ``auto``: the configs within 10% of the fastest, at most 3, in as many rounds (at most 2) as fit in
-    a quarter of the windows the list took (at least 2 windows); each one's figure is the median of
-    its screening window and its runoff windows.  N: the N fastest in 5 rounds, medians of the runoff
-    windows alone.  None when off or when fewer than two configs qualify."""
-    timed = sorted((t for t in history if t.ok and t.time_ms is not None and not t.extra.get("cut")),
-                   key=lambda t: t.time_ms)
-    if setting == "auto":
-        leaders = [t for t in timed if timed and t.time_ms <= 1.10 * timed[0].time_ms][:3]
-        windows = max(2, len(timed) // 4)
-        leaders = leaders[:windows]
-        rounds = min(2, windows // max(len(leaders), 1))
-        keep_screening = True
-    else:
-        n = int(setting)
-        leaders, rounds, keep_screening = (timed[:n] if n > 1 else []), 5, False
-    if len(leaders) < 2 or rounds < 1:
-        return None
-    t0 = time.perf_counter()
-    keys = [_flat_key(dict(t.config)) for t in leaders]
-    times: dict[str, list[float]] = {k: ([t.time_ms] if keep_screening else []) for k, t in zip(keys, leaders)}
-    for r in range(rounds):
-        order = leaders[r % len(leaders):] + leaders[:r % len(leaders)]
-        for t in ev.evaluate([dict(t.config) for t in order], compiled=True):
-            if t.ok and t.time_ms is not None:
-                times[_flat_key(dict(t.config))].append(t.time_ms)
-    med = {k: statistics.median(v) for k, v in times.items() if v}
-    if not med:
-        return None
-    win = min(med, key=med.__getitem__)
-    ev.phases["runoff_s"] += time.perf_counter() - t0
-    return {"config": dict(leaders[keys.index(win)].config), "ms": med[win],
-            "rounds": {k: v for k, v in times.items()}}
-
-
-class _ListEvaluator(Evaluator):
-    """Times configs of one autotuned launch in this process, through the autotuner's own ``_bench``
-    (its hooks: ``reset_to_zero``, ``restore_value``, pre/post hooks) with kerntune's timer.
-
-    A batch is compiled first and then timed back to back, the first config with the protocol's
-    rested warm-up (compiling leaves the GPU idle; kerntune.evaluate.protocol), the others with its
-    usual one, so that every config is timed in the same sustained state; with the cut on, a pass of
-    two launches per config comes first and orders the windows (the module docstring says why)."""
-
-    name = "retune"
-
-    def __init__(self, tuner: Any, st: _State, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
-        super().__init__(st.space)
-        self.tuner, self.st, self.args, self.kwargs = tuner, st, tuple(args), dict(kwargs)
-        self.parallelism = _SETTINGS.get("compile_threads") or 1
-        self.compile_wall_s = 0.0
-        self.heated = False
-        self.cut = float(_SETTINGS.get("cut", 0) or 0)
-        self.best_ms: float | None = None  # the best full-window time so far (the cut's yardstick)
-        #: seconds per phase of the search (lookup, compile phases, timing, store): where the
-        #: wall goes, for the benchmark that compares it with triton.autotune's
-        self.phases: defaultdict[str, float] = defaultdict(float)
-
-    def evaluate(self, configs: Sequence[Config], compiled: bool = False) -> list[Trial]:
-        """Compile the batch (unless ``compiled``: configs timed already) and time it back to back."""
-        from kerntune.evaluate.triton_backend.worker import classify
-        from kerntune.evaluate.triton_backend.worker import timer as make_timer
-
-        torch = _torch()
-        bench = make_timer(torch)
-        warm = [PROTOCOL.warmup_ms]
-
-        phases = self.phases
-        quick_only = [False]
-
-        def do_bench(fn: Any, quantiles: Any = None) -> list[float]:
-            t0 = time.perf_counter()
-            if torch is not None and torch.cuda.is_available():
-                fn()  # the first launch loads the module: counted apart from the timing window
-                torch.cuda.synchronize()
-            t1 = time.perf_counter()
-            phases["first_launch_s"] += t1 - t0
-            if quick_only[0]:  # the cut's pass: two launches, no window (module docstring)
-                quick = _two_launches(fn, torch)
-                phases["quick_s"] += time.perf_counter() - t1
-                return [quick, quick, quick]
-            times = sorted(bench(fn, PROTOCOL.rep_ms, warm[0]))
-            phases["windows_s"] += time.perf_counter() - t1
-            warm[0] = PROTOCOL.warmup_ms
-            return [times[len(times) // 2], times[len(times) // 5], times[4 * len(times) // 5]]
-
-        out: list[Trial | None] = [None] * len(configs)
-        t_configs = [self.st.triton_config(c) for c in configs]
-        if compiled:  # a runoff of configs timed before: the GPU is warm from that timing
-            warm[0] = PROTOCOL.warmup_ms
-        else:
-            for i, (exc, seconds) in enumerate(self._compile(t_configs)):  # nothing runs on the GPU yet
-                if exc is not None:  # a config that cannot compile is a status
-                    status, text = classify(exc)
-                    out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:], compile_s=seconds)
-            # The GPU rested while the batch compiled, unless the heater kept it loaded (protocol: no
-            # measurement starts from a rested GPU; a rested one warms up longer first).
-            warm[0] = PROTOCOL.warmup_ms if self.heated else 300
-        saved = self.tuner.__dict__.get("do_bench")
-        self.tuner.__dict__["do_bench"] = do_bench  # shadows Triton's cached_property for this batch
-        t_bench = time.perf_counter()
-
-        def launch_bench(i: int) -> float | None:
-            """The autotuner's own ``_bench`` of config i (its hooks, kerntune's ``do_bench``); None,
-            with the Trial set, where it failed."""
-            t0 = time.perf_counter()
-            try:
-                med = self.tuner._bench(*self.args, config=t_configs[i], **self.kwargs)[0]
-            except Exception as exc:  # noqa: BLE001
-                status, text = classify(exc)
-                out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:], bench_s=time.perf_counter() - t0)
-                return None
-            if not math.isfinite(med):
-                out[i] = Trial(dict(configs[i]), Status.RUNTIME_ERROR, bench_s=time.perf_counter() - t0,
-                               error="out of resources (Triton's autotuner reports inf)")
-                return None
-            return med
-
-        try:
-            pending = [i for i in range(len(configs)) if out[i] is None]
-            quick: dict[int, float] = {}
-            if self.cut and not compiled and len(pending) > 1:
-                # Two launches of every config first, then full windows fastest first: the best is
-                # timed early, so that every config already out of the race is cut.
-                quick_only[0] = True
-                for i in pending:
-                    q = launch_bench(i)
-                    if q is not None:
-                        quick[i] = q
-                quick_only[0] = False
-                pending = sorted(quick, key=quick.__getitem__)
-            for i in pending:
-                t0 = time.perf_counter()
-                if i in quick and self.best_ms is not None and quick[i] > self.cut * self.best_ms:
-                    STATS.measured += 1
-                    out[i] = Trial(dict(configs[i]), Status.OK, quick[i], [quick[i]], extra={"cut": True})
-                    continue
-                med = launch_bench(i)
-                if med is None:
-                    continue
-                STATS.measured += 1
-                out[i] = Trial(dict(configs[i]), Status.OK, med, [med], bench_s=time.perf_counter() - t0)
-                if self.best_ms is None or med < self.best_ms:
-                    self.best_ms = med
-        finally:
-            self.phases["bench_s"] += time.perf_counter() - t_bench
-            if saved is None:
-                self.tuner.__dict__.pop("do_bench", None)
-            else:
-                self.tuner.__dict__["do_bench"] = saved
-        return [t for t in out if t is not None]
-
-    def _compile(self, t_configs: Sequence[Any]) -> list[tuple[BaseException | None, float]]:
-        """Compile a batch before timing any of it: on ``self.parallelism`` forked children
-        (``kerntune.evaluate.triton_backend.fork_compile`` says why), on threads through Triton's
-        ``AsyncCompileMode`` (``KERNTUNE_AUTOTUNE_COMPILE=threads``), or one after the other
-        (``serial``; also under the CPU interpreter, which compiles nothing, and where Triton
-        lacks ``AsyncCompileMode``).  Returns (error or None, seconds) per config; concurrent
-        compiles share the batch's wall time equally."""
-        import triton
-
-        hook_lock = threading.Lock()
-
-        def launch(tc: Any) -> Any:
-            if tc.pre_hook is None:
-                return self.tuner.fn.run(*self.args, **{**self.kwargs, "warmup": True}, **tc.all_kwargs())
-            # the hook sets what the compiled signature reads (a descriptor's block shape): set and
-            # read under one lock, since the threads mode compiles configs concurrently
-            with hook_lock:
-                tc.pre_hook({**dict(zip(self.tuner.arg_names, self.args)), **self.kwargs, **tc.all_kwargs()})
-                return self.tuner.fn.run(*self.args, **{**self.kwargs, "warmup": True}, **tc.all_kwargs())
-
-        t0 = time.perf_counter()
-        self.heated = False
-        mode = _SETTINGS.get("compile_mode", "fork")
-        if (min(self.parallelism, len(t_configs)) <= 1 or mode == "serial" or not hasattr(triton, "AsyncCompileMode")
-                or os.environ.get("TRITON_INTERPRET") == "1" or (mode == "fork" and not hasattr(os, "fork"))):
-            out: list[tuple[BaseException | None, float]] = []
-            for tc in t_configs:
-                t1 = time.perf_counter()
-                try:
-                    launch(tc)
-                    out.append((None, time.perf_counter() - t1))
-                except Exception as exc:  # noqa: BLE001 - reported per config
-                    out.append((exc, time.perf_counter() - t1))
-            self.compile_wall_s += time.perf_counter() - t0
-            return out
-        from kerntune.evaluate.triton_backend.fork_compile import compile_batch
-
-        heater = _Heater(_torch() if mode == "fork" else None)
-        self.phases["heater_s"] += time.perf_counter() - t0
-        errors = compile_batch([lambda tc=tc: launch(tc) for tc in t_configs], self.parallelism, idle=heater.step,
-                               threads=mode == "threads", phases=self.phases)
-        t1 = time.perf_counter()
-        self.heated = heater.finish()
-        self.phases["heater_finish_s"] += time.perf_counter() - t1
-        share = (time.perf_counter() - t0) / max(len(t_configs), 1)
-        self.compile_wall_s += time.perf_counter() - t0
-        return [(e, share) for e in errors]
-
-    def device(self) -> dict[str, Any]:
-        from kerntune.decorator import device_and_versions
-
-        return {"name": device_and_versions()[0]}
-
-    def workload(self) -> dict[str, Any]:
-        return {"kernel_name": self.st.name, "source": kernel_source(self.tuner)}
-
-
-def _two_launches(fn: Any, torch: Any) -> float:
-    """The faster of two launches, timed as the protocol's window times each one (CUDA events, L2
-    flushed before each; on the wall clock without a GPU): enough to tell a config 25% slower than
-    the best from one that could beat it."""
-    if torch is None or not torch.cuda.is_available():
-        times = []
-        for _ in range(2):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1000)
-        return min(times)
-    from triton import runtime
-
-    driver = runtime.driver.active
-    cache = driver.get_empty_cache_for_benchmark()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(2)]
-    for start, end in events:
-        driver.clear_cache(cache)
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return min(start.elapsed_time(end) for start, end in events)
-
-
-class _Heater:
-    """Keeps the GPU loaded while a batch compiles in forked children, as the protocol's benchmark
-    worker does between measurements (kerntune.evaluate.protocol): an H100 comes out of an idle
-    gap at its boost clock, and a compute-bound kernel timed then reads 13-20% faster than under
-    sustained load.  A loaded GPU lets the first config of the batch start from the sustained state
-    with the usual warm-up instead of the 300 ms a rested GPU gets.  It queues about a millisecond
-    of fp16 matmuls at a time (three 2048x2048 buffers, 24 MB) and stops with the compiles; with no
-    GPU, or no memory for the buffers, it does nothing and the rested warm-up applies."""
-
-    def __init__(self, torch: Any) -> None:
-        self.torch, self.started = torch, None
-        self.bufs: Any = None
-        self.event: Any = None
-        if torch is not None and torch.cuda.is_available():
-            try:  # random data (a matmul of constants draws less power), from a generator of its
-                # own: the program's random stream must not move
-                gen = torch.Generator(device="cuda").manual_seed(0)
-                a = torch.randn(2048, 2048, device="cuda", dtype=torch.float16, generator=gen)
-                self.bufs = (a, a.clone(), torch.empty_like(a))
-            except Exception:  # noqa: BLE001 - no memory to spare: rest instead
-                self.bufs = None
-
-    def step(self) -> None:
-        if self.bufs is None or (self.event is not None and not self.event.query()):
-            return
-        if self.started is None:
-            self.started = time.perf_counter()
-        a, b, c = self.bufs
-        for _ in range(40):  # ~1 ms on an H100
-            self.torch.mm(a, b, out=c)
-        self.event = self.torch.cuda.Event()
-        self.event.record()
-
-    def finish(self) -> bool:
-        """Stop; True when the GPU was kept loaded for at least 100 ms (the boost phase)."""
-        if self.bufs is None:
-            return False
-        self.torch.cuda.synchronize()
-        loaded = self.started is not None and time.perf_counter() - self.started >= 0.1
-        self.bufs = self.event = None
-        return loaded
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch

@@ -233,7 +233,7 @@ def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_pa
     plain, first, second = run(), run(*kt), run(*kt)
     # the default: every config of the list, as triton.autotune measures
     whole = run(*_kerntune_exec(tmp_path / "whole.db"))
-    # (plus the runoff: at most 2 windows a key for a list of 8, kerntune.retune._runoff)
+    # (plus the runoff: at most 2 windows a key for a list of 8, kerntune.retune_timing.runoff)
     assert 2 * 8 <= whole["measured"] <= 2 * (8 + 2) and whole["sums"] == pytest.approx(plain["sums"], rel=1e-6)
     assert not plain["enabled"] and plain["measured"] == 0
     assert first["enabled"] and len(first["tuned"]) == 2 and first["loaded"] == []  # keys n=1000 and n=3000
