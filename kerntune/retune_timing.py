@@ -29,7 +29,7 @@ def flat_key(flat: dict[str, Any]) -> str:
 
 def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) -> dict[str, Any] | None:
     """Time the leaders again in interleaved rounds (each round starts one leader later), so that the
-    GPU's state when a config's one window began cannot rank it (the module docstring says why).
+    GPU's state when a config's one window began cannot rank it (kerntune.retune's docstring says why).
     ``auto``: the configs within 10% of the fastest, at most 3, in as many rounds (at most 2) as fit in
     a quarter of the windows the list took (at least 2 windows); each one's figure is the median of
     its screening window and its runoff windows.  N: the N fastest in 5 rounds, medians of the runoff
@@ -37,7 +37,7 @@ def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) ->
     timed = sorted((t for t in history if t.ok and t.time_ms is not None and not t.extra.get("cut")),
                    key=lambda t: t.time_ms)
     if setting == "auto":
-        leaders = [t for t in timed if timed and t.time_ms <= 1.10 * timed[0].time_ms][:3]
+        leaders = [t for t in timed if t.time_ms <= 1.10 * timed[0].time_ms][:3]
         windows = max(2, len(timed) // 4)
         leaders = leaders[:windows]
         rounds = min(2, windows // max(len(leaders), 1))
@@ -61,7 +61,7 @@ def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) ->
     win = min(med, key=med.__getitem__)
     ev.phases["runoff_s"] += time.perf_counter() - t0
     return {"config": dict(leaders[keys.index(win)].config), "ms": med[win],
-            "rounds": {k: v for k, v in times.items()}}
+            "rounds": dict(times)}
 
 
 class ListEvaluator(Evaluator):
@@ -71,7 +71,7 @@ class ListEvaluator(Evaluator):
     A batch is compiled first and then timed back to back, the first config with the protocol's
     rested warm-up (compiling leaves the GPU idle; kerntune.evaluate.protocol), the others with its
     usual one, so that every config is timed in the same sustained state; with the cut on, a pass of
-    two launches per config comes first and orders the windows (the module docstring says why)."""
+    two launches per config comes first and orders the windows (kerntune.retune's docstring says why)."""
 
     name = "retune"
 
@@ -107,7 +107,7 @@ class ListEvaluator(Evaluator):
                 torch.cuda.synchronize()
             t1 = time.perf_counter()
             phases["first_launch_s"] += t1 - t0
-            if quick_only[0]:  # the cut's pass: two launches, no window (module docstring)
+            if quick_only[0]:  # the cut's pass: two launches, no window (kerntune.retune's docstring)
                 quick = two_launches(fn, torch)
                 phases["quick_s"] += time.perf_counter() - t1
                 return [quick, quick, quick]
