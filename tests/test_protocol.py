@@ -74,6 +74,15 @@ def test_leaders_are_distinct_and_fastest_first() -> None:
     assert leaders(hist, 10) == [{"a": 2}, {"a": 1}, {"a": 4}]
 
 
+def test_leaders_of_several_gpus_take_each_gpus_ranking_in_turn() -> None:
+    # GPU 1 runs faster: by time alone its three configs would take every leader's place.
+    fast = [Trial({"a": i}, Status.OK, 1.0 + i / 100, extra={"gpu": 1}) for i in range(3)]
+    slow = [Trial({"a": 10 + i}, Status.OK, 1.05 + i / 100, extra={"gpu": 0}) for i in range(3)]
+    hist = slow + fast + [Trial({"a": 0}, Status.OK, 1.04, extra={"gpu": 0})]  # a repeat on the other GPU
+    assert leaders(hist, 3) == [{"a": 0}, {"a": 10}, {"a": 1}]
+    assert leaders(hist, 6) == [{"a": 0}, {"a": 10}, {"a": 1}, {"a": 11}, {"a": 2}, {"a": 12}]
+
+
 def test_keep_warm_runs_the_last_kernel_while_idle_then_rests() -> None:
     import time
 

@@ -42,15 +42,32 @@ class Confirmed:
 
 
 def leaders(history: Sequence[Trial], n: int) -> list[Config]:
-    """The ``n`` fastest distinct successful configs of a search."""
+    """The ``n`` fastest distinct successful configs of a search.
+
+    When the search ran on several GPUs (``extra["gpu"]``), each GPU's own ranking is drawn from
+    in turn: two GPUs of one model differ by a few percent, and one that runs faster would
+    otherwise fill the leaders with the configs it happened to screen, while the true best sat
+    a few percent down another GPU's list (seen on 4 H200s, issue 20).  The leaders are then
+    re-timed on one GPU, where they compare."""
+    ranked = sorted((t for t in history if t.ok), key=lambda t: t.time_ms)  # type: ignore[arg-type,return-value]
+    lists: dict[Any, list[Trial]] = {}
+    for t in ranked:
+        lists.setdefault(t.extra.get("gpu"), []).append(t)
+    queues = list(lists.values())
     seen, out = set(), []
-    for t in sorted((t for t in history if t.ok), key=lambda t: t.time_ms):  # type: ignore[arg-type,return-value]
-        key = tuple(sorted((k, repr(v)) for k, v in t.config.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(t.config)
-        if len(out) == n:
-            break
+    pos = [0] * len(queues)
+    while len(out) < n and any(p < len(q) for p, q in zip(pos, queues)):
+        for i, q in enumerate(queues):
+            while pos[i] < len(q):
+                t = q[pos[i]]
+                pos[i] += 1
+                key = tuple(sorted((k, repr(v)) for k, v in t.config.items()))
+                if key not in seen:
+                    seen.add(key)
+                    out.append(t.config)
+                    break
+            if len(out) == n:
+                break
     return out
 
 
