@@ -45,10 +45,11 @@ def leaders(history: Sequence[Trial], n: int) -> list[Config]:
     """The ``n`` fastest distinct successful configs of a search.
 
     When the search ran on several GPUs (``extra["gpu"]``), each GPU's own ranking is drawn from
-    in turn: two GPUs of one model differ by a few percent, and one that runs faster would
-    otherwise fill the leaders with the configs it happened to screen, while the true best sat
-    a few percent down another GPU's list (seen on 4 H200s, issue 20).  The leaders are then
-    re-timed on one GPU, where they compare."""
+    in turn: screening times taken on different GPUs do not compare (two GPUs of one model differ
+    by a few percent, and each sees its own load), so a GPU that runs faster would otherwise fill
+    the leaders with the configs it happened to screen.  On 4 H200s the screening-best config of
+    a 4-GPU run was 8% slower than the 1-GPU run's when both were re-timed on one GPU (issue 20).
+    The leaders are then re-timed on one GPU, where they compare."""
     ranked = sorted((t for t in history if t.ok), key=lambda t: t.time_ms)  # type: ignore[arg-type,return-value]
     lists: dict[Any, list[Trial]] = {}
     for t in ranked:
