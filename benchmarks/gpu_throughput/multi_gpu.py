@@ -26,8 +26,9 @@ bound by compilation on the CPUs (about 0.8 s of CPU per matmul config), which w
      says whether the winners agree within noise (issue 20, acceptance 3).  ``--judge OLD.json``
      does only this step for an earlier run's JSON.
 The JSON is rewritten after every run (a call cut short keeps what it measured) and holds every
-rate, the speedups over one GPU, how the configs were shared out between the GPUs (from each trial's ``gpu``), status counts, the best config per run (the winners must
-agree within noise), device names and versions.
+rate, the speedups over one GPU, how the configs were shared out between the GPUs (from each
+trial's ``gpu``), status counts, the best and confirmed config per run (the winners must agree
+within noise), device names and versions.
 """
 
 from __future__ import annotations
