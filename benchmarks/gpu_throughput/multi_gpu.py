@@ -207,6 +207,8 @@ def main() -> None:
                     help="the same for every GPU count (default: what the largest count gets by default)")
     ap.add_argument("--cold", action="store_true", help="also each GPU count end to end in a fresh Triton cache")
     ap.add_argument("--ray", action="store_true", help="also each GPU count through Ray actors on this node")
+    ap.add_argument("--skip-local", action="store_true",
+                    help="leave out step 2 (for a second call that adds --ray or --cold to an earlier one's figures)")
     ap.add_argument("--judge", type=Path, default=None,
                     help="only re-time the winners of this earlier JSON on one GPU (written to --out)")
     args = ap.parse_args()
@@ -247,7 +249,7 @@ def main() -> None:
     print(f"prewarm: {prewarm['configs']} configs in {prewarm['wall_s']:.1f} s "
           f"({prewarm['configs_per_s']:.1f}/s, cold)", flush=True)
     save()
-    for g in counts:
+    for g in ([] if args.skip_local else counts):
         summary["runs"].append(_guarded(lambda g=g: timed_search(args.kernel, shape, g, compile_workers, args.limit,
                                                                workdir / f"gpus{g}.db"), g, "local"))
         save()
