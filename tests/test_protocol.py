@@ -81,6 +81,9 @@ def test_leaders_of_several_gpus_take_each_gpus_ranking_in_turn() -> None:
     hist = slow + fast + [Trial({"a": 0}, Status.OK, 1.04, extra={"gpu": 0})]  # a repeat on the other GPU
     assert leaders(hist, 3) == [{"a": 0}, {"a": 10}, {"a": 1}]
     assert leaders(hist, 6) == [{"a": 0}, {"a": 10}, {"a": 1}, {"a": 11}, {"a": 2}, {"a": 12}]
+    # one GPU, some trials naming it and some not (a resumed run): one ranking, fastest first
+    one = [Trial({"a": i}, Status.OK, 1.0 + i / 100, extra={"gpu": 0} if i % 2 else {}) for i in range(4)]
+    assert leaders(one, 3) == [{"a": 0}, {"a": 1}, {"a": 2}]
 
 
 def test_keep_warm_runs_the_last_kernel_while_idle_then_rests() -> None:

@@ -54,7 +54,8 @@ def leaders(history: Sequence[Trial], n: int) -> list[Config]:
     lists: dict[Any, list[Trial]] = {}
     for t in ranked:
         lists.setdefault(t.extra.get("gpu"), []).append(t)
-    queues = list(lists.values())
+    # one GPU (or trials that name none, e.g. from a store written before GPUs were recorded): one ranking
+    queues = list(lists.values()) if len(set(lists) - {None}) > 1 else [ranked]
     seen, out = set(), []
     pos = [0] * len(queues)
     while len(out) < n and any(p < len(q) for p, q in zip(pos, queues)):
