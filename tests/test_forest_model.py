@@ -42,6 +42,8 @@ def test_the_gp_stays_the_default_model() -> None:
     assert SurrogateOptions().model == "gp"
     with pytest.raises(KerntuneError, match="model"):
         SurrogateOptions(model="svm")
+    with pytest.raises(KerntuneError, match="rf_spread"):
+        SurrogateOptions(model="rf", rf_spread="wide")
 
 
 def test_the_forest_predicts_its_targets_and_is_unsure_away_from_them() -> None:
@@ -79,8 +81,8 @@ def test_auto_with_the_forest_finds_a_planted_optimum_deterministically(tmp_path
     assert [t.config for t in gp.history] != [t.config for t in a.history]
 
 
-def test_the_full_engine_runs_with_extra_trees(tmp_path: Path) -> None:
+@pytest.mark.parametrize("opts", [{"model": "et", "rf_trees": 8}, {"model": "rf", "rf_spread": "total", "rf_trees": 8}])
+def test_the_full_engine_runs_with_each_forest_option(tmp_path: Path, opts: dict) -> None:
     import_package("sklearn", "scikit-learn (the [forest] extra)")
-    res = run_search(_evaluator(tmp_path), "auto", Budget(max_evals=60), seed=0,
-                     run=RunOptions(strategy_options={"model": "et", "rf_trees": 8}))
+    res = run_search(_evaluator(tmp_path), "auto", Budget(max_evals=60), seed=0, run=RunOptions(strategy_options=opts))
     assert len(res.history) == 60 and res.best is not None and res.best.time_ms < 1.3

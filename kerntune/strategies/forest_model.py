@@ -49,18 +49,19 @@ def require_sklearn() -> None:
 
 def forest(width: int, cap: int, opts: "SurrogateOptions", rng: random.Random) -> "Forest":
     """The engine's forest for ``opts.model`` ("rf" or "et"), seeded by one draw of the search's RNG."""
-    return Forest(width, cap, rng.getrandbits(31), trees=opts.rf_trees, leaf=opts.rf_leaf, extra=opts.model == "et")
+    return Forest(width, cap, rng.getrandbits(31), trees=opts.rf_trees, leaf=opts.rf_leaf, extra=opts.model == "et",
+                  spread=opts.rf_spread)
 
 
 class Forest:
     """Random-forest regression over a growable pool of encoded configs (``_GP``'s interface)."""
 
     def __init__(self, width: int, cap: int, seed: int, trees: int = _TREES, leaf: int = _LEAF,
-                 features: float = _FEATURES, extra: bool = False) -> None:
+                 features: float = _FEATURES, extra: bool = False, spread: str = "trees") -> None:
         require_sklearn()
         self.cap = cap
         self.seed = seed
-        self.trees, self.leaf, self.features, self.extra = trees, leaf, features, extra
+        self.trees, self.leaf, self.features, self.extra, self.spread = trees, leaf, features, extra, spread
         self.pool = np.empty((0, width))
         self._pool32 = np.empty((0, width), dtype=np.float32)
         self.obs = np.empty((cap, width))
@@ -100,8 +101,19 @@ class Forest:
         self.fits += 1
 
     def _per_tree(self, x32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        preds = np.empty((len(self._forest.estimators_), len(x32)))  # type: ignore[union-attr]
-        for i, t in enumerate(self._forest.estimators_):  # type: ignore[union-attr]
+        trees = self._forest.estimators_  # type: ignore[union-attr]
+        preds = np.empty((len(trees), len(x32)))
+        if self.spread == "total":
+            # SMAC's spread: the law of total variance over the trees, the variance of the tree
+            # means plus the mean variance of the targets within each tree's leaf.
+            within = np.zeros(len(x32))
+            for i, t in enumerate(trees):
+                leaves = t.tree_.apply(x32)
+                preds[i] = t.tree_.value[leaves].reshape(len(x32), -1)[:, 0]
+                within += t.tree_.impurity[leaves]
+            var = preds.var(0) + within / len(trees)
+            return preds.mean(0), np.maximum(np.sqrt(var), _SD_FLOOR)
+        for i, t in enumerate(trees):
             preds[i] = t.tree_.predict(x32).reshape(len(x32), -1)[:, 0]
         return preds.mean(0), np.maximum(preds.std(0), _SD_FLOOR)
 

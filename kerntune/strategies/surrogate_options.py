@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kerntune.errors import KerntuneError
+
 
 @dataclass
 class SurrogateOptions:
@@ -62,6 +64,7 @@ class SurrogateOptions:
     model: str = "gp"             # the engine's surrogate: "gp" (Hamming-kernel GP) or "rf" / "et" (random forest / extra trees, SMAC-style)
     rf_trees: int = 32            # trees of "rf" / "et"
     rf_leaf: int = 2              # minimum samples per leaf of "rf" / "et"
+    rf_spread: str = "trees"      # the forest's uncertainty: "trees" (spread of the tree means) or "total" (plus the within-leaf variance, SMAC)
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
@@ -71,6 +74,6 @@ class SurrogateOptions:
 
     def __post_init__(self) -> None:
         if self.model not in ("gp", "rf", "et"):
-            from kerntune.errors import KerntuneError
-
             raise KerntuneError(f'auto: model must be "gp", "rf" or "et", not {self.model!r}')
+        if self.rf_spread not in ("trees", "total"):
+            raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
