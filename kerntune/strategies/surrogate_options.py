@@ -77,3 +77,5 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: model must be "gp", "rf" or "et", not {self.model!r}')
         if self.rf_spread not in ("trees", "total"):
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
+        if self.model != "gp" and self.ts_share > 0:
+            raise KerntuneError("auto: ts_share samples the GP's joint posterior; it needs model \"gp\"")
