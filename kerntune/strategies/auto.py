@@ -22,7 +22,10 @@ Options (``-o NAME=VALUE``; unknown names stop the run with one line):
   eighth pass's, off by default (``perturb_warp``, ``perturb_shell``, ``explore_stall``); the
   ninth pass's, off by default (``climb_stall``, ``climb_max``, ``stalled_climb``, ``stalled_perturb``);
   the tenth pass's, off by default (``y_warp`` "boxcox" / "yeojohnson", ``ts_share``, ``ts_size``,
-  ``hedge``, ``hedge_eta``);
+  ``hedge``, ``hedge_eta``); the eleventh pass's, off by default: ``model`` ("gp"; "rf" or "et": a
+  random forest or extra trees in the GP's place, SMAC-style, mean and spread over the trees:
+  ``kerntune.strategies.forest_model``, needs the ``forest`` extra), ``rf_trees`` (32), ``rf_leaf`` (2),
+  ``rf_spread`` ("trees": the spread of the tree means; "total": plus the within-leaf variance, SMAC's);
   and ``batch_size`` (1 on a recording, up to 8 on GPUs);
 * with a model only: ``initial`` (25), ``refine`` (15), ``max_calls`` (6), ``screen_keep`` (0.6),
   ``temperature`` (0.7), ``max_tokens``, ``include_source``/``include_hardware``/``include_hints``,

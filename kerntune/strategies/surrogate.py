@@ -65,6 +65,7 @@ from kerntune.evaluate.trial import Trial
 from kerntune.space import Config, Param
 from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
+from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.parzen import Parzen
 from kerntune.strategies.surrogate_aux import acquisitions, shell_best, subspace_best, thompson_pick, warp
@@ -104,8 +105,11 @@ class SurrogateSearch:
         space = ctx.space
         self.cap = min(ctx.remaining_evals or _MAX_OBS, _MAX_OBS)
         self.budget0 = ctx.remaining_evals  # evaluations this engine may spend (None: a time budget)
-        self.model = _GP(space.encoded_width, self.cap) if self.opts.noise is None else _GP(
-            space.encoded_width, self.cap, self.opts.noise)
+        if self.opts.model != "gp":  # the eleventh pass's random forest (forest_model.py)
+            self.model = forest(space.encoded_width, self.cap, self.opts, ctx.rng)
+        else:
+            self.model = _GP(space.encoded_width, self.cap) if self.opts.noise is None else _GP(
+                space.encoded_width, self.cap, self.opts.noise)
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kerntune.errors import KerntuneError
+
 
 @dataclass
 class SurrogateOptions:
@@ -58,9 +60,22 @@ class SurrogateOptions:
     ts_size: int = 300            # Thompson candidates: this many of lowest LCB plus as many random allowed configs
     hedge: bool = False           # the GP's global steps pick among LCB (0.4, 1, 2 x kappa), EI and PI by Hedge (GP-Hedge)
     hedge_eta: float = 1.0        # Hedge's learning rate on the summed posterior means at each acquisition's nominees
+    # Eleventh design pass (options, off by default: README "Eleventh pass"; forest_model.py)
+    model: str = "gp"             # the engine's surrogate: "gp" (Hamming-kernel GP) or "rf" / "et" (random forest / extra trees, SMAC-style)
+    rf_trees: int = 32            # trees of "rf" / "et"
+    rf_leaf: int = 2              # minimum samples per leaf of "rf" / "et"
+    rf_spread: str = "trees"      # the forest's uncertainty: "trees" (spread of the tree means) or "total" (plus the within-leaf variance, SMAC)
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
 
     def radius(self, n_params: int) -> int:
         return self.region_radius if self.region_radius is not None else n_params
+
+    def __post_init__(self) -> None:
+        if self.model not in ("gp", "rf", "et"):
+            raise KerntuneError(f'auto: model must be "gp", "rf" or "et", not {self.model!r}')
+        if self.rf_spread not in ("trees", "total"):
+            raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
+        if self.model != "gp" and self.ts_share > 0:
+            raise KerntuneError("auto: ts_share samples the GP's joint posterior; it needs model \"gp\"")
