@@ -107,7 +107,7 @@ def enable(store: str | None = None, strategy: str | None = None, budget: str | 
                      budget=str(budget if budget is not None else (os.environ.get("KERNTUNE_AUTOTUNE_BUDGET") or "1")),
                      compile_threads=_threads(compile_threads),
                      compile_mode=(os.environ.get("KERNTUNE_AUTOTUNE_COMPILE") or "fork").strip().lower(),
-                     runoff=_runoff_setting(), cut=_cut_setting())
+                     runoff=_runoff_setting(), cut=_cut_setting(), overlap=_overlap_setting())
     if _SETTINGS["compile_mode"] not in ("fork", "threads", "serial"):
         raise KerntuneError(f"KERNTUNE_AUTOTUNE_COMPILE={_SETTINGS['compile_mode']!r}: expected fork, threads or serial")
     _budget(100)  # a bad setting fails here, once, not at the first launch
@@ -164,6 +164,13 @@ def _cut_setting() -> float:
     if not math.isfinite(value) or (value != 0 and value <= 1):
         raise KerntuneError(f"KERNTUNE_AUTOTUNE_CUT={text!r}: must be above 1, or 0 (off)")
     return value
+
+
+def _overlap_setting() -> bool:
+    text = os.environ.get("KERNTUNE_AUTOTUNE_OVERLAP", "").strip().lower() or "1"
+    if text not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+        raise KerntuneError(f"KERNTUNE_AUTOTUNE_OVERLAP={text!r}: expected 1 (on) or 0 (off)")
+    return text in ("1", "true", "yes", "on")
 
 
 def _threads(given: int | None) -> int:
@@ -273,7 +280,8 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
 
     t0 = time.perf_counter()
     ev = ListEvaluator(tuner, st, args, kwargs, compile_threads=_SETTINGS.get("compile_threads") or 1,
-                       compile_mode=_SETTINGS.get("compile_mode", "fork"), cut=float(_SETTINGS.get("cut", 0) or 0))
+                       compile_mode=_SETTINGS.get("compile_mode", "fork"), cut=float(_SETTINGS.get("cut", 0) or 0),
+                       overlap=bool(_SETTINGS.get("overlap", False)))
     ev.phases["lookup_s"] = t0 - started
     n_list = st.space.count()
     budget = _budget(n_list)
@@ -299,6 +307,6 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
                            "list": n_list, "compile_threads": ev.parallelism,
                            "compile_mode": _SETTINGS["compile_mode"], "compile_wall_s": ev.compile_wall_s,
                            "cut": sum(1 for t in res.history if t.extra.get("cut")),
-                           "gpu_kept_loaded": ev.heated, "phases": dict(ev.phases),
+                           "gpu_kept_loaded": ev.heated, "overlapped": ev.overlapped, "phases": dict(ev.phases),
                            "config": jsonable(best_cfg), **({"runoff": ran["rounds"]} if ran else {})})
     return st.triton_config(best_cfg)

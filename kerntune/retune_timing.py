@@ -76,10 +76,13 @@ class ListEvaluator(Evaluator):
     name = "retune"
 
     def __init__(self, tuner: Any, st: Any, args: Sequence[Any], kwargs: dict[str, Any], *, compile_threads: int = 1,
-                 compile_mode: str = "fork", cut: float = 0.0) -> None:
+                 compile_mode: str = "fork", cut: float = 0.0, overlap: bool = False) -> None:
         super().__init__(st.space)
         self.tuner, self.st, self.args, self.kwargs = tuner, st, tuple(args), dict(kwargs)
         self.parallelism, self.compile_mode, self.cut = compile_threads, compile_mode, cut
+        self.overlap = overlap
+        self.overlapped = 0  # configs timed while the batch's other compiles ran
+        self._heater: Heater | None = None
         self.compile_wall_s = 0.0
         self.heated = False
         self.measured = 0  # configs timed (fully, or cut after two launches)
@@ -118,19 +121,6 @@ class ListEvaluator(Evaluator):
 
         out: list[Trial | None] = [None] * len(configs)
         t_configs = [self.st.triton_config(c) for c in configs]
-        if compiled:  # a runoff of configs timed before: the GPU is warm from that timing
-            warm[0] = PROTOCOL.warmup_ms
-        else:
-            for i, (exc, seconds) in enumerate(self._compile(t_configs)):  # nothing runs on the GPU yet
-                if exc is not None:  # a config that cannot compile is a status
-                    status, text = classify(exc)
-                    out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:], compile_s=seconds)
-            # The GPU rested while the batch compiled, unless the heater kept it loaded (protocol: no
-            # measurement starts from a rested GPU; a rested one warms up longer first).
-            warm[0] = PROTOCOL.warmup_ms if self.heated else 300
-        saved = self.tuner.__dict__.get("do_bench")
-        self.tuner.__dict__["do_bench"] = do_bench  # shadows Triton's cached_property for this batch
-        t_bench = time.perf_counter()
 
         def launch_bench(i: int) -> float | None:
             """The autotuner's own ``_bench`` of config i (its hooks, kerntune's ``do_bench``); None,
@@ -148,32 +138,86 @@ class ListEvaluator(Evaluator):
                 return None
             return med
 
+        def window(i: int, quick: float | None) -> None:
+            """Config i's full window, or, when its two launches (``quick``) are already out of the
+            race against the best window so far, the cut (kerntune.retune's docstring)."""
+            t0 = time.perf_counter()
+            if quick is not None and self.best_ms is not None and quick > self.cut * self.best_ms:
+                self.measured += 1
+                out[i] = Trial(dict(configs[i]), Status.OK, quick, [quick], extra={"cut": True})
+                return
+            med = launch_bench(i)
+            if med is None:
+                return
+            self.measured += 1
+            out[i] = Trial(dict(configs[i]), Status.OK, med, [med], bench_s=time.perf_counter() - t0)
+            if self.best_ms is None or med < self.best_ms:
+                self.best_ms = med
+
+        def two(i: int) -> float | None:
+            quick_only[0] = True
+            try:
+                return launch_bench(i)
+            finally:
+                quick_only[0] = False
+
+        early: dict[int, float] = {}  # compiled while others compile: two launches in, no window yet
+
+        def on_ready(i: int) -> None:
+            """Config i, compiled while others still compile: its two launches now (or, with the cut
+            off, its window), so that the windows can go fastest first among the configs compiled so
+            far.  The first window's warm-up is the rested one unless the heater kept the GPU loaded."""
+            if self.overlapped == 0:
+                heater = self._heater
+                warm[0] = PROTOCOL.warmup_ms if heater is not None and heater.loaded() else 300
+            self.overlapped += 1
+            if not self.cut:
+                window(i, None)
+                return
+            q = two(i)
+            if q is not None:  # else failed: its Trial says how
+                early[i] = q
+
+        def on_idle() -> bool:
+            """While the other compiles run and nothing new is compiled: the window of the fastest
+            config compiled so far (cut if already out of the race); False when there is none."""
+            if not early:
+                return False
+            i = min(early, key=early.__getitem__)
+            window(i, early.pop(i))
+            return True
+
+        saved = self.tuner.__dict__.get("do_bench")
+        self.tuner.__dict__["do_bench"] = do_bench  # shadows Triton's cached_property for this batch
+        t_bench = time.perf_counter()
         try:
+            if compiled:  # a runoff of configs timed before: the GPU is warm from that timing
+                warm[0] = PROTOCOL.warmup_ms
+            else:
+                overlapped_before = self.overlapped
+                results = self._compile(t_configs, *((on_ready, on_idle) if self.overlap else (None, None)))
+                for i, (exc, seconds) in enumerate(results):
+                    if exc is not None and out[i] is None:  # a config that cannot compile is a status
+                        status, text = classify(exc)
+                        out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:], compile_s=seconds)
+                # The GPU rested while the batch compiled, unless the heater kept it loaded or configs
+                # were timed meanwhile (protocol: no measurement starts from a rested GPU; a rested
+                # one warms up longer first).
+                if self.overlapped == overlapped_before:
+                    warm[0] = PROTOCOL.warmup_ms if self.heated else 300
+                t_bench = time.perf_counter()
             pending = [i for i in range(len(configs)) if out[i] is None]
-            quick: dict[int, float] = {}
+            quick: dict[int, float] = dict(early)
             if self.cut and not compiled and len(pending) > 1:
                 # Two launches of every config first, then full windows fastest first: the best is
                 # timed early, so that every config already out of the race is cut.
-                quick_only[0] = True
                 for i in pending:
-                    q = launch_bench(i)
+                    q = quick[i] if i in quick else two(i)
                     if q is not None:
                         quick[i] = q
-                quick_only[0] = False
-                pending = sorted(quick, key=quick.__getitem__)
+                pending = sorted((i for i in pending if i in quick), key=quick.__getitem__)
             for i in pending:
-                t0 = time.perf_counter()
-                if i in quick and self.best_ms is not None and quick[i] > self.cut * self.best_ms:
-                    self.measured += 1
-                    out[i] = Trial(dict(configs[i]), Status.OK, quick[i], [quick[i]], extra={"cut": True})
-                    continue
-                med = launch_bench(i)
-                if med is None:
-                    continue
-                self.measured += 1
-                out[i] = Trial(dict(configs[i]), Status.OK, med, [med], bench_s=time.perf_counter() - t0)
-                if self.best_ms is None or med < self.best_ms:
-                    self.best_ms = med
+                window(i, quick.get(i))
         finally:
             self.phases["bench_s"] += time.perf_counter() - t_bench
             if saved is None:
@@ -182,7 +226,8 @@ class ListEvaluator(Evaluator):
                 self.tuner.__dict__["do_bench"] = saved
         return [t for t in out if t is not None]
 
-    def _compile(self, t_configs: Sequence[Any]) -> list[tuple[BaseException | None, float]]:
+    def _compile(self, t_configs: Sequence[Any], on_ready: Any = None,
+                 on_idle: Any = None) -> list[tuple[BaseException | None, float]]:
         """Compile a batch before timing any of it: on ``self.parallelism`` forked children
         (``kerntune.evaluate.triton_backend.fork_compile`` says why), on threads through Triton's
         ``AsyncCompileMode`` (``KERNTUNE_AUTOTUNE_COMPILE=threads``), or one after the other
@@ -219,12 +264,18 @@ class ListEvaluator(Evaluator):
             return out
         from kerntune.evaluate.triton_backend.fork_compile import compile_batch
 
-        heater = Heater(torch_or_none() if mode == "fork" else None)
+        heater = self._heater = Heater(torch_or_none() if mode == "fork" else None)
         self.phases["heater_s"] += time.perf_counter() - t0
-        errors = compile_batch([lambda tc=tc: launch(tc) for tc in t_configs], self.parallelism, idle=heater.step,
-                               threads=mode == "threads", phases=self.phases)
+        def idle() -> None:  # a window of a compiled config, else keep the GPU loaded
+            if on_idle is None or not on_idle():
+                heater.step()
+
+        errors = compile_batch([lambda tc=tc: launch(tc) for tc in t_configs], self.parallelism, idle=idle,
+                               threads=mode == "threads", phases=self.phases,
+                               on_ready=on_ready if mode == "fork" else None)
         t1 = time.perf_counter()
         self.heated = heater.finish()
+        self._heater = None
         self.phases["heater_finish_s"] += time.perf_counter() - t1
         share = (time.perf_counter() - t0) / max(len(t_configs), 1)
         self.compile_wall_s += time.perf_counter() - t0
@@ -296,6 +347,10 @@ class Heater:
             self.torch.mm(a, b, out=c)
         self.event = self.torch.cuda.Event()
         self.event.record()
+
+    def loaded(self) -> bool:
+        """Whether the GPU has been kept loaded for at least 100 ms (past the boost phase)."""
+        return self.started is not None and time.perf_counter() - self.started >= 0.1
 
     def finish(self) -> bool:
         """Stop; True when the GPU was kept loaded for at least 100 ms (the boost phase)."""

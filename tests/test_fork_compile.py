@@ -179,3 +179,53 @@ def test_the_launcher_is_built_in_its_own_child_beside_the_compiles(tmp_path: Pa
     assert (tmp_path / "launcher").read_text() not in ("", str(os.getpid()))  # built, in a child
     (a0, a1), (b0, b1) = ([float(x) for x in (tmp_path / f"{i}.span").read_text().split()] for i in range(2))
     assert a1 <= b0 + 0.05 or b1 <= a0 + 0.05, "two compiles ran at once on one worker"
+
+
+def test_on_ready_runs_each_launch_as_its_compile_lands_while_others_still_compile(tmp_path: Path) -> None:
+    """The in-place search times a config as soon as its kernel is compiled: ``on_ready(i)`` runs here,
+    after launch i's kernel was finalized, with Triton's async mode off, while later compiles go on."""
+    from triton.runtime import _async_compile
+
+    from kerntune.evaluate.triton_backend.fork_compile import compile_batch
+
+    finalized: dict = {}
+    calls: list[tuple[int, float, bool, bool]] = []
+
+    def job(i: int):
+        def compile_once() -> str:
+            marker = tmp_path / f"{i}.done"
+            if marker.exists():
+                return f"kernel {i}"
+            time.sleep(0.4)
+            marker.write_text("x")
+            return "unused"
+        return compile_once
+
+    def ready(i: int) -> None:
+        calls.append((i, time.perf_counter(), f"k{i}" in finalized, _async_compile.active_mode.get() is None))
+
+    idle_modes: list[bool] = []
+    t0 = time.perf_counter()
+    errors = compile_batch([lambda i=i: _launch(f"k{i}", job(i), finalized) for i in range(6)], workers=2,
+                           on_ready=ready, idle=lambda: idle_modes.append(_async_compile.active_mode.get() is None))
+    assert idle_modes and all(idle_modes), "idle ran with the batch's async mode on"
+    wall = time.perf_counter() - t0
+    assert errors == [None] * 6
+    assert sorted(c[0] for c in calls) == list(range(6))
+    assert all(c[2] for c in calls), "on_ready ran before its kernel was finalized"
+    assert all(c[3] for c in calls), "on_ready ran with the batch's async mode on"
+    first = min(c[1] for c in calls) - t0
+    assert first < wall - 0.6, f"first on_ready at {first:.2f} s of {wall:.2f} s: no overlap with the later compiles"
+
+
+def test_on_ready_skips_failed_compiles_and_the_caller_gets_their_errors(tmp_path: Path) -> None:
+    from kerntune.evaluate.triton_backend.fork_compile import compile_batch
+
+    def bad() -> str:
+        raise ValueError("out of shared memory")
+
+    finalized: dict = {}
+    seen: list[int] = []
+    errors = compile_batch([lambda: _launch("ok", lambda: "kernel", finalized), lambda: _launch("bad", bad, finalized)],
+                           workers=2, on_ready=seen.append)
+    assert seen == [0] and errors[0] is None and isinstance(errors[1], ValueError)

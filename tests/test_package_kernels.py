@@ -525,3 +525,45 @@ def test_retune_cuts_configs_already_slower_and_runs_off_the_close_ones(tmp_path
     bad = subprocess.run([*kt, sys.executable, str(tmp_path / "prog.py")], capture_output=True, text=True,
                          env={**_env(), "KERNTUNE_AUTOTUNE_CUT": "0.9"}, timeout=600, cwd=tmp_path)
     assert bad.returncode != 0 and "KERNTUNE_AUTOTUNE_CUT" in bad.stderr
+
+
+RETUNE_OVERLAP_PROGRAM = """
+import json, torch
+import kerntune.retune_timing as rt
+
+order = []
+
+def arriving(self, t_configs, on_ready=None, on_idle=None):
+    # compiles that land one by one, in list order, with idle moments between them (as forked
+    # children deliver them on a GPU host); the interpreter compiles nothing itself
+    for i, _ in enumerate(t_configs):
+        order.append(("ready", i))
+        if on_ready is not None:
+            on_ready(i)
+        if on_idle is not None and i % 3 == 2:
+            order.append(("idle", on_idle()))
+    return [(None, 0.0) for _ in t_configs]
+
+rt.ListEvaluator._compile = arriving
+from fake_package import ops
+x = torch.randn(4096)
+y = ops.scale_work(x)
+import kerntune.retune as r
+s = r.STATS.searches[0]
+print(json.dumps({"ok": bool(torch.allclose(y, 2 * x)), "measured": r.STATS.measured, "cut": s["cut"],
+                  "overlapped": s["overlapped"], "idle_windows": sum(1 for k, v in order if k == "idle" and v),
+                  "runoff": s.get("runoff"), "config": s["config"]}))
+"""
+
+
+def test_retune_overlap_times_compiled_configs_fastest_first_while_others_compile(tmp_path: Path) -> None:
+    """With the overlap on (the default), each config compiled while the rest of the list still compiles
+    gets its two launches at once, and an idle moment goes to the window of the fastest config so far;
+    the cut and the winner are those of the plain path (scripted arrivals, the real interpreter's kernel)."""
+    out = _program_output(tmp_path, RETUNE_OVERLAP_PROGRAM, _kerntune_exec(tmp_path / "r.db"))
+    assert out["ok"] and out["config"]["WORK"] == 1, out
+    assert out["overlapped"] == 8 and out["idle_windows"] >= 1, out
+    assert out["cut"] >= 2, out  # WORK 64 at both warp counts, whatever the order it arrived in
+    assert out["measured"] == 8 + len(out["runoff"] or {}), out
+    off = _program_output(tmp_path, RETUNE_OVERLAP_PROGRAM, _kerntune_exec(tmp_path / "off.db", "--overlap", "0"))
+    assert off["overlapped"] == 0 and off["idle_windows"] == 0 and off["config"]["WORK"] == 1, off

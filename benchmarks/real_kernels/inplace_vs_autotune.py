@@ -11,7 +11,8 @@ fresh Triton cache (nobody profits from another's compiles):
 2. per variant ``WORKERS:BUDGET[:MODE]``, the same program with ``KERNTUNE_AUTOTUNE=1`` (a fresh
    store): the same wall clock around the same kernel now measures kerntune's in-place search over
    the same list (``WORKERS`` parallel compiles, ``BUDGET`` a share of the list or a count, ``MODE``
-   fork, threads or serial; an optional fourth field sets ``KERNTUNE_AUTOTUNE_RUNOFF``: kerntune.retune),
+   fork, threads or serial; an optional fourth field sets ``KERNTUNE_AUTOTUNE_RUNOFF``, a fifth
+   ``KERNTUNE_AUTOTUNE_OVERLAP``, an empty one leaves the default: kerntune.retune),
    and its pick (``--stores DIR`` keeps each variant's store, with every config's time, in DIR);
 3. the judge (judge.py, fresh process): every pick that differs from the package's, timed interleaved
    beside it (kerntune.evaluate.judge).  A pick equal to the package's is as fast by construction.
@@ -44,7 +45,8 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--shape", default=None)
-    ap.add_argument("--variants", default="8:1:fork", help="WORKERS:BUDGET[:MODE[:RUNOFF]],... (kerntune.retune settings)")
+    ap.add_argument("--variants", default="8:1:fork",
+                    help="WORKERS:BUDGET[:MODE[:RUNOFF[:OVERLAP]]],... (kerntune.retune settings; an empty field: the default)")
     ap.add_argument("--stores", default=None, help="keep each variant's kerntune store in this folder")
     ap.add_argument("--deadline", type=float, default=540.0, help="stop starting pairs after this many seconds")
     args = ap.parse_args()
@@ -70,17 +72,22 @@ def main() -> None:
             pkg = _judge([name, s, "--package-only"], _fresh(base))
             row: dict[str, Any] = {"kernel": name, "shape": s, "package": pkg, "kerntune": []}
             print(f"{name} {s}: own autotune {pkg['own_autotune_s']:.2f} s, pick {pkg['config']}", flush=True)
-            for threads, budget, *rest in variants:
-                mode, runoff = (rest + ["fork"])[0], (rest[1:] or [None])[0]
-                tag = f"{name}_{s}_{threads}_{budget}_{mode}" + (f"_runoff{runoff}" if runoff is not None else "")
+            for vi, (threads, budget, *rest) in enumerate(variants):
+                mode, runoff = (rest + ["fork"])[0], (rest[1:] or [None])[0] or None
+                overlap = (rest[2:] or [None])[0]
+                tag = (f"{name}_{s}_{threads}_{budget}_{mode}" + (f"_runoff{runoff}" if runoff is not None else "")
+                       + (f"_overlap{overlap}" if overlap is not None else ""))
+                tag += f"_v{vi}" if variants.count(variants[vi]) > 1 else ""  # a repeated variant: a store of its own
                 store = (Path(args.stores) / f"{tag}.db") if args.stores else Path(tempfile.mkdtemp(prefix="kt-store-")) / "kt.db"
                 store.parent.mkdir(parents=True, exist_ok=True)
                 env = _fresh(base, KERNTUNE_AUTOTUNE="1", KERNTUNE_AUTOTUNE_COMPILE_THREADS=threads,
                              KERNTUNE_AUTOTUNE_BUDGET=budget, KERNTUNE_AUTOTUNE_COMPILE=mode, KERNTUNE_STORE=str(store),
-                             **({"KERNTUNE_AUTOTUNE_RUNOFF": runoff} if runoff is not None else {}))
+                             **({"KERNTUNE_AUTOTUNE_RUNOFF": runoff} if runoff is not None else {}),
+                             **({"KERNTUNE_AUTOTUNE_OVERLAP": overlap} if overlap is not None else {}))
                 kt = _judge([name, s, "--package-only"], env)
                 rec = {"threads": int(threads), "budget": budget, "mode": mode,
-                       **({"runoff": runoff} if runoff is not None else {}), **kt,
+                       **({"runoff": runoff} if runoff is not None else {}),
+                       **({"overlap": overlap} if overlap is not None else {}), **kt,
                        "wall_share": kt["own_autotune_s"] / pkg["own_autotune_s"]}
                 if kt["config"] != pkg["config"]:
                     j = _judge([name, s, "--package", json.dumps(pkg["config"]), "--winner", json.dumps(kt["config"])],

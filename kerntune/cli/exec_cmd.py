@@ -23,6 +23,8 @@ def exec_(
                                       "the best time so far gets no timing window (default 1.25; 0: off)"),
     runoff: Optional[str] = typer.Option(None, "--runoff", help="Leaders re-timed in interleaved rounds: auto (the "
                                          "default: those within 10%, at most 3), N (the N fastest), 0 (off)"),
+    overlap: Optional[str] = typer.Option(None, "--overlap", help="1 (the default): time each config as soon as "
+                                          "it is compiled, while the list's other compiles run; 0: compile all first"),
 ) -> None:
     """Run COMMAND with every triton.autotune kernel tuned once by kerntune and its winner kept in the store;
     later runs load the winners without measuring (see kerntune.retune)."""
@@ -38,6 +40,8 @@ def exec_(
         env["KERNTUNE_AUTOTUNE_CUT"] = cut
     if runoff is not None:
         env["KERNTUNE_AUTOTUNE_RUNOFF"] = runoff
+    if overlap is not None:
+        env["KERNTUNE_AUTOTUNE_OVERLAP"] = overlap
     try:
         code = subprocess.call(command, env=env)
     except OSError as exc:

@@ -93,33 +93,38 @@ def _fork(job: Callable[[], Any]) -> int:
     return pid
 
 
-def _wait_one(running: dict[int, float], timeout_s: float, idle: Callable[[], None] | None) -> None:
-    """Return once at least one child has ended (a child over ``timeout_s`` is killed); ``idle``
-    runs between polls."""
-    while running:
-        for pid, started in list(running.items()):
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if not done and time.monotonic() - started > timeout_s:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                done = pid
-            if done:
-                running.pop(pid)
-                return
-        if idle is not None:
-            idle()
-        time.sleep(0.002)
+def _reap(running: dict[int, float], timeout_s: float) -> list[int]:
+    """The children that have ended since the last look (a child over ``timeout_s`` is killed),
+    without waiting."""
+    ended = []
+    for pid, started in list(running.items()):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if not done and time.monotonic() - started > timeout_s:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            done = pid
+        if done:
+            running.pop(pid)
+            ended.append(pid)
+    return ended
 
 
 def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s: float = 300.0,
                   idle: Callable[[], None] | None = None, threads: bool = False,
-                  phases: dict[str, float] | None = None) -> list[BaseException | None]:
+                  phases: dict[str, float] | None = None,
+                  on_ready: Callable[[int], None] | None = None) -> list[BaseException | None]:
     """Run every ``launch`` (a ``fn.run(..., warmup=True)`` call) with its compile done in
     parallel in forked children (``threads``: on a thread pool instead); returns the error of
-    each, or None.  ``idle`` runs while the children work (``kerntune.retune`` keeps the GPU
-    loaded with it).  ``phases``, where given, receives the seconds of each phase: ``queue_s``
-    (the launches handing their compiles over), ``children_s`` (forking and waiting for the
-    children) and ``collect_s`` (the compiles here, cache hits after the children)."""
+    each, or None.  ``idle`` runs while the children work and nothing else is to be done
+    (``kerntune.retune`` times a compiled config with it, or keeps the GPU loaded); it and
+    ``on_ready`` run with Triton's async compile mode off.  ``on_ready(i)``, where given (fork mode),
+    runs here as soon as launch i's kernel is compiled and finalized (a launch can be timed then),
+    while the other children go on compiling; replacements are forked before it runs, so the
+    children stay busy.  Launches it was not called for (failed, compiled here after a failed
+    fork, or sharing no compile job) are left to the caller.  ``phases``, where given, receives
+    the seconds of each phase: ``queue_s`` (the launches handing their compiles over),
+    ``children_s`` (forking and waiting for the children), ``ready_s`` (inside ``on_ready``) and
+    ``collect_s`` (the compiles here, cache hits after the children)."""
     import triton
 
     clock = [time.perf_counter()]
@@ -145,7 +150,15 @@ def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s
                 handles.append(None)
                 errors[i] = exc
         mark("queue_s")
+        # which launches wait on which compile job (a launch whose kernel was compiled already has none)
+        job_of = {id(future): j for j, (_, future) in enumerate(recorder.jobs)}
+        waiting: dict[int, list[int]] = {}
+        for i, h in enumerate(handles):
+            j = job_of.get(id(getattr(h, "future", None)))
+            if j is not None and errors[i] is None:
+                waiting.setdefault(j, []).append(i)
         running: dict[int, float] = {}
+        child_job: dict[int, int] = {}
         launcher: int | None = None
         try:
             prebuild = _launcher_prebuild(recorder.compile_fns[0]) if recorder.jobs and not threads else None
@@ -153,21 +166,45 @@ def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s
                 with contextlib.suppress(OSError):  # no fork to spare: the first launch builds it
                     launcher = _fork(prebuild)
                     running[launcher] = time.monotonic()
-            for job, _ in recorder.jobs:
-                while len(running) - (launcher in running) >= max(1, workers):  # the launcher is no worker
-                    _wait_one(running, timeout_s, idle)
-                try:
-                    running[_fork(job)] = time.monotonic()
-                except OSError:  # no more processes: the rest compile here, below
+            todo = list(range(len(recorder.jobs))) if not threads else []
+            ready: list[int] = []
+            forking = True
+            while todo or running or ready:
+                for pid in _reap(running, timeout_s):
+                    if pid in child_job:
+                        ready.append(child_job.pop(pid))
+                while forking and todo and len(running) - (launcher in running) < max(1, workers):
+                    try:  # the launcher is no worker
+                        pid = _fork(recorder.jobs[todo[0]][0])
+                    except OSError:  # no more processes: the rest compile here, below
+                        forking = False
+                        break
+                    running[pid] = time.monotonic()
+                    child_job[pid] = todo.pop(0)
+                if not forking and not running and not ready:
                     break
-            while running:
-                _wait_one(running, timeout_s, idle)
+                if ready and on_ready is not None:
+                    j = ready.pop(0)
+                    _finish(recorder.jobs[j])
+                    mark("children_s")
+                    for i in waiting.pop(j, []):
+                        try:
+                            handles[i].result()  # finalize: the kernel enters the JIT's cache
+                        except Exception as exc:  # noqa: BLE001
+                            errors[i] = exc
+                            continue
+                        _outside_async_mode(lambda i=i: on_ready(i))
+                    mark("ready_s")
+                    continue
+                ready.clear()  # without on_ready the compiles are collected below
+                if running:
+                    if idle is not None:
+                        _outside_async_mode(idle)
+                    time.sleep(0.002)
             mark("children_s")
-            for job, future in recorder.jobs:  # here: cache hits, or the real work and its real error
-                try:
-                    future.set_result(job())
-                except Exception as exc:  # noqa: BLE001
-                    future.set_exception(exc)
+            for job in recorder.jobs:  # here: cache hits, or the real work and its real error
+                if not job[1].done():
+                    _finish(job)
         finally:  # interrupted: no child outlives the batch, and Triton's exit waits on no pending future
             for pid in running:
                 with contextlib.suppress(OSError):
@@ -184,3 +221,29 @@ def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s
                 errors[i] = exc
     mark("collect_s")
     return errors
+
+
+def _outside_async_mode(fn: Callable[[], None]) -> None:
+    """``fn()`` with Triton's AsyncCompileMode switched off: a launch in it that has to compile
+    (a kernel that was not in the batch) compiles here and now, instead of queueing on the batch's
+    recorder, whose futures nobody would set while ``fn`` waits on them."""
+    try:
+        from triton.runtime import _async_compile
+
+        token = _async_compile.active_mode.set(None)
+    except (ImportError, AttributeError):  # not the Triton this was written for: the mode stays on
+        fn()
+        return
+    try:
+        fn()
+    finally:
+        _async_compile.active_mode.reset(token)
+
+
+def _finish(job: tuple[Callable[[], Any], concurrent.futures.Future[Any]]) -> None:
+    """The compile here, after its child: a cache hit, or the real work and its real error."""
+    fn, future = job
+    try:
+        future.set_result(fn())
+    except Exception as exc:  # noqa: BLE001
+        future.set_exception(exc)
