@@ -177,13 +177,20 @@ class ListEvaluator(Evaluator):
             q = two(i)
             if q is not None:  # else failed: its Trial says how
                 early[i] = q
+                floor[0] = min(floor[0], q)
+
+        floor = [math.inf]  # the fastest two launches so far
 
         def on_idle() -> bool:
             """While the other compiles run and nothing new is compiled: the window of the fastest
-            config compiled so far (cut if already out of the race); False when there is none."""
+            config compiled so far, unless its two launches are already out of the race against the
+            fastest two launches seen (it waits: the windows after the compiles, fastest first, will
+            likely cut it); False when no window is due."""
             if not early:
                 return False
             i = min(early, key=early.__getitem__)
+            if early[i] > self.cut * floor[0]:
+                return False
             window(i, early.pop(i))
             return True
 
