@@ -34,7 +34,20 @@ Triton's ``AsyncCompileMode`` on threads, which the GIL holds back; ``serial``) 
 ``KERNTUNE_AUTOTUNE_CUT`` (a config whose first two launches already take this many times the best
 time so far gets no timing window; default 1.25, 0 turns it off) and ``KERNTUNE_AUTOTUNE_RUNOFF``
 (``auto``, the default: the configs within 10% of the fastest, at most 3, are timed again; N > 1: the
-list's N fastest, in 5 interleaved rounds; 0: off).
+list's N fastest, in 5 interleaved rounds; 0: off) and ``KERNTUNE_AUTOTUNE_OVERLAP`` (1, the default:
+time configs while the list's other compiles run; 0: compile the whole list first).
+
+Why the overlap: compiling and timing took turns, so a list whose configs are close in time (nothing to
+cut) paid both in full: FLA's l2norm, 25 configs, 2.2 s of compiles then 1.8 s of windows, 0.50 of
+``triton.autotune``'s wall.  Now a config whose forked compile has landed gets its two launches at once,
+and each moment with no new compile goes to the window of the fastest config compiled so far, unless its
+two launches are already out of the race against the fastest two seen (then it waits for the windows
+after the compiles, fastest first, where the cut likely takes it).  On an H100 that took l2norm to
+0.31-0.36 of the wall and liger's 32-config MLP list from 0.29-0.31 to 0.24-0.25, with the same picks as
+before within noise (benchmarks/results/real_kernels/h100/inplace_vs_autotune_overlap.json).  Windowing
+configs in the order they landed instead was slower on the MLP list (0.40): its first configs were 3x the
+best, with nothing yet to cut them against.  The windows taken while children compile on the host's other
+cores did not move the picks there; the runoff re-times the leaders after the compiles in any case.
 
 Why the cut: a list holds configs several times slower than its best (liger's fused MLP at Llama-3
 70B's shape, 32 configs: 7.2 ms for the best, 20-24 ms for 14 of them; H100, 2026-11-26), and a

@@ -68,10 +68,12 @@ class ListEvaluator(Evaluator):
     """Times configs of one autotuned launch in this process, through the autotuner's own ``_bench``
     (its hooks: ``reset_to_zero``, ``restore_value``, pre/post hooks) with kerntune's timer.
 
-    A batch is compiled first and then timed back to back, the first config with the protocol's
-    rested warm-up (compiling leaves the GPU idle; kerntune.evaluate.protocol), the others with its
-    usual one, so that every config is timed in the same sustained state; with the cut on, a pass of
-    two launches per config comes first and orders the windows (kerntune.retune's docstring says why)."""
+    A batch is compiled and timed back to back, the first config with the protocol's rested warm-up
+    unless the GPU was kept loaded (compiling leaves it idle; kerntune.evaluate.protocol), the others
+    with its usual one, so that every config is timed in the same sustained state; with the cut on, a
+    pass of two launches per config comes first and orders the windows.  With ``overlap`` the timing
+    starts as the first compiles land, while the others still compile (kerntune.retune's docstring
+    says why for each)."""
 
     name = "retune"
 

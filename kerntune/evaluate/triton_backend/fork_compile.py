@@ -13,7 +13,8 @@ So each compile runs twice: first in a child forked from this process (which inh
 its arguments' specialisation and Triton's state, needs no pickling, and touches no CUDA: with the
 target given, ``triton.compile`` is pure CPU work ending in ptxas), all children at once, filling
 Triton's on-disk cache; then here, in the main thread, where the same compile is a cache hit and
-yields the kernel object.  A child that fails or overruns its time changes nothing: the compile
+yields the kernel object: as each child ends when the caller times configs meanwhile (``on_ready``),
+else once all have ended.  A child that fails or overruns its time changes nothing: the compile
 here then does the work itself and raises the real error.  Forks happen from the main thread
 while no compile runs in this process, so no child inherits a lock held mid-compile.
 
