@@ -68,7 +68,7 @@ from kerntune.strategies.climber import Climber
 from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.parzen import Parzen
-from kerntune.strategies.surrogate_aux import acquisitions, shell_best, subspace_best, thompson_pick, warp
+from kerntune.strategies.surrogate_aux import acquisitions, maximin_pick, shell_best, subspace_best, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
 
 
@@ -267,8 +267,13 @@ class SurrogateSearch:
     def startup_batch(self) -> list[Config]:
         """The default and random configs up to ``startup`` successes-worth of trials."""
         need = max(self.opts.startup - len(self.ctx.history), 0)
-        first = self.ctx.unmeasured([self.ctx.space.default])[:need]
-        return first + self.ctx.sample_unmeasured(max(need - len(first), 0))
+        first = self.ctx.unmeasured([self.ctx.space.default])[:need] if self.opts.startup_default else []
+        rest = max(need - len(first), 0)
+        if self.opts.startup_design == "maximin" and rest > 0:  # twelfth pass (surrogate_aux.maximin_pick)
+            names = [p.name for p in self.ctx.space.params]
+            done = first + [t.config for t in self.ctx.history]
+            return first + maximin_pick(names, done, self.ctx.sample_unmeasured(rest * self.opts.startup_pool), rest)
+        return first + self.ctx.sample_unmeasured(rest)
 
     def propose(self, n: int, taken: set[str] | None = None) -> list[Config]:
         """Up to ``n`` unmeasured configs (kriging believer within a batch)."""
@@ -332,6 +337,13 @@ class SurrogateSearch:
             self.owner[space.key(space.canonical(c))] = "gp"
             self.steps["gp"] += 1
         return out + picks
+
+    def _kappa(self) -> float:
+        """The LCB's width of a step: ``early_kappa`` while fewer than ``early_until`` configs are
+        measured (twelfth pass: the bound while data is scarce), else ``kappa``."""
+        if self.opts.early_kappa is not None and len(self.all_vals) < self.opts.early_until:
+            return self.opts.early_kappa
+        return self.opts.kappa
 
     def _perturb_origin(self) -> Config:
         """Where a perturbation starts: the best config, or (once the best has stalled for
@@ -425,7 +437,7 @@ class SurrogateSearch:
             restart = (self._restart_pending and q == 0) or (
                 self.opts.explore_share > 0 and (self.opts.explore_stall is None or self.since_best >= self.opts.explore_stall)
                 and ctx.rng.random() < self.opts.explore_share)
-            score = mu - (self.opts.explore_kappa if restart else self.opts.kappa) * sd
+            score = mu - (self.opts.explore_kappa if restart else self._kappa()) * sd
             blocked = mask | self.tabu_mask
             if self.restarts and centre_feat is not None:
                 # A restarted region searches near its own start: the global model would pull
