@@ -269,9 +269,9 @@ class SurrogateSearch:
         need = max(self.opts.startup - len(self.ctx.history), 0)
         first = self.ctx.unmeasured([self.ctx.space.default])[:need] if self.opts.startup_default else []
         rest = max(need - len(first), 0)
-        if self.opts.startup_design == "maximin" and rest > 0:  # twelfth pass (surrogate_aux.maximin_pick)
+        if self.opts.startup_design != "random" and rest > 0:  # twelfth pass (surrogate_aux.maximin_pick)
             names = [p.name for p in self.ctx.space.params]
-            done = first + [t.config for t in self.ctx.history]
+            done = first + [t.config for t in self.ctx.history] if self.opts.startup_design == "maximin" else []
             return first + maximin_pick(names, done, self.ctx.sample_unmeasured(rest * self.opts.startup_pool), rest)
         return first + self.ctx.sample_unmeasured(rest)
 

@@ -68,7 +68,7 @@ class SurrogateOptions:
 
     # Twelfth design pass (options, off by default: README "Twelfth pass"; the start of a run)
     startup_default: bool = True  # the space's default config is the first of the startup (False: all random)
-    startup_design: str = "random"  # the startup's random configs: "random" (independent draws) or "maximin" (surrogate_aux.maximin_pick)
+    startup_design: str = "random"  # the startup's random configs: "random" (independent draws), "maximin" (fields far from the default and each other, surrogate_aux.maximin_pick) or "spread" (far from each other only)
     startup_pool: int = 20        # "maximin" picks from this many random candidates per startup config
     early_kappa: float | None = None  # the LCB's width while fewer than early_until configs are measured (None: kappa)
     early_until: int = 20
@@ -82,8 +82,8 @@ class SurrogateOptions:
     def __post_init__(self) -> None:
         if self.model not in ("gp", "rf", "et"):
             raise KerntuneError(f'auto: model must be "gp", "rf" or "et", not {self.model!r}')
-        if self.startup_design not in ("random", "maximin"):
-            raise KerntuneError(f'auto: startup_design must be "random" or "maximin", not {self.startup_design!r}')
+        if self.startup_design not in ("random", "maximin", "spread"):
+            raise KerntuneError(f'auto: startup_design must be "random", "maximin" or "spread", not {self.startup_design!r}')
         if self.rf_spread not in ("trees", "total"):
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if self.model != "gp" and self.ts_share > 0:
