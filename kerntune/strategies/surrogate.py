@@ -50,6 +50,11 @@ and length-scales, while the search only needs the good configs in order.  Over 
 convolution_A100 is told apart by magnitude, which ranks flatten).  The sixth pass's other options
 (a GP lead until the first restart, a late cap on the climber, subspace-LCB perturbations,
 undecayed credit) stay off: none raised the worst space beyond noise at 60 repeats a seed.
+
+The start (twelfth pass) stays the default config plus random draws: the early negative P(n) on
+the Kernel Tuner recordings is exactly a slow default taking one of the first n slots, and the
+engine's own picks beat random ones from its first step; space-filling starts (``startup_design``)
+and an early bound (``early_kappa``) moved the first evaluations, not the score.
 """
 
 from __future__ import annotations
