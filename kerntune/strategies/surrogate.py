@@ -51,10 +51,8 @@ convolution_A100 is told apart by magnitude, which ranks flatten).  The sixth pa
 (a GP lead until the first restart, a late cap on the climber, subspace-LCB perturbations,
 undecayed credit) stay off: none raised the worst space beyond noise at 60 repeats a seed.
 
-The start (twelfth pass) stays the default config plus random draws: the early negative P(n) on
-the Kernel Tuner recordings is exactly a slow default taking one of the first n slots, and the
-engine's own picks beat random ones from its first step; space-filling starts (``startup_design``)
-and an early bound (``early_kappa``) moved the first evaluations, not the score.
+The start stays the default plus random draws (twelfth pass, ``surrogate_aux.startup_configs``):
+space-filling starts and an early bound moved the first evaluations, not the score.
 """
 
 from __future__ import annotations
@@ -73,7 +71,7 @@ from kerntune.strategies.climber import Climber
 from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.parzen import Parzen
-from kerntune.strategies.surrogate_aux import acquisitions, maximin_pick, shell_best, subspace_best, thompson_pick, warp
+from kerntune.strategies.surrogate_aux import acquisitions, shell_best, startup_configs, subspace_best, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
 
 
@@ -271,14 +269,7 @@ class SurrogateSearch:
     # -- proposing --------------------------------------------------------------------------
     def startup_batch(self) -> list[Config]:
         """The default and random configs up to ``startup`` successes-worth of trials."""
-        need = max(self.opts.startup - len(self.ctx.history), 0)
-        first = self.ctx.unmeasured([self.ctx.space.default])[:need] if self.opts.startup_default else []
-        rest = max(need - len(first), 0)
-        if self.opts.startup_design != "random" and rest > 0:  # twelfth pass (surrogate_aux.maximin_pick)
-            names = [p.name for p in self.ctx.space.params]
-            done = first + [t.config for t in self.ctx.history] if self.opts.startup_design == "maximin" else []
-            return first + maximin_pick(names, done, self.ctx.sample_unmeasured(rest * self.opts.startup_pool), rest)
-        return first + self.ctx.sample_unmeasured(rest)
+        return startup_configs(self.ctx, self.opts)
 
     def propose(self, n: int, taken: set[str] | None = None) -> list[Config]:
         """Up to ``n`` unmeasured configs (kriging believer within a batch)."""
@@ -342,13 +333,6 @@ class SurrogateSearch:
             self.owner[space.key(space.canonical(c))] = "gp"
             self.steps["gp"] += 1
         return out + picks
-
-    def _kappa(self) -> float:
-        """The LCB's width of a step: ``early_kappa`` while fewer than ``early_until`` configs are
-        measured (twelfth pass: the bound while data is scarce), else ``kappa``."""
-        if self.opts.early_kappa is not None and len(self.all_vals) < self.opts.early_until:
-            return self.opts.early_kappa
-        return self.opts.kappa
 
     def _perturb_origin(self) -> Config:
         """Where a perturbation starts: the best config, or (once the best has stalled for
@@ -442,7 +426,7 @@ class SurrogateSearch:
             restart = (self._restart_pending and q == 0) or (
                 self.opts.explore_share > 0 and (self.opts.explore_stall is None or self.since_best >= self.opts.explore_stall)
                 and ctx.rng.random() < self.opts.explore_share)
-            score = mu - (self.opts.explore_kappa if restart else self._kappa()) * sd
+            score = mu - (self.opts.explore_kappa if restart else self.opts.kappa_at(len(self.all_vals))) * sd
             blocked = mask | self.tabu_mask
             if self.restarts and centre_feat is not None:
                 # A restarted region searches near its own start: the global model would pull

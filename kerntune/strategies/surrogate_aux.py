@@ -181,3 +181,22 @@ def maximin_pick(names: list[str], chosen: list[dict], candidates: list[dict], n
         free[i] = False
         dist = np.minimum(dist, [sum(a != b for a, b in zip(r, rows[i])) for r in rows])
     return out
+
+
+def startup_configs(ctx, opts) -> list[dict]:
+    """The engine's startup: the space's default (unless ``startup_default`` is off), then random
+    configs up to ``startup`` trials in all, drawn independently or (``startup_design``) by
+    ``maximin_pick``, "maximin" counting the default and earlier trials as chosen, "spread" not.
+
+    Why the default stays first and draws stay independent (twelfth pass): the early negative
+    P(n) on the Kernel Tuner recordings is exactly a slow default taking one of the first n slots,
+    a user's default is often good (1.06-1.28x the optimum on the matmul recordings), and the
+    space-filling designs moved the first evaluations but not the score."""
+    need = max(opts.startup - len(ctx.history), 0)
+    first = ctx.unmeasured([ctx.space.default])[:need] if opts.startup_default else []
+    rest = max(need - len(first), 0)
+    if opts.startup_design == "random" or rest == 0:
+        return first + ctx.sample_unmeasured(rest)
+    names = [p.name for p in ctx.space.params]
+    done = first + [t.config for t in ctx.history] if opts.startup_design == "maximin" else []
+    return first + maximin_pick(names, done, ctx.sample_unmeasured(rest * opts.startup_pool), rest)

@@ -73,6 +73,10 @@ class SurrogateOptions:
     early_kappa: float | None = None  # the LCB's width while fewer than early_until configs are measured (None: kappa)
     early_until: int = 20
 
+    def kappa_at(self, measured: int) -> float:
+        """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
+        return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
+
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
 
