@@ -50,6 +50,9 @@ and length-scales, while the search only needs the good configs in order.  Over 
 convolution_A100 is told apart by magnitude, which ranks flatten).  The sixth pass's other options
 (a GP lead until the first restart, a late cap on the climber, subspace-LCB perturbations,
 undecayed credit) stay off: none raised the worst space beyond noise at 60 repeats a seed.
+
+The start stays the default plus random draws (twelfth pass, ``surrogate_aux.startup_configs``):
+space-filling starts and an early bound moved the first evaluations, not the score.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ from kerntune.strategies.climber import Climber
 from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.parzen import Parzen
-from kerntune.strategies.surrogate_aux import acquisitions, shell_best, subspace_best, thompson_pick, warp
+from kerntune.strategies.surrogate_aux import acquisitions, shell_best, startup_configs, subspace_best, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
 
 
@@ -266,9 +269,7 @@ class SurrogateSearch:
     # -- proposing --------------------------------------------------------------------------
     def startup_batch(self) -> list[Config]:
         """The default and random configs up to ``startup`` successes-worth of trials."""
-        need = max(self.opts.startup - len(self.ctx.history), 0)
-        first = self.ctx.unmeasured([self.ctx.space.default])[:need]
-        return first + self.ctx.sample_unmeasured(max(need - len(first), 0))
+        return startup_configs(self.ctx, self.opts)
 
     def propose(self, n: int, taken: set[str] | None = None) -> list[Config]:
         """Up to ``n`` unmeasured configs (kriging believer within a batch)."""
@@ -425,7 +426,7 @@ class SurrogateSearch:
             restart = (self._restart_pending and q == 0) or (
                 self.opts.explore_share > 0 and (self.opts.explore_stall is None or self.since_best >= self.opts.explore_stall)
                 and ctx.rng.random() < self.opts.explore_share)
-            score = mu - (self.opts.explore_kappa if restart else self.opts.kappa) * sd
+            score = mu - (self.opts.explore_kappa if restart else self.opts.kappa_at(len(self.all_vals))) * sd
             blocked = mask | self.tabu_mask
             if self.restarts and centre_feat is not None:
                 # A restarted region searches near its own start: the global model would pull

@@ -66,6 +66,17 @@ class SurrogateOptions:
     rf_leaf: int = 2              # minimum samples per leaf of "rf" / "et"
     rf_spread: str = "trees"      # the forest's uncertainty: "trees" (spread of the tree means) or "total" (plus the within-leaf variance, SMAC)
 
+    # Twelfth design pass (options, off by default: README "Twelfth pass"; the start of a run)
+    startup_default: bool = True  # the space's default config is the first of the startup (False: all random)
+    startup_design: str = "random"  # the startup's random configs: "random" (independent draws), "maximin" (fields far from the default and each other, surrogate_aux.maximin_pick) or "spread" (far from each other only)
+    startup_pool: int = 20        # "maximin" picks from this many random candidates per startup config
+    early_kappa: float | None = None  # the LCB's width while fewer than early_until configs are measured (None: kappa)
+    early_until: int = 20
+
+    def kappa_at(self, measured: int) -> float:
+        """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
+        return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
+
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
 
@@ -75,6 +86,8 @@ class SurrogateOptions:
     def __post_init__(self) -> None:
         if self.model not in ("gp", "rf", "et"):
             raise KerntuneError(f'auto: model must be "gp", "rf" or "et", not {self.model!r}')
+        if self.startup_design not in ("random", "maximin", "spread"):
+            raise KerntuneError(f'auto: startup_design must be "random", "maximin" or "spread", not {self.startup_design!r}')
         if self.rf_spread not in ("trees", "total"):
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if self.model != "gp" and self.ts_share > 0:
