@@ -45,7 +45,8 @@ def test_subspace_best_keeps_the_fixed_fields() -> None:
     {"lead_climb": 0.15, "lead_perturb": True, "lead_stall": 10}, {"late_climb": 0.15},
     {"perturb_lcb": 1.0}, {"credit_mean": True},
     {"startup_design": "maximin"}, {"startup_design": "spread", "startup": 8}, {"startup_default": False},
-    {"early_kappa": 1.0, "early_until": 15},
+    {"early_kappa": 1.0, "early_until": 15}, {"gp_ordinal": 1.0}, {"gp_ordinal": 0.5, "climb_max": 0.15},
+    {"gp_ordinal": 1.0, "gp_ordinal_fit": True},
 ])
 def test_each_option_runs_through_auto(tmp_path: Path, opts: dict) -> None:
     ev = synthetic_evaluator(tmp_path)
@@ -61,3 +62,25 @@ def test_maximin_pick_takes_the_farthest_candidates() -> None:
     assert picks[0] == {"a": 1, "b": 1, "c": 1}  # 3 fields from the default
     assert picks[1] == cands[0]  # every other candidate is 1 field from one of the two: a tie, the first wins
     assert maximin_pick(names, [], cands, 1) == [cands[0]]  # nothing chosen: the first candidate
+
+
+def test_the_ordinal_kernel_orders_neighbours_and_stays_positive_definite() -> None:
+    """``gp_ordinal``: along an ordered field, adjacent values correlate as under Hamming and far ones
+    less; an unordered field stays Hamming; alpha 0 is the Hamming kernel itself."""
+    from kerntune.space import Choice, Space
+    from kerntune.strategies.gp_model import _GP, _encode, ordinal_steps
+
+    space = Space([Choice("BLOCK", options=(16, 32, 64, 128, 256)), Choice("LAYOUT", options=("row", "col", "tile"))])
+    steps = ordinal_steps(space)
+    assert list(steps) == [4.0, 0.0]
+    cfgs = [{"BLOCK": b, "LAYOUT": lay} for b in (16, 32, 64, 128, 256) for lay in ("row", "col", "tile")]
+    x = _encode(space, cfgs)
+    ham, ordl = _GP(2, 20), _GP(2, 20, steps=steps, alpha=1.0)
+    ham.theta = ordl.theta = np.array([0.6, 0.6])
+    k_ham, k_ord = ham.kernel(x, x), ordl.kernel(x, x)
+    # BLOCK 16 against 32 (adjacent) and against 256 (far), same layout
+    assert k_ord[0, 3] == pytest.approx(k_ham[0, 3])
+    assert k_ord[0, 12] < k_ord[0, 3] and k_ham[0, 12] == pytest.approx(k_ham[0, 3])
+    assert k_ord[0, 1] == pytest.approx(k_ham[0, 1])  # the unordered field: a mismatch either way
+    assert np.linalg.eigvalsh(k_ord).min() > 0
+    assert np.array_equal(_GP(2, 20, steps=steps, alpha=0.0).steps, np.zeros(2))

@@ -38,12 +38,38 @@ def _enumerated(space: Space) -> tuple[list[Config], list[str], np.ndarray]:
     return _POOLS[space]
 
 
-class _GP:
-    """Zero-mean GP with a Hamming ARD kernel, predicting over a growable pool."""
+def ordinal_steps(space: Space) -> np.ndarray:
+    """Per encoded column: the number of steps between its first and last value for an ordered
+    parameter of one column (block sizes, stages, unroll factors), 0 for the others (unordered
+    options, permutations, vectors), which the kernel keeps Hamming."""
+    out: list[float] = []
+    for p in space.params:
+        if p.width == 1 and getattr(p, "ordered", True):
+            out.append(float(max(len(p.values()) - 1, 0)))
+        else:
+            out.extend([0.0] * p.width)
+    return np.array(out)
 
-    def __init__(self, width: int, cap: int, noise: float = _NOISE) -> None:
+
+class _GP:
+    """Zero-mean GP with a Hamming ARD kernel, predicting over a growable pool.
+
+    With ``steps`` and ``alpha`` > 0 (``auto``'s opt-in ``gp_ordinal``), an ordered field's term is
+    ``(|index difference|) ** alpha`` instead of 0/1, a powered-exponential kernel along the value
+    order (positive definite for 0 < alpha <= 2): adjacent values correlate as under Hamming, values
+    far apart less, so that a good block size says something about its neighbours and little about
+    the far end of the range.  Unordered fields stay Hamming."""
+
+    def __init__(self, width: int, cap: int, noise: float = _NOISE, steps: np.ndarray | None = None,
+                 alpha: float = 0.0, adaptive: bool = False) -> None:
         self.cap = cap
         self.noise = noise  # nugget, in units of the standardised targets' variance
+        self.steps = steps if (steps is not None and alpha > 0) else np.zeros(width)
+        self.alpha = alpha
+        #: per column: the ordinal term (True) or the mismatch; ``adaptive`` starts every column at
+        #: the mismatch and lets the marginal likelihood switch an ordered one over at each refit
+        self.adaptive = adaptive and bool(self.steps.any())
+        self.kind = (self.steps > 0) & (not self.adaptive)
         self.theta = np.zeros(width)
         self.pool = np.empty((0, width))
         self.obs = np.empty((cap, width))
@@ -53,11 +79,20 @@ class _GP:
         self.vsq = np.empty(0)
         fit = min(cap, _FIT_UNTIL)
         self.diff = np.zeros((width, fit, fit), dtype=bool)  # per-field mismatch between observations
+        # per-field ordinal distance between observations (ordered fields only)
+        self.odiff = np.zeros((width, fit, fit), dtype=np.float32) if self.steps.any() else None
+
+    def _ordinal(self, e: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return (np.abs(a[:, None] - b[None, :]) * self.steps[e]) ** self.alpha
+
+    def _dist(self, e: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Field e's term between the rows of a (column) and b (row)."""
+        return self._ordinal(e, a, b) if self.kind[e] else a[:, None] != b[None, :]
 
     def kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         s = np.zeros((len(a), len(b)))
         for e in np.nonzero(self.theta)[0]:
-            s += self.theta[e] * (a[:, e][:, None] != b[:, e][None, :])
+            s += self.theta[e] * self._dist(e, a[:, e], b[:, e])
         return np.exp(-s)
 
     def add_pool(self, feats: np.ndarray) -> None:
@@ -74,6 +109,10 @@ class _GP:
         self.obs[n] = feat
         if n < self.diff.shape[1]:
             d = (self.obs[: n + 1] != feat).T
+            if self.odiff is not None:
+                o = np.array([self._ordinal(e, self.obs[: n + 1, e], feat[e: e + 1])[:, 0] for e in range(len(feat))])
+                self.odiff[:, n, : n + 1] = o
+                self.odiff[:, : n + 1, n] = o
             self.diff[:, n, : n + 1] = d
             self.diff[:, : n + 1, n] = d
         ell = self.linv[:n, :n] @ self.kernel(self.obs[:n], feat[None, :])[:, 0]
@@ -96,12 +135,17 @@ class _GP:
             self.linv[n, :] = 0.0
 
     def refit(self, yn: np.ndarray, live: np.ndarray) -> None:
-        """Length-scales by marginal likelihood: best shared grid value, then one pass per field."""
+        """Length-scales by marginal likelihood: best shared grid value, then one pass per field
+        (``adaptive``: each ordered field's pass also tries its ordinal term)."""
         n = len(yn)
         diff = self.diff[:, :n, :n].astype(float)
+        odiff = self.odiff[:, :n, :n].astype(float) if self.odiff is not None else None
 
-        def nll(theta: np.ndarray) -> float:
-            k = np.exp(-np.tensordot(theta, diff, 1)) + self.noise * np.eye(n)
+        def nll(theta: np.ndarray, kind: np.ndarray) -> float:
+            expo = np.tensordot(np.where(kind, 0.0, theta), diff, 1)
+            if odiff is not None and kind.any():
+                expo += np.tensordot(np.where(kind, theta, 0.0), odiff, 1)
+            k = np.exp(-expo) + self.noise * np.eye(n)
             try:
                 chol = np.linalg.cholesky(k)
             except np.linalg.LinAlgError:
@@ -109,18 +153,21 @@ class _GP:
             z = np.linalg.solve(chol, yn)
             return 0.5 * n * math.log(max(z @ z / n, 1e-12)) + float(np.sum(np.log(np.diag(chol))))
 
+        kind = self.kind.copy()
         shared = [np.where(live, g, 0.0) for g in _GRID]
-        best_v, best = min(((nll(t), i) for i, t in enumerate(shared)), key=lambda p: p[0])
+        best_v, best = min(((nll(t, kind), i) for i, t in enumerate(shared)), key=lambda p: p[0])
         theta = shared[best]
         for e in np.nonzero(live)[0]:
+            kinds = (False, True) if self.adaptive and self.steps[e] > 0 else (bool(kind[e]),)
             for g in _GRID:
-                trial = theta.copy()
-                trial[e] = g
-                v = nll(trial)
-                if v < best_v:
-                    best_v, theta = v, trial
-        if not np.array_equal(theta, self.theta):
-            self.theta = theta
+                for k_e in kinds:
+                    trial, tkind = theta.copy(), kind.copy()
+                    trial[e], tkind[e] = g, k_e
+                    v = nll(trial, tkind)
+                    if v < best_v:
+                        best_v, theta, kind = v, trial, tkind
+        if not np.array_equal(theta, self.theta) or not np.array_equal(kind, self.kind):
+            self.theta, self.kind = theta, kind
             n = self.n
             k = self.kernel(self.obs[:n], self.obs[:n]) + self.noise * np.eye(n)
             self.linv[:n, :n] = np.linalg.inv(np.linalg.cholesky(k))

@@ -77,6 +77,10 @@ class SurrogateOptions:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
 
+    # Thirteenth design pass (option, off by default: README "Thirteenth pass"; gp_model._GP)
+    gp_ordinal: float = 0.0       # > 0: ordered fields enter the GP's kernel as |index difference| ** this (0: Hamming)
+    gp_ordinal_fit: bool = False  # with gp_ordinal: each ordered field's term (ordinal or Hamming) by marginal likelihood
+
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
 
@@ -90,5 +94,7 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: startup_design must be "random", "maximin" or "spread", not {self.startup_design!r}')
         if self.rf_spread not in ("trees", "total"):
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
+        if not 0.0 <= self.gp_ordinal <= 2.0:
+            raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
         if self.model != "gp" and self.ts_share > 0:
             raise KerntuneError("auto: ts_share samples the GP's joint posterior; it needs model \"gp\"")
