@@ -52,7 +52,7 @@ class SurrogateOptions:
     perturb_shell: int = 0        # > 0: perturb_lcb's pick is the lowest-LCB unmeasured config 2..perturb_shell fields from the origin (the GP picks the fields too)
     # Ninth design pass (options, off by default: README "Ninth pass"; each lifted convolution_A100 and cost convolution_A4000)
     climb_stall: int | None = None  # the climber member proposes only once the best has not improved for this many evaluations
-    climb_max: float | None = None  # the climber's share is at most this (after min_share)
+    climb_max: float | None = 0.15  # the climber's share is at most this (after min_share); default since the thirteenth pass (None before)
     stalled_climb: float | None = None  # the climber's share is at most this while the best has not improved for stall_after evaluations
     stalled_perturb: bool = False  # while the best has not improved for stall_after evaluations, the climber member only perturbs
     # Tenth design pass (options, off by default: README "Tenth pass"); y_warp also takes "boxcox" and "yeojohnson"
@@ -77,9 +77,9 @@ class SurrogateOptions:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
 
-    # Thirteenth design pass (option, off by default: README "Thirteenth pass"; gp_model._GP)
-    gp_ordinal: float = 0.0       # > 0: ordered fields enter the GP's kernel as |index difference| ** this (0: Hamming)
-    gp_ordinal_fit: bool = False  # with gp_ordinal: each ordered field's term (ordinal or Hamming) by marginal likelihood
+    # Thirteenth design pass (adopted with climb_max 0.15: README "Thirteenth pass"; gp_model._GP)
+    gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
+    gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
