@@ -54,11 +54,12 @@ def ordinal_steps(space: Space) -> np.ndarray:
 class _GP:
     """Zero-mean GP with a Hamming ARD kernel, predicting over a growable pool.
 
-    With ``steps`` and ``alpha`` > 0 (``auto``'s opt-in ``gp_ordinal``), an ordered field's term is
+    With ``steps`` and ``alpha`` > 0 (``auto``'s ``gp_ordinal``, on by default), an ordered field's term can be
     ``(|index difference|) ** alpha`` instead of 0/1, a powered-exponential kernel along the value
     order (positive definite for 0 < alpha <= 2): adjacent values correlate as under Hamming, values
     far apart less, so that a good block size says something about its neighbours and little about
-    the far end of the range.  Unordered fields stay Hamming."""
+    the far end of the range (``adaptive``: ordinal or Hamming per field, by the marginal likelihood).
+    Unordered fields stay Hamming."""
 
     def __init__(self, width: int, cap: int, noise: float = _NOISE, steps: np.ndarray | None = None,
                  alpha: float = 0.0, adaptive: bool = False) -> None:
