@@ -164,6 +164,7 @@ class ListEvaluator(Evaluator):
                 quick_only[0] = False
 
         early: dict[int, float] = {}  # compiled while others compile: two launches in, no window yet
+        floor = [math.inf]  # the fastest two launches so far
 
         def on_ready(i: int) -> None:
             """Config i, compiled while others still compile: its two launches now (or, with the cut
@@ -180,8 +181,6 @@ class ListEvaluator(Evaluator):
             if q is not None:  # else failed: its Trial says how
                 early[i] = q
                 floor[0] = min(floor[0], q)
-
-        floor = [math.inf]  # the fastest two launches so far
 
         def on_idle() -> bool:
             """While the other compiles run and nothing new is compiled: the window of the fastest

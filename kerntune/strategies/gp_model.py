@@ -110,8 +110,8 @@ class _GP:
         self.obs[n] = feat
         if n < self.diff.shape[1]:
             d = (self.obs[: n + 1] != feat).T
-            if self.odiff is not None:
-                o = np.array([self._ordinal(e, self.obs[: n + 1, e], feat[e: e + 1])[:, 0] for e in range(len(feat))])
+            if self.odiff is not None:  # every field at once (0 where a field is not ordered)
+                o = ((np.abs(self.obs[: n + 1] - feat) * self.steps) ** self.alpha).T
                 self.odiff[:, n, : n + 1] = o
                 self.odiff[:, : n + 1, n] = o
             self.diff[:, n, : n + 1] = d

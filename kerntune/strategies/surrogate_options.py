@@ -73,13 +73,13 @@ class SurrogateOptions:
     early_kappa: float | None = None  # the LCB's width while fewer than early_until configs are measured (None: kappa)
     early_until: int = 20
 
-    def kappa_at(self, measured: int) -> float:
-        """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
-        return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
-
     # Thirteenth design pass (adopted with climb_max 0.15: README "Thirteenth pass"; gp_model._GP)
     gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
     gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
+
+    def kappa_at(self, measured: int) -> float:
+        """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
+        return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
