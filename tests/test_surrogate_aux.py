@@ -127,7 +127,8 @@ def test_the_fourteenth_pass_options_run_through_auto(tmp_path: Path) -> None:
     ev = synthetic_evaluator(tmp_path)
     base = run_search(ev, "auto", Budget(max_evals=40), seed=1)
     for opts in ({"noise_fit": [1e-3, 1e-2, 0.1]}, {"alt_warp": "log", "alt_share": 0.5}, {"fit_warp": "log"},
-                 {"twin_share": 0.5}, {"twin_choose": True}, {"twin_choose": True, "twin_warp": "copula", "twin_ordinal": 1.0}):
+                 {"twin_share": 0.5}, {"twin_choose": True}, {"twin_choose": True, "twin_warp": "copula", "twin_ordinal": 1.0},
+                 {"theta_max": 0.3}):
         res = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
         again = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
         assert len(res.history) == 40 and res.best is not None
@@ -136,3 +137,11 @@ def test_the_fourteenth_pass_options_run_through_auto(tmp_path: Path) -> None:
     same = run_search(ev, "auto", Budget(max_evals=40), seed=1,
                       run=RunOptions(strategy_options={"noise_fit": [], "alt_share": 0.0, "twin_share": 0.0}))
     assert [t.config for t in same.history] == [t.config for t in base.history]
+
+
+def test_theta_max_caps_the_length_scale_grid() -> None:
+    from kerntune.strategies.gp_model import _GRID, _GP
+
+    assert _GP(2, 10).grid == _GRID
+    assert _GP(2, 10, theta_max=0.3).grid == (0.15, 0.3)
+    assert _GP(2, 10, theta_max=0.01).grid == (0.15,)  # never empty

@@ -62,12 +62,15 @@ class _GP:
     Unordered fields stay Hamming."""
 
     def __init__(self, width: int, cap: int, noise: float = _NOISE, steps: np.ndarray | None = None,
-                 alpha: float = 0.0, adaptive: bool = False, noise_grid: Sequence[float] = ()) -> None:
+                 alpha: float = 0.0, adaptive: bool = False, noise_grid: Sequence[float] = (),
+                 theta_max: float | None = None) -> None:
         self.cap = cap
         self.noise = noise  # nugget, in units of the standardised targets' variance
         #: fourteenth pass (``auto``'s ``noise_fit``): nuggets the marginal likelihood may choose among at
         #: each refit, after the length-scales (empty: the nugget stays ``noise``)
         self.noise_grid = tuple(noise_grid)
+        #: fourteenth pass (``auto``'s ``theta_max``): the largest length-scale parameter of the grid
+        self.grid = tuple(g for g in _GRID if theta_max is None or g <= theta_max) or _GRID[:1]
         self.steps = steps if (steps is not None and alpha > 0) else np.zeros(width)
         self.alpha = alpha
         #: per column: the ordinal term (True) or the mismatch; ``adaptive`` starts every column at
@@ -158,12 +161,12 @@ class _GP:
             return 0.5 * n * math.log(max(z @ z / n, 1e-12)) + float(np.sum(np.log(np.diag(chol))))
 
         kind = self.kind.copy()
-        shared = [np.where(live, g, 0.0) for g in _GRID]
+        shared = [np.where(live, g, 0.0) for g in self.grid]
         best_v, best = min(((nll(t, kind), i) for i, t in enumerate(shared)), key=lambda p: p[0])
         theta = shared[best]
         for e in np.nonzero(live)[0]:
             kinds = (False, True) if self.adaptive and self.steps[e] > 0 else (bool(kind[e]),)
-            for g in _GRID:
+            for g in self.grid:
                 for k_e in kinds:
                     trial, tkind = theta.copy(), kind.copy()
                     trial[e], tkind[e] = g, k_e

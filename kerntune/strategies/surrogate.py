@@ -126,7 +126,7 @@ class SurrogateSearch:
         else:
             self.model = _GP(space.encoded_width, self.cap, _NOISE if self.opts.noise is None else self.opts.noise,
                              steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit,
-                             noise_grid=self.opts.noise_fit)
+                             noise_grid=self.opts.noise_fit, theta_max=self.opts.theta_max)
         # fourteenth pass (twin_share): a second GP, gp's own model by default (Hamming kernel, log-time
         # targets), whose LCB takes that share of the GP's steps
         self.twin = _GP(space.encoded_width, self.cap, _NOISE, steps=ordinal_steps(space), alpha=self.opts.twin_ordinal,

@@ -85,6 +85,7 @@ class SurrogateOptions:
     twin_warp: str = "log"        # the second GP's targets (gp's: log-times)
     twin_ordinal: float = 0.0     # the second GP's gp_ordinal (gp's: 0, Hamming)
     twin_choose: bool = False     # every GP step: both GPs propose; the pick with the higher probability of improvement, averaged over both GPs, wins (twin_share then unused)
+    theta_max: float | None = None  # the GP's length-scale parameters at most this (of the grid 0.15, 0.3, 0.6, 1.2; None: all)
     fit_warp: str | None = None   # the targets the GP's length-scales and ordinal terms are fitted to (None: y_warp's); predictions stay y_warp's
 
     def kappa_at(self, measured: int) -> float:
