@@ -38,12 +38,13 @@ def main() -> None:
     ap.add_argument("--transcripts", type=Path, default=ROOT / "benchmarks" / "llm" / "transcripts" / "auto")
     ap.add_argument("--classical", type=Path, default=CLASSICAL)
     ap.add_argument("--budget", type=int, default=200)
-    # The live runs of strong_auto.sh had no overlap cap yet (overlap_first/overlap_later came after):
-    # a large cap reproduces them exactly; -o overlap_first=10 -o overlap_later=15 replays under today's defaults.
+    # auto's options beside model_clock_s=30 and max_calls=4 (those of strong_auto.sh); none: the
+    # defaults, under which the committed transcripts were recorded (-o overlap_first=100000
+    # -o overlap_later=100000 replays the runs from before the overlap cap, in git history)
     ap.add_argument("-o", "--option", action="append", default=None)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    given = a.option if a.option is not None else ["overlap_first=100000", "overlap_later=100000"]
+    given = a.option or []
     options = {k: json.loads(v) for k, _, v in (o.partition("=") for o in ["model_clock_s=30", "max_calls=4"] + given)}
     gp = gp_mean_curves(a.classical)
     rows = []
