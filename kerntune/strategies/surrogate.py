@@ -69,6 +69,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -83,6 +84,8 @@ from kerntune.strategies.gp_model import _NOISE, ordinal_steps
 from kerntune.strategies.parzen import Parzen
 from kerntune.strategies.surrogate_aux import acquisitions, shell_best, startup_configs, subspace_best, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
+
+_ND = NormalDist()
 
 
 @contextlib.contextmanager
@@ -122,7 +125,15 @@ class SurrogateSearch:
             self.model = forest(space.encoded_width, self.cap, self.opts, ctx.rng)
         else:
             self.model = _GP(space.encoded_width, self.cap, _NOISE if self.opts.noise is None else self.opts.noise,
-                             steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit)
+                             steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit,
+                             noise_grid=self.opts.noise_fit, theta_max=self.opts.theta_max)
+        # fourteenth pass (twin_share): a second GP, gp's own model by default (Hamming kernel, log-time
+        # targets), whose LCB takes that share of the GP's steps
+        self.twin = _GP(space.encoded_width, self.cap, _NOISE, steps=ordinal_steps(space), alpha=self.opts.twin_ordinal,
+                        adaptive=self.opts.gp_ordinal_fit) if (self.opts.twin_share > 0 or self.opts.twin_choose) and self.opts.model == "gp" else None
+        self.twin_fit_n = -self.opts.refit_every
+        self.last_post: tuple[np.ndarray, np.ndarray, float, int] | None = None
+        self.twin_steps = self.twin_chosen = 0
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -178,6 +189,8 @@ class SurrogateSearch:
         if new:
             f = feats[new] if feats is not None else _encode(space, [cfgs[i] for i in new])
             self.model.add_pool(f)
+            if getattr(self, "twin", None) is not None:
+                self.twin.add_pool(f)  # type: ignore[union-attr]
             if hasattr(self, "tabu_mask"):
                 extra = np.zeros(len(new), dtype=bool)
                 for c in self.tabu:
@@ -224,6 +237,8 @@ class SurrogateSearch:
             if t.ok and self.model.n < self.cap:
                 self.ys.append(value)
                 self.model.add_obs(_encode(space, [cfg])[0])
+                if self.twin is not None:
+                    self.twin.add_obs(self.model.obs[self.model.n - 1])
                 self.since_fit += 1
             self.best_value = min(self.best_value, value)
             if value < self.region.best - 1e-9 and (own or value < best_of_all - 1e-9):
@@ -253,6 +268,14 @@ class SurrogateSearch:
         y = warp(np.array(self.ys), self.opts.y_warp, self.opts.y_clip)
         return (y - y.mean()) / (y.std() or 1.0)
 
+    def _fit_targets(self, yn: np.ndarray) -> np.ndarray:
+        """The targets the length-scales (and ordinal terms) are fitted to: ``yn``, or with ``fit_warp``
+        (fourteenth pass) the targets warped thus, standardised; predictions stay ``y_warp``'s."""
+        if self.opts.fit_warp is None or self.opts.fit_warp == self.opts.y_warp:
+            return yn
+        y = warp(np.array(self.ys), self.opts.fit_warp, self.opts.y_clip)
+        return (y - y.mean()) / (y.std() or 1.0)
+
     def lcb(self, kappa: float | None = None, how: str | None = None) -> np.ndarray | None:
         """LCB of every pool entry in standardised log-time units (None before any success);
         ``how``: predict from targets warped thus instead of ``y_warp`` (the fit stays ``y_warp``'s)."""
@@ -260,7 +283,7 @@ class SurrogateSearch:
             return None
         yn = self._normalised()
         if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
-            self.model.refit(yn, self.live)
+            self.model.refit(self._fit_targets(yn), self.live)
             self.since_fit = 0
         if how is not None and how != self.opts.y_warp:
             yw = warp(np.array(self.ys), how, self.opts.y_clip)
@@ -410,26 +433,40 @@ class SurrogateSearch:
                              lambda: self.lcb(how=self.opts.perturb_warp))  # type: ignore[arg-type,return-value]
         return None if pick is None else dict(self.configs[pick])
 
-    def _gp_propose(self, n: int, taken: set[str]) -> list[Config]:
+    def _gp_propose(self, n: int, taken: set[str], force: bool | None = None) -> list[Config]:
         ctx, space = self.ctx, self.ctx.space
         if n <= 0:
             return []
         if not self.ys:
             return [c for c in ctx.sample_unmeasured(n + len(taken)) if space.key(c) not in taken][:n]
+        if force is None and self.twin is not None and self.opts.twin_choose:
+            return self._twin_choice(n, taken)
         mask = np.array(self.measured, dtype=bool)
         for k in taken:
             if k in self.index:
                 mask[self.index[k]] = True
         yn = self._normalised()
         if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
-            self.model.refit(yn, self.live)
+            self.model.refit(self._fit_targets(yn), self.live)
             self.since_fit = 0
+        if self.opts.alt_warp is not None and self.opts.alt_share > 0 and ctx.rng.random() < self.opts.alt_share:
+            # fourteenth pass: this step's targets are alt_warp's (the length-scales stay y_warp's fit)
+            ya = warp(np.array(self.ys), self.opts.alt_warp, self.opts.y_clip)
+            yn = (ya - ya.mean()) / (ya.std() or 1.0)
+        model = self.model
+        if self.twin is not None and (force if force is not None else ctx.rng.random() < self.opts.twin_share):
+            yt = warp(np.array(self.ys), self.opts.twin_warp, self.opts.y_clip)
+            yn = (yt - yt.mean()) / (yt.std() or 1.0)
+            if self.twin.n - self.twin_fit_n >= self.opts.refit_every and self.twin.n <= _FIT_UNTIL:
+                self.twin.refit(yn, self.live)
+                self.twin_fit_n = self.twin.n
+            model = self.twin
         picks: list[int] = []
         fantasies = 0
         anchor = self.region.best_config or (self.region.restarts[0] if self.region.restarts else None)
         centre_feat = _encode(space, [anchor])[0] if anchor is not None else None
         for q in range(n):
-            mu, sd = self.model.predict(yn)
+            mu, sd = model.predict(yn)
             if q == 0 and self.hedge_last is not None:
                 self.hedge_gain -= mu[self.hedge_last]  # Hedge's reward: the updated mean at each nominee
                 self.hedge_last = None
@@ -475,14 +512,41 @@ class SurrogateSearch:
                 self._restart_pending = False
                 self.region.restarts.append(dict(self.configs[pick]))
             picks.append(pick)
+            if q == 0:  # the model's posterior and its first pick (twin_choose)
+                self.last_post = (mu, sd, float(np.min(yn)), pick)
             mask[pick] = True
-            if q + 1 < n and self.model.n < self.cap:
-                self.model.add_obs(self.model.pool[pick])
+            if q + 1 < n and model.n < self.cap:
+                model.add_obs(model.pool[pick])
                 yn = np.append(yn, mu[pick])
                 fantasies += 1
-        self.model.drop_last(fantasies)
+        model.drop_last(fantasies)
         return [self.configs[i] for i in picks]
 
+
+    def _twin_choice(self, n: int, taken: set[str]) -> list[Config]:
+        """``twin_choose``: both GPs propose (the same random draws); the step goes to the proposal whose
+        own model gives it the higher probability of improving on the best measured config."""
+        rng = self.ctx.rng
+        state, pending, nres = rng.getstate(), self._restart_pending, len(self.region.restarts)
+        main = self._gp_propose(n, taken, force=False)
+        post_main, after_main = self.last_post, rng.getstate()
+        rng.setstate(state)
+        self._restart_pending = pending
+        del self.region.restarts[nres:]
+        twin = self._gp_propose(n, taken, force=True)
+        post_twin = self.last_post
+        self.twin_steps += 1
+
+        def pi(i: int) -> float:  # the mean over both models of the probability of improvement at pool entry i
+            return sum(_ND.cdf(float((best - mu[i]) / max(sd[i], 1e-12))) for mu, sd, best, _ in (post_main, post_twin))
+
+        if twin and (not main or pi(post_twin[3]) > pi(post_main[3])):
+            self.twin_chosen += 1
+            return twin
+        rng.setstate(after_main)
+        if len(self.region.restarts) > nres and main:
+            self.region.restarts[-1] = dict(main[0])
+        return main
 
     def _global_pick(self, mu: np.ndarray, sd: np.ndarray, yn: np.ndarray, score: np.ndarray,
                      blocked: np.ndarray, q: int) -> int | None:

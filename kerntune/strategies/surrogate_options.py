@@ -77,6 +77,17 @@ class SurrogateOptions:
     gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
     gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
 
+    # Fourteenth design pass (options, off by default: README "Fourteenth pass")
+    alt_warp: str | None = None   # a second warp of the GP's targets (e.g. "log"), predicted from the same fit (y_warp's)
+    alt_share: float = 0.0        # share of the GP's steps (global and local) that predict from alt_warp's targets
+    noise_fit: tuple[float, ...] = ()  # nuggets the GP's marginal likelihood may choose among at each refit (empty: noise only)
+    twin_share: float = 0.0       # share of the GP's steps (global and local) taken by a second GP's LCB (0: none)
+    twin_warp: str = "log"        # the second GP's targets (gp's: log-times)
+    twin_ordinal: float = 0.0     # the second GP's gp_ordinal (gp's: 0, Hamming)
+    twin_choose: bool = False     # every GP step: both GPs propose; the pick with the higher probability of improvement, averaged over both GPs, wins (twin_share then unused)
+    theta_max: float | None = None  # the GP's length-scale parameters at most this (of the grid 0.15, 0.3, 0.6, 1.2; None: all)
+    fit_warp: str | None = None   # the targets the GP's length-scales and ordinal terms are fitted to (None: y_warp's); predictions stay y_warp's
+
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
