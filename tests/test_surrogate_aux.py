@@ -145,3 +145,18 @@ def test_theta_max_caps_the_length_scale_grid() -> None:
     assert _GP(2, 10).grid == _GRID
     assert _GP(2, 10, theta_max=0.3).grid == (0.15, 0.3)
     assert _GP(2, 10, theta_max=0.01).grid == (0.15,)  # never empty
+
+
+def test_twin_preq_scores_both_gps_and_runs_through_auto(tmp_path: Path) -> None:
+    """Fifteenth pass: ``twin_preq`` scores auto's GP and the twin on each measurement before it is
+    added, and is deterministic; off, the default's run is unchanged."""
+    ev = synthetic_evaluator(tmp_path)
+    base = run_search(ev, "auto", Budget(max_evals=40), seed=1)
+    for opts in ({"twin_preq": True}, {"twin_preq": True, "preq_top": 0.5, "preq_min": 5}):
+        res = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
+        again = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
+        assert len(res.history) == 40 and res.best is not None
+        assert [t.config for t in res.history] == [t.config for t in again.history]
+    same = run_search(ev, "auto", Budget(max_evals=40), seed=1,
+                      run=RunOptions(strategy_options={"twin_preq": False}))
+    assert [t.config for t in same.history] == [t.config for t in base.history]

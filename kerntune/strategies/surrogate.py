@@ -130,10 +130,12 @@ class SurrogateSearch:
         # fourteenth pass (twin_share): a second GP, gp's own model by default (Hamming kernel, log-time
         # targets), whose LCB takes that share of the GP's steps
         self.twin = _GP(space.encoded_width, self.cap, _NOISE, steps=ordinal_steps(space), alpha=self.opts.twin_ordinal,
-                        adaptive=self.opts.gp_ordinal_fit) if (self.opts.twin_share > 0 or self.opts.twin_choose) and self.opts.model == "gp" else None
+                        adaptive=self.opts.gp_ordinal_fit) if (self.opts.twin_share > 0 or self.opts.twin_choose or self.opts.twin_preq) and self.opts.model == "gp" else None
         self.twin_fit_n = -self.opts.refit_every
         self.last_post: tuple[np.ndarray, np.ndarray, float, int] | None = None
         self.twin_steps = self.twin_chosen = 0
+        self.preq = {"main": 0.0, "twin": 0.0}     # twin_preq: each GP's exponentially weighted log score
+        self.preq_n = 0
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -235,6 +237,8 @@ class SurrogateSearch:
                 if member == "climb":
                     self.climber.observe(cfg, self.ctx.value(t))
             if t.ok and self.model.n < self.cap:
+                if self.opts.twin_preq and self.twin is not None:
+                    self._preq_score(_encode(space, [cfg])[0], value)
                 self.ys.append(value)
                 self.model.add_obs(_encode(space, [cfg])[0])
                 if self.twin is not None:
@@ -248,6 +252,41 @@ class SurrogateSearch:
                 self.region.since_gain += 1
         if self.region.since_gain >= self.stall_after and self.region.best_config is not None:
             self._restart()
+
+    def _preq_score(self, feat: np.ndarray, value: float) -> None:
+        """``twin_preq`` (fifteenth pass): score both GPs on the measurement about to be added, before it
+        is added.  A common scale for two GPs on different targets: the observed log-times cut the line
+        into bins (between consecutive measured values), and each GP's predictive normal, on its own
+        targets, gives the bin the new value fell in a probability (the bin's edges are the GP's own
+        targets at the two measured values around it).  Log of that probability, exponentially weighted
+        (``preq_decay``); with ``preq_top`` < 1 the bins above that quantile are one."""
+        ys = np.array(self.ys)
+        if len(ys) < 5:
+            return
+        order = np.argsort(ys, kind="stable")
+        srt = ys[order]
+        j = int(np.searchsorted(srt, value))
+        top = len(ys) if self.opts.preq_top >= 1.0 else max(1, int(math.ceil(self.opts.preq_top * len(ys))))
+        yt = warp(ys, self.opts.twin_warp, self.opts.y_clip)
+        yt = (yt - yt.mean()) / (yt.std() or 1.0)
+        if self.twin.n - self.twin_fit_n >= self.opts.refit_every and self.twin.n <= _FIT_UNTIL:  # type: ignore[union-attr]
+            self.twin.refit(yt, self.live)  # type: ignore[union-attr]
+            self.twin_fit_n = self.twin.n  # type: ignore[union-attr]
+        for name, model, yn in (("main", self.model, self._normalised()), ("twin", self.twin, yt)):
+            mu, sd = model.predict_at(feat[None, :], yn)  # type: ignore[union-attr]
+            s = yn[order]
+            lo = s[j - 1] if j > 0 else -math.inf
+            hi = s[j] if j < top else math.inf
+            if j >= top:
+                lo = s[top - 1]
+            sd0 = max(float(sd[0]), 1e-9)
+            p = _ND.cdf(max(min((hi - float(mu[0])) / sd0, 40.0), -40.0)) - _ND.cdf(max(min((lo - float(mu[0])) / sd0, 40.0), -40.0))
+            self.preq[name] = self.opts.preq_decay * self.preq[name] + math.log(max(p, 1e-6))
+        self.preq_n += 1
+
+    def _preq_twin(self) -> bool:
+        """``twin_preq``: whether this GP step is the twin's (its recent score is the better)."""
+        return self.preq_n >= self.opts.preq_min and self.preq["twin"] > self.preq["main"]
 
     @property
     def stalled(self) -> bool:
@@ -454,7 +493,9 @@ class SurrogateSearch:
             ya = warp(np.array(self.ys), self.opts.alt_warp, self.opts.y_clip)
             yn = (ya - ya.mean()) / (ya.std() or 1.0)
         model = self.model
-        if self.twin is not None and (force if force is not None else ctx.rng.random() < self.opts.twin_share):
+        if self.twin is not None and (force if force is not None else
+                                      self._preq_twin() if self.opts.twin_preq else ctx.rng.random() < self.opts.twin_share):
+            self.twin_chosen += force is None and self.opts.twin_preq
             yt = warp(np.array(self.ys), self.opts.twin_warp, self.opts.y_clip)
             yn = (yt - yt.mean()) / (yt.std() or 1.0)
             if self.twin.n - self.twin_fit_n >= self.opts.refit_every and self.twin.n <= _FIT_UNTIL:

@@ -88,6 +88,12 @@ class SurrogateOptions:
     theta_max: float | None = None  # the GP's length-scale parameters at most this (of the grid 0.15, 0.3, 0.6, 1.2; None: all)
     fit_warp: str | None = None   # the targets the GP's length-scales and ordinal terms are fitted to (None: y_warp's); predictions stay y_warp's
 
+    # Fifteenth design pass (options, off by default: README "Fifteenth pass")
+    twin_preq: bool = False       # prequential choice: before each measurement both GPs (auto's and the twin) predict it; each GP step goes to the GP with the better recent score
+    preq_decay: float = 0.9       # weight of the past in each GP's exponentially weighted log score
+    preq_min: int = 10            # scored measurements before the twin may take a step (auto's GP until then)
+    preq_top: float = 1.0         # < 1: the score's bins above this quantile of the measured times merge into one (only the good configs' order is scored)
+
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
