@@ -136,6 +136,7 @@ class SurrogateSearch:
         self.twin_steps = self.twin_chosen = 0
         self.preq = {"main": 0.0, "twin": 0.0}     # twin_preq: each GP's exponentially weighted log score
         self.preq_n = 0
+        self.preq_w = 0.0                           # twin_preq: the weights' sum (the scores' weighted mean is preq / preq_w)
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -237,7 +238,7 @@ class SurrogateSearch:
                 if member == "climb":
                     self.climber.observe(cfg, self.ctx.value(t))
             if t.ok and self.model.n < self.cap:
-                if self.opts.twin_preq and self.twin is not None:
+                if self.opts.twin_preq and self.twin is not None and not (self.opts.preq_others and member == "gp"):
                     self._preq_score(_encode(space, [cfg])[0], value)
                 self.ys.append(value)
                 self.model.add_obs(_encode(space, [cfg])[0])
@@ -283,10 +284,12 @@ class SurrogateSearch:
             p = _ND.cdf(max(min((hi - float(mu[0])) / sd0, 40.0), -40.0)) - _ND.cdf(max(min((lo - float(mu[0])) / sd0, 40.0), -40.0))
             self.preq[name] = self.opts.preq_decay * self.preq[name] + math.log(max(p, 1e-6))
         self.preq_n += 1
+        self.preq_w = self.opts.preq_decay * self.preq_w + 1.0
 
     def _preq_twin(self) -> bool:
         """``twin_preq``: whether this GP step is the twin's (its recent score is the better)."""
-        return self.preq_n >= self.opts.preq_min and self.preq["twin"] > self.preq["main"]
+        return (self.preq_n >= self.opts.preq_min
+                and self.preq["twin"] - self.preq["main"] > self.opts.preq_margin * max(self.preq_w, 1e-12))
 
     @property
     def stalled(self) -> bool:

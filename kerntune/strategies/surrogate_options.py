@@ -92,6 +92,8 @@ class SurrogateOptions:
     twin_preq: bool = False       # prequential choice: before each measurement both GPs (auto's and the twin) predict it; each GP step goes to the GP with the better recent score
     preq_decay: float = 0.9       # weight of the past in each GP's exponentially weighted log score
     preq_min: int = 10            # scored measurements before the twin may take a step (auto's GP until then)
+    preq_others: bool = False     # score only measurements the GPs did not propose (startup, climber, a model's answers): neither GP chose them
+    preq_margin: float = 0.0      # the twin takes a step only when its weighted mean log score beats auto's GP's by more than this (per measurement)
     preq_top: float = 1.0         # < 1: the score's bins above this quantile of the measured times merge into one (only the good configs' order is scored)
 
     def kappa_at(self, measured: int) -> float:
