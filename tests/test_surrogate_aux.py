@@ -153,7 +153,8 @@ def test_twin_preq_scores_both_gps_and_runs_through_auto(tmp_path: Path) -> None
     ev = synthetic_evaluator(tmp_path)
     base = run_search(ev, "auto", Budget(max_evals=40), seed=1)
     for opts in ({"twin_preq": True}, {"twin_preq": True, "preq_top": 0.5, "preq_min": 5},
-                 {"twin_preq": True, "preq_others": True, "preq_decay": 1.0, "preq_min": 8, "preq_margin": 0.3}):
+                 {"twin_preq": True, "preq_others": True, "preq_decay": 1.0, "preq_min": 8, "preq_margin": 0.3},
+                 {"twin_preq": True, "preq_until": 20, "preq_min": 10}, {"twin_credit": True}):
         res = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
         again = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
         assert len(res.history) == 40 and res.best is not None

@@ -130,12 +130,14 @@ class SurrogateSearch:
         # fourteenth pass (twin_share): a second GP, gp's own model by default (Hamming kernel, log-time
         # targets), whose LCB takes that share of the GP's steps
         self.twin = _GP(space.encoded_width, self.cap, _NOISE, steps=ordinal_steps(space), alpha=self.opts.twin_ordinal,
-                        adaptive=self.opts.gp_ordinal_fit) if (self.opts.twin_share > 0 or self.opts.twin_choose or self.opts.twin_preq) and self.opts.model == "gp" else None
+                        adaptive=self.opts.gp_ordinal_fit) if (self.opts.twin_share > 0 or self.opts.twin_choose or self.opts.twin_preq or self.opts.twin_credit) and self.opts.model == "gp" else None
         self.twin_fit_n = -self.opts.refit_every
         self.last_post: tuple[np.ndarray, np.ndarray, float, int] | None = None
         self.twin_steps = self.twin_chosen = 0
         self.preq = {"main": 0.0, "twin": 0.0}     # twin_preq: each GP's exponentially weighted log score
         self.preq_n = 0
+        self.gp_owner: dict[str, str] = {}          # twin_credit: config key -> "main" or "twin"
+        self.gp_credit = {"main": 0.0, "twin": 0.0}
         self.preq_w = 0.0                           # twin_preq: the weights' sum (the scores' weighted mean is preq / preq_w)
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
@@ -237,8 +239,12 @@ class SurrogateSearch:
                 self.pulls[member] += 1
                 if member == "climb":
                     self.climber.observe(cfg, self.ctx.value(t))
+                which = self.gp_owner.pop(key, None)
+                if which is not None:
+                    self.gp_credit[which] = (1 - self.opts.credit_rate) * self.gp_credit[which] + self.opts.credit_rate * max(gain, 0.0)
             if t.ok and self.model.n < self.cap:
-                if self.opts.twin_preq and self.twin is not None and not (self.opts.preq_others and member == "gp"):
+                if self.opts.twin_preq and self.twin is not None and not (self.opts.preq_others and member == "gp") \
+                        and (self.opts.preq_until is None or len(self.ys) < self.opts.preq_until):
                     self._preq_score(_encode(space, [cfg])[0], value)
                 self.ys.append(value)
                 self.model.add_obs(_encode(space, [cfg])[0])
@@ -285,6 +291,12 @@ class SurrogateSearch:
             self.preq[name] = self.opts.preq_decay * self.preq[name] + math.log(max(p, 1e-6))
         self.preq_n += 1
         self.preq_w = self.opts.preq_decay * self.preq_w + 1.0
+
+    def _credit_share(self) -> float:
+        """``twin_credit``: the twin's share of the GP steps, matched to the GPs' running mean gains."""
+        total = self.gp_credit["main"] + self.gp_credit["twin"]
+        share = self.gp_credit["twin"] / total if total > 1e-12 else 0.5
+        return min(max(share, self.opts.twin_credit_min), 1.0 - self.opts.twin_credit_min)
 
     def _preq_twin(self) -> bool:
         """``twin_preq``: whether this GP step is the twin's (its recent score is the better)."""
@@ -497,7 +509,9 @@ class SurrogateSearch:
             yn = (ya - ya.mean()) / (ya.std() or 1.0)
         model = self.model
         if self.twin is not None and (force if force is not None else
-                                      self._preq_twin() if self.opts.twin_preq else ctx.rng.random() < self.opts.twin_share):
+                                      self._preq_twin() if self.opts.twin_preq else
+                                      ctx.rng.random() < self._credit_share() if self.opts.twin_credit else
+                                      ctx.rng.random() < self.opts.twin_share):
             self.twin_chosen += force is None and self.opts.twin_preq
             yt = warp(np.array(self.ys), self.opts.twin_warp, self.opts.y_clip)
             yn = (yt - yt.mean()) / (yt.std() or 1.0)
@@ -564,6 +578,9 @@ class SurrogateSearch:
                 yn = np.append(yn, mu[pick])
                 fantasies += 1
         model.drop_last(fantasies)
+        if self.opts.twin_credit:
+            for i in picks:
+                self.gp_owner[space.key(space.canonical(self.configs[i]))] = "twin" if model is self.twin else "main"
         return [self.configs[i] for i in picks]
 
 

@@ -94,6 +94,9 @@ class SurrogateOptions:
     preq_min: int = 10            # scored measurements before the twin may take a step (auto's GP until then)
     preq_others: bool = False     # score only measurements the GPs did not propose (startup, climber, a model's answers): neither GP chose them
     preq_margin: float = 0.0      # the twin takes a step only when its weighted mean log score beats auto's GP's by more than this (per measurement)
+    preq_until: int | None = None  # measurements after which the scores stop (the choice is then fixed for the rest of the run; None: never)
+    twin_credit: bool = False     # (utility, not prediction) each GP step goes to the twin with a share matched to the two GPs' running mean gains (credit_rate), within [twin_credit_min, 1 - twin_credit_min]
+    twin_credit_min: float = 0.1
     preq_top: float = 1.0         # < 1: the score's bins above this quantile of the measured times merge into one (only the good configs' order is scored)
 
     def kappa_at(self, measured: int) -> float:

@@ -1,10 +1,10 @@
 """Scratch trace (fifteenth pass): the share of GP steps ``twin_preq`` gives the twin, per space, and each
-GP's mean log score per scored measurement.  python trace.py SPACE[,SPACE] RUNS SEED [JSON options]"""
+GP's mean log score per scored measurement.  python benchmarks/results/search_quality/pass15/traces/trace.py SPACE[,SPACE] RUNS SEED [JSON options]"""
 import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 sys.path.insert(0, str(ROOT))
 from kerntune.evaluate import ReplayEvaluator  # noqa: E402
 from kerntune.run.search import RunOptions, run_search  # noqa: E402
@@ -35,7 +35,7 @@ for space in sys.argv[1].split(","):
     ev = ReplayEvaluator.from_file(str(ROOT / "examples" / "spaces" / f"{space}.json.gz"))
     for r in range(int(sys.argv[2])):
         log.clear()
-        run_search(ev, "auto", Budget(max_evals=200), seed=int(sys.argv[3]) + r, run=RunOptions(strategy_options=opts))
+        res = run_search(ev, "auto", Budget(max_evals=200), seed=int(sys.argv[3]) + r, run=RunOptions(strategy_options=opts))
         steps = [x[1] for x in log if x[0] == "step"]
         sc = [x for x in log if x[0] == "score"]
         half = len(steps) // 2
@@ -43,4 +43,5 @@ for space in sys.argv[1].split(","):
               f"(first half {sum(steps[:half])}/{half}, second {sum(steps[half:])}/{len(steps) - half}); "
               f"mean log score main {sum(s[1] for s in sc) / len(sc):.2f} twin {sum(s[2] for s in sc) / len(sc):.2f}; "
               f"twin - main over the first 20 / 50 / all scored: {sum(s[2] - s[1] for s in sc[:20]) / len(sc[:20]):.2f} "
-              f"{sum(s[2] - s[1] for s in sc[:50]) / len(sc[:50]):.2f} {sum(s[2] - s[1] for s in sc) / len(sc):.2f} (n {len(sc)})", flush=True)
+              f"{sum(s[2] - s[1] for s in sc[:50]) / len(sc[:50]):.2f} {sum(s[2] - s[1] for s in sc) / len(sc):.2f} (n {len(sc)}); best at 60 / 100 / 200: "
+              f"{min(t.time_ms for t in res.history[:60] if t.ok):.3f} {min(t.time_ms for t in res.history[:100] if t.ok):.3f} {res.best.time_ms:.3f}", flush=True)
