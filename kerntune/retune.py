@@ -79,7 +79,9 @@ Now the configs within 15%, at most 3, run 3 rounds and are ranked by those roun
 windows more: l2norm's share of the wall 0.35-0.40 against 0.31-0.36).  It helped there only in part
 (1 of 3 runs picked the package's config, 1 was within noise, 1 was 9% behind; with 5 rounds,
 ``KERNTUNE_AUTOTUNE_RUNOFF=3``, 2 of 3): on that kernel the in-place rounds put the leaders 2-3% apart
-where the judge puts them 6-10% apart, in either order, which more rounds alone do not fix.  At
+where the judge puts them 6-10% apart, in either order, which more rounds alone do not fix (the 70B
+training forward under this rule: 7.19 against 7.26 ms in place for BLOCK_K 128 / 2 stages over the
+package's pick, judged 6% behind it).  At
 the 70B forward shape the two leading configs are within 1-4% timed alone, and the judge, timing
 liger's whole forward, puts one ahead by 2-7%; the runoff picked the other once in two runs.
 """
