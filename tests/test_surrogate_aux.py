@@ -84,3 +84,81 @@ def test_the_ordinal_kernel_orders_neighbours_and_stays_positive_definite() -> N
     assert k_ord[0, 1] == pytest.approx(k_ham[0, 1])  # the unordered field: a mismatch either way
     assert np.linalg.eigvalsh(k_ord).min() > 0
     assert np.array_equal(_GP(2, 20, steps=steps, alpha=0.0).steps, np.zeros(2))
+
+
+def test_the_fitted_nugget_grows_with_the_noise_in_the_targets() -> None:
+    """Fourteenth pass (``noise_fit``): the marginal likelihood picks the nugget from the grid at each
+    refit, small for targets that a smooth function explains, larger when they scatter; with no grid
+    the nugget stays as given; predictions at the measured points follow the targets less when the
+    nugget is larger."""
+    from kerntune.strategies.gp_model import _GP
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 4, size=(60, 3)).astype(float)
+    smooth = (x[:, 0] == 1).astype(float) - 0.5 * (x[:, 1] == 2)
+    noisy = smooth + rng.normal(0.0, 0.8, size=60)
+    fits = {}
+    for name, y in (("smooth", smooth), ("noisy", noisy)):
+        yn = (y - y.mean()) / y.std()
+        gp = _GP(3, 60, noise_grid=(1e-3, 1e-2, 0.1, 0.3, 1.0))
+        gp.add_pool(x)
+        for row in x:
+            gp.add_obs(row)
+        gp.refit(yn, np.ones(3, bool))
+        fits[name] = gp.noise
+        mu, _ = gp.predict(yn)
+        # the rank-one updates and the rebuild after the refit agree
+        fresh = _GP(3, 60, noise=gp.noise)
+        fresh.theta, fresh.kind = gp.theta, gp.kind
+        fresh.add_pool(x)
+        for row in x:
+            fresh.add_obs(row)
+        assert np.allclose(fresh.predict(yn)[0], mu, atol=1e-6)
+    assert fits["smooth"] < fits["noisy"]
+    fixed = _GP(3, 60, noise=1e-3)
+    fixed.add_pool(x)
+    for row in x:
+        fixed.add_obs(row)
+    fixed.refit((noisy - noisy.mean()) / noisy.std(), np.ones(3, bool))
+    assert fixed.noise == 1e-3
+
+
+def test_the_fourteenth_pass_options_run_through_auto(tmp_path: Path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    base = run_search(ev, "auto", Budget(max_evals=40), seed=1)
+    for opts in ({"noise_fit": [1e-3, 1e-2, 0.1]}, {"alt_warp": "log", "alt_share": 0.5}, {"fit_warp": "log"},
+                 {"twin_share": 0.5}, {"twin_choose": True}, {"twin_choose": True, "twin_warp": "copula", "twin_ordinal": 1.0},
+                 {"theta_max": 0.3}):
+        res = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
+        again = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
+        assert len(res.history) == 40 and res.best is not None
+        assert [t.config for t in res.history] == [t.config for t in again.history]  # deterministic
+    # off by default: the options' neutral values leave the default's run as it was
+    same = run_search(ev, "auto", Budget(max_evals=40), seed=1,
+                      run=RunOptions(strategy_options={"noise_fit": [], "alt_share": 0.0, "twin_share": 0.0}))
+    assert [t.config for t in same.history] == [t.config for t in base.history]
+
+
+def test_theta_max_caps_the_length_scale_grid() -> None:
+    from kerntune.strategies.gp_model import _GRID, _GP
+
+    assert _GP(2, 10).grid == _GRID
+    assert _GP(2, 10, theta_max=0.3).grid == (0.15, 0.3)
+    assert _GP(2, 10, theta_max=0.01).grid == (0.15,)  # never empty
+
+
+def test_twin_preq_scores_both_gps_and_runs_through_auto(tmp_path: Path) -> None:
+    """Fifteenth pass: ``twin_preq`` scores auto's GP and the twin on each measurement before it is
+    added, and is deterministic; off, the default's run is unchanged."""
+    ev = synthetic_evaluator(tmp_path)
+    base = run_search(ev, "auto", Budget(max_evals=40), seed=1)
+    for opts in ({"twin_preq": True}, {"twin_preq": True, "preq_top": 0.5, "preq_min": 5},
+                 {"twin_preq": True, "preq_others": True, "preq_decay": 1.0, "preq_min": 8, "preq_margin": 0.3},
+                 {"twin_preq": True, "preq_until": 20, "preq_min": 10}, {"twin_credit": True}):
+        res = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
+        again = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
+        assert len(res.history) == 40 and res.best is not None
+        assert [t.config for t in res.history] == [t.config for t in again.history]
+    same = run_search(ev, "auto", Budget(max_evals=40), seed=1,
+                      run=RunOptions(strategy_options={"twin_preq": False}))
+    assert [t.config for t in same.history] == [t.config for t in base.history]
