@@ -162,3 +162,18 @@ def test_twin_preq_scores_both_gps_and_runs_through_auto(tmp_path: Path) -> None
     same = run_search(ev, "auto", Budget(max_evals=40), seed=1,
                       run=RunOptions(strategy_options={"twin_preq": False}))
     assert [t.config for t in same.history] == [t.config for t in base.history]
+
+
+def test_probe_every_scores_only_held_out_probes_and_runs_through_auto(tmp_path: Path) -> None:
+    """Sixteenth pass: ``probe_every`` spends one evaluation in every so many on a uniformly random probe;
+    with ``twin_preq`` only the probes are scored.  Deterministic; off (0), the default's run is unchanged."""
+    ev = synthetic_evaluator(tmp_path)
+    base = run_search(ev, "auto", Budget(max_evals=60), seed=1)
+    for opts in ({"probe_every": 8}, {"twin_preq": True, "probe_every": 6, "preq_decay": 1.0, "preq_min": 2}):
+        res = run_search(ev, "auto", Budget(max_evals=60), seed=1, run=RunOptions(strategy_options=opts))
+        again = run_search(ev, "auto", Budget(max_evals=60), seed=1, run=RunOptions(strategy_options=opts))
+        assert len(res.history) == 60 and res.best is not None
+        assert [t.config for t in res.history] == [t.config for t in again.history]
+        assert [t.config for t in res.history] != [t.config for t in base.history]
+    same = run_search(ev, "auto", Budget(max_evals=60), seed=1, run=RunOptions(strategy_options={"probe_every": 0}))
+    assert [t.config for t in same.history] == [t.config for t in base.history]

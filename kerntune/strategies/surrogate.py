@@ -139,6 +139,8 @@ class SurrogateSearch:
         self.gp_owner: dict[str, str] = {}          # twin_credit: config key -> "main" or "twin"
         self.gp_credit = {"main": 0.0, "twin": 0.0}
         self.preq_w = 0.0                           # twin_preq: the weights' sum (the scores' weighted mean is preq / preq_w)
+        self.probe_keys: set[str] = set()           # probe_every: the held-out random probes (and the startup's random configs)
+        self.since_probe = 0                        # probe_every: evaluations proposed since the last probe
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -244,6 +246,7 @@ class SurrogateSearch:
                     self.gp_credit[which] = (1 - self.opts.credit_rate) * self.gp_credit[which] + self.opts.credit_rate * max(gain, 0.0)
             if t.ok and self.model.n < self.cap:
                 if self.opts.twin_preq and self.twin is not None and not (self.opts.preq_others and member == "gp") \
+                        and not (self.opts.probe_every > 0 and key not in self.probe_keys) \
                         and (self.opts.preq_until is None or len(self.ys) < self.opts.preq_until):
                     self._preq_score(_encode(space, [cfg])[0], value)
                 self.ys.append(value)
@@ -255,7 +258,7 @@ class SurrogateSearch:
             if value < self.region.best - 1e-9 and (own or value < best_of_all - 1e-9):
                 self.region.best, self.region.best_config, self.region.since_gain = value, dict(t.config), 0
                 self._grow(self.ctx.unmeasured(space.neighbours(t.config, "hamming")))
-            elif own:
+            elif own and key not in self.probe_keys:  # a held-out probe does not run the region's stall clock
                 self.region.since_gain += 1
         if self.region.since_gain >= self.stall_after and self.region.best_config is not None:
             self._restart()
@@ -356,7 +359,11 @@ class SurrogateSearch:
     # -- proposing --------------------------------------------------------------------------
     def startup_batch(self) -> list[Config]:
         """The default and random configs up to ``startup`` successes-worth of trials."""
-        return startup_configs(self.ctx, self.opts)
+        first = startup_configs(self.ctx, self.opts)
+        if self.opts.probe_every > 0:  # the startup's random configs are probes too (the default is not)
+            space = self.ctx.space
+            self.probe_keys |= {space.key(space.canonical(c)) for c in first if c != space.default}
+        return first
 
     def propose(self, n: int, taken: set[str] | None = None) -> list[Config]:
         """Up to ``n`` unmeasured configs (kriging believer within a batch)."""
@@ -398,9 +405,19 @@ class SurrogateSearch:
         ctx, space = self.ctx, self.ctx.space
         taken = set(taken or ())
         out: list[Config] = []
+        if self.opts.probe_every > 0 and self.ys:  # sixteenth pass: a held-out random probe every probe_every evaluations
+            self.since_probe += n
+            if self.since_probe >= self.opts.probe_every:
+                probe = [c for c in ctx.sample_unmeasured(1 + len(taken)) if space.key(space.canonical(c)) not in taken][:1]
+                if probe:
+                    self.since_probe = 0
+                    k = space.key(space.canonical(probe[0]))
+                    taken.add(k)
+                    self.probe_keys.add(k)
+                    out.append(probe[0])
         if self.ys and self.opts.climb_share > 0:
             p = self.climb_probability()
-            for _ in range(sum(ctx.rng.random() < p for _ in range(n))):
+            for _ in range(sum(ctx.rng.random() < p for _ in range(n - len(out)))):
                 c = None
                 leading = (self.opts.lead_perturb and self.leading()) or (
                     self.opts.stalled_perturb and self.since_best >= self.stall_after)

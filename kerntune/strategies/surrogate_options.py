@@ -99,6 +99,9 @@ class SurrogateOptions:
     twin_credit_min: float = 0.1
     preq_top: float = 1.0         # < 1: the score's bins above this quantile of the measured times merge into one (only the good configs' order is scored)
 
+    # Sixteenth design pass (options, off by default: README "Sixteenth pass")
+    probe_every: int = 0          # > 0: every this many evaluations one is a uniformly random unmeasured config (a held-out probe); with twin_preq only the probes (and the startup's random configs) are scored
+
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
