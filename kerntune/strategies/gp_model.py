@@ -62,15 +62,9 @@ class _GP:
     Unordered fields stay Hamming."""
 
     def __init__(self, width: int, cap: int, noise: float = _NOISE, steps: np.ndarray | None = None,
-                 alpha: float = 0.0, adaptive: bool = False, noise_grid: Sequence[float] = (),
-                 theta_max: float | None = None) -> None:
+                 alpha: float = 0.0, adaptive: bool = False) -> None:
         self.cap = cap
         self.noise = noise  # nugget, in units of the standardised targets' variance
-        #: fourteenth pass (``auto``'s ``noise_fit``): nuggets the marginal likelihood may choose among at
-        #: each refit, after the length-scales (empty: the nugget stays ``noise``)
-        self.noise_grid = tuple(noise_grid)
-        #: fourteenth pass (``auto``'s ``theta_max``): the largest length-scale parameter of the grid
-        self.grid = tuple(g for g in _GRID if theta_max is None or g <= theta_max) or _GRID[:1]
         self.steps = steps if (steps is not None and alpha > 0) else np.zeros(width)
         self.alpha = alpha
         #: per column: the ordinal term (True) or the mismatch; ``adaptive`` starts every column at
@@ -148,11 +142,11 @@ class _GP:
         diff = self.diff[:, :n, :n].astype(float)
         odiff = self.odiff[:, :n, :n].astype(float) if self.odiff is not None else None
 
-        def nll(theta: np.ndarray, kind: np.ndarray, noise: float | None = None) -> float:
+        def nll(theta: np.ndarray, kind: np.ndarray) -> float:
             expo = np.tensordot(np.where(kind, 0.0, theta), diff, 1)
             if odiff is not None and kind.any():
                 expo += np.tensordot(np.where(kind, theta, 0.0), odiff, 1)
-            k = np.exp(-expo) + (self.noise if noise is None else noise) * np.eye(n)
+            k = np.exp(-expo) + self.noise * np.eye(n)
             try:
                 chol = np.linalg.cholesky(k)
             except np.linalg.LinAlgError:
@@ -161,25 +155,20 @@ class _GP:
             return 0.5 * n * math.log(max(z @ z / n, 1e-12)) + float(np.sum(np.log(np.diag(chol))))
 
         kind = self.kind.copy()
-        shared = [np.where(live, g, 0.0) for g in self.grid]
+        shared = [np.where(live, g, 0.0) for g in _GRID]
         best_v, best = min(((nll(t, kind), i) for i, t in enumerate(shared)), key=lambda p: p[0])
         theta = shared[best]
         for e in np.nonzero(live)[0]:
             kinds = (False, True) if self.adaptive and self.steps[e] > 0 else (bool(kind[e]),)
-            for g in self.grid:
+            for g in _GRID:
                 for k_e in kinds:
                     trial, tkind = theta.copy(), kind.copy()
                     trial[e], tkind[e] = g, k_e
                     v = nll(trial, tkind)
                     if v < best_v:
                         best_v, theta, kind = v, trial, tkind
-        noise = self.noise
-        for g in self.noise_grid:
-            v = nll(theta, kind, g)
-            if v < best_v:
-                best_v, noise = v, g
-        if not np.array_equal(theta, self.theta) or not np.array_equal(kind, self.kind) or noise != self.noise:
-            self.theta, self.kind, self.noise = theta, kind, noise
+        if not np.array_equal(theta, self.theta) or not np.array_equal(kind, self.kind):
+            self.theta, self.kind = theta, kind
             n = self.n
             k = self.kernel(self.obs[:n], self.obs[:n]) + self.noise * np.eye(n)
             self.linv[:n, :n] = np.linalg.inv(np.linalg.cholesky(k))

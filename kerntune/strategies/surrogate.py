@@ -69,7 +69,6 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -84,8 +83,6 @@ from kerntune.strategies.gp_model import _NOISE, ordinal_steps
 from kerntune.strategies.parzen import Parzen
 from kerntune.strategies.surrogate_aux import acquisitions, shell_best, startup_configs, subspace_best, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
-
-_ND = NormalDist()
 
 
 @contextlib.contextmanager
@@ -125,22 +122,7 @@ class SurrogateSearch:
             self.model = forest(space.encoded_width, self.cap, self.opts, ctx.rng)
         else:
             self.model = _GP(space.encoded_width, self.cap, _NOISE if self.opts.noise is None else self.opts.noise,
-                             steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit,
-                             noise_grid=self.opts.noise_fit, theta_max=self.opts.theta_max)
-        # fourteenth pass (twin_share): a second GP, gp's own model by default (Hamming kernel, log-time
-        # targets), whose LCB takes that share of the GP's steps
-        self.twin = _GP(space.encoded_width, self.cap, _NOISE, steps=ordinal_steps(space), alpha=self.opts.twin_ordinal,
-                        adaptive=self.opts.gp_ordinal_fit) if (self.opts.twin_share > 0 or self.opts.twin_choose or self.opts.twin_preq or self.opts.twin_credit) and self.opts.model == "gp" else None
-        self.twin_fit_n = -self.opts.refit_every
-        self.last_post: tuple[np.ndarray, np.ndarray, float, int] | None = None
-        self.twin_steps = self.twin_chosen = 0
-        self.preq = {"main": 0.0, "twin": 0.0}     # twin_preq: each GP's exponentially weighted log score
-        self.preq_n = 0
-        self.gp_owner: dict[str, str] = {}          # twin_credit: config key -> "main" or "twin"
-        self.gp_credit = {"main": 0.0, "twin": 0.0}
-        self.preq_w = 0.0                           # twin_preq: the weights' sum (the scores' weighted mean is preq / preq_w)
-        self.probe_keys: set[str] = set()           # probe_every: the held-out random probes (and the startup's random configs)
-        self.since_probe = 0                        # probe_every: evaluations proposed since the last probe
+                             steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit)
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -196,8 +178,6 @@ class SurrogateSearch:
         if new:
             f = feats[new] if feats is not None else _encode(space, [cfgs[i] for i in new])
             self.model.add_pool(f)
-            if getattr(self, "twin", None) is not None:
-                self.twin.add_pool(f)  # type: ignore[union-attr]
             if hasattr(self, "tabu_mask"):
                 extra = np.zeros(len(new), dtype=bool)
                 for c in self.tabu:
@@ -241,70 +221,18 @@ class SurrogateSearch:
                 self.pulls[member] += 1
                 if member == "climb":
                     self.climber.observe(cfg, self.ctx.value(t))
-                which = self.gp_owner.pop(key, None)
-                if which is not None:
-                    self.gp_credit[which] = (1 - self.opts.credit_rate) * self.gp_credit[which] + self.opts.credit_rate * max(gain, 0.0)
             if t.ok and self.model.n < self.cap:
-                if self.opts.twin_preq and self.twin is not None and not (self.opts.preq_others and member == "gp") \
-                        and not (self.opts.probe_every > 0 and key not in self.probe_keys) \
-                        and (self.opts.preq_until is None or len(self.ys) < self.opts.preq_until):
-                    self._preq_score(_encode(space, [cfg])[0], value)
                 self.ys.append(value)
                 self.model.add_obs(_encode(space, [cfg])[0])
-                if self.twin is not None:
-                    self.twin.add_obs(self.model.obs[self.model.n - 1])
                 self.since_fit += 1
             self.best_value = min(self.best_value, value)
             if value < self.region.best - 1e-9 and (own or value < best_of_all - 1e-9):
                 self.region.best, self.region.best_config, self.region.since_gain = value, dict(t.config), 0
                 self._grow(self.ctx.unmeasured(space.neighbours(t.config, "hamming")))
-            elif own and key not in self.probe_keys:  # a held-out probe does not run the region's stall clock
+            elif own:
                 self.region.since_gain += 1
         if self.region.since_gain >= self.stall_after and self.region.best_config is not None:
             self._restart()
-
-    def _preq_score(self, feat: np.ndarray, value: float) -> None:
-        """``twin_preq`` (fifteenth pass): score both GPs on the measurement about to be added, before it
-        is added.  A common scale for two GPs on different targets: the observed log-times cut the line
-        into bins (between consecutive measured values), and each GP's predictive normal, on its own
-        targets, gives the bin the new value fell in a probability (the bin's edges are the GP's own
-        targets at the two measured values around it).  Log of that probability, exponentially weighted
-        (``preq_decay``); with ``preq_top`` < 1 the bins above that quantile are one."""
-        ys = np.array(self.ys)
-        if len(ys) < 5:
-            return
-        order = np.argsort(ys, kind="stable")
-        srt = ys[order]
-        j = int(np.searchsorted(srt, value))
-        top = len(ys) if self.opts.preq_top >= 1.0 else max(1, int(math.ceil(self.opts.preq_top * len(ys))))
-        yt = warp(ys, self.opts.twin_warp, self.opts.y_clip)
-        yt = (yt - yt.mean()) / (yt.std() or 1.0)
-        if self.twin.n - self.twin_fit_n >= self.opts.refit_every and self.twin.n <= _FIT_UNTIL:  # type: ignore[union-attr]
-            self.twin.refit(yt, self.live)  # type: ignore[union-attr]
-            self.twin_fit_n = self.twin.n  # type: ignore[union-attr]
-        for name, model, yn in (("main", self.model, self._normalised()), ("twin", self.twin, yt)):
-            mu, sd = model.predict_at(feat[None, :], yn)  # type: ignore[union-attr]
-            s = yn[order]
-            lo = s[j - 1] if j > 0 else -math.inf
-            hi = s[j] if j < top else math.inf
-            if j >= top:
-                lo = s[top - 1]
-            sd0 = max(float(sd[0]), 1e-9)
-            p = _ND.cdf(max(min((hi - float(mu[0])) / sd0, 40.0), -40.0)) - _ND.cdf(max(min((lo - float(mu[0])) / sd0, 40.0), -40.0))
-            self.preq[name] = self.opts.preq_decay * self.preq[name] + math.log(max(p, 1e-6))
-        self.preq_n += 1
-        self.preq_w = self.opts.preq_decay * self.preq_w + 1.0
-
-    def _credit_share(self) -> float:
-        """``twin_credit``: the twin's share of the GP steps, matched to the GPs' running mean gains."""
-        total = self.gp_credit["main"] + self.gp_credit["twin"]
-        share = self.gp_credit["twin"] / total if total > 1e-12 else 0.5
-        return min(max(share, self.opts.twin_credit_min), 1.0 - self.opts.twin_credit_min)
-
-    def _preq_twin(self) -> bool:
-        """``twin_preq``: whether this GP step is the twin's (its recent score is the better)."""
-        return (self.preq_n >= self.opts.preq_min
-                and self.preq["twin"] - self.preq["main"] > self.opts.preq_margin * max(self.preq_w, 1e-12))
 
     @property
     def stalled(self) -> bool:
@@ -325,14 +253,6 @@ class SurrogateSearch:
         y = warp(np.array(self.ys), self.opts.y_warp, self.opts.y_clip)
         return (y - y.mean()) / (y.std() or 1.0)
 
-    def _fit_targets(self, yn: np.ndarray) -> np.ndarray:
-        """The targets the length-scales (and ordinal terms) are fitted to: ``yn``, or with ``fit_warp``
-        (fourteenth pass) the targets warped thus, standardised; predictions stay ``y_warp``'s."""
-        if self.opts.fit_warp is None or self.opts.fit_warp == self.opts.y_warp:
-            return yn
-        y = warp(np.array(self.ys), self.opts.fit_warp, self.opts.y_clip)
-        return (y - y.mean()) / (y.std() or 1.0)
-
     def lcb(self, kappa: float | None = None, how: str | None = None) -> np.ndarray | None:
         """LCB of every pool entry in standardised log-time units (None before any success);
         ``how``: predict from targets warped thus instead of ``y_warp`` (the fit stays ``y_warp``'s)."""
@@ -340,7 +260,7 @@ class SurrogateSearch:
             return None
         yn = self._normalised()
         if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
-            self.model.refit(self._fit_targets(yn), self.live)
+            self.model.refit(yn, self.live)
             self.since_fit = 0
         if how is not None and how != self.opts.y_warp:
             yw = warp(np.array(self.ys), how, self.opts.y_clip)
@@ -359,11 +279,7 @@ class SurrogateSearch:
     # -- proposing --------------------------------------------------------------------------
     def startup_batch(self) -> list[Config]:
         """The default and random configs up to ``startup`` successes-worth of trials."""
-        first = startup_configs(self.ctx, self.opts)
-        if self.opts.probe_every > 0:  # the startup's random configs are probes too (the default is not)
-            space = self.ctx.space
-            self.probe_keys |= {space.key(space.canonical(c)) for c in first if c != space.default}
-        return first
+        return startup_configs(self.ctx, self.opts)
 
     def propose(self, n: int, taken: set[str] | None = None) -> list[Config]:
         """Up to ``n`` unmeasured configs (kriging believer within a batch)."""
@@ -405,19 +321,9 @@ class SurrogateSearch:
         ctx, space = self.ctx, self.ctx.space
         taken = set(taken or ())
         out: list[Config] = []
-        if self.opts.probe_every > 0 and self.ys:  # sixteenth pass: a held-out random probe every probe_every evaluations
-            self.since_probe += n
-            if self.since_probe >= self.opts.probe_every:
-                probe = [c for c in ctx.sample_unmeasured(1 + len(taken)) if space.key(space.canonical(c)) not in taken][:1]
-                if probe:
-                    self.since_probe = 0
-                    k = space.key(space.canonical(probe[0]))
-                    taken.add(k)
-                    self.probe_keys.add(k)
-                    out.append(probe[0])
         if self.ys and self.opts.climb_share > 0:
             p = self.climb_probability()
-            for _ in range(sum(ctx.rng.random() < p for _ in range(n - len(out)))):
+            for _ in range(sum(ctx.rng.random() < p for _ in range(n))):
                 c = None
                 leading = (self.opts.lead_perturb and self.leading()) or (
                     self.opts.stalled_perturb and self.since_best >= self.stall_after)
@@ -504,44 +410,26 @@ class SurrogateSearch:
                              lambda: self.lcb(how=self.opts.perturb_warp))  # type: ignore[arg-type,return-value]
         return None if pick is None else dict(self.configs[pick])
 
-    def _gp_propose(self, n: int, taken: set[str], force: bool | None = None) -> list[Config]:
+    def _gp_propose(self, n: int, taken: set[str]) -> list[Config]:
         ctx, space = self.ctx, self.ctx.space
         if n <= 0:
             return []
         if not self.ys:
             return [c for c in ctx.sample_unmeasured(n + len(taken)) if space.key(c) not in taken][:n]
-        if force is None and self.twin is not None and self.opts.twin_choose:
-            return self._twin_choice(n, taken)
         mask = np.array(self.measured, dtype=bool)
         for k in taken:
             if k in self.index:
                 mask[self.index[k]] = True
         yn = self._normalised()
         if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
-            self.model.refit(self._fit_targets(yn), self.live)
+            self.model.refit(yn, self.live)
             self.since_fit = 0
-        if self.opts.alt_warp is not None and self.opts.alt_share > 0 and ctx.rng.random() < self.opts.alt_share:
-            # fourteenth pass: this step's targets are alt_warp's (the length-scales stay y_warp's fit)
-            ya = warp(np.array(self.ys), self.opts.alt_warp, self.opts.y_clip)
-            yn = (ya - ya.mean()) / (ya.std() or 1.0)
-        model = self.model
-        if self.twin is not None and (force if force is not None else
-                                      self._preq_twin() if self.opts.twin_preq else
-                                      ctx.rng.random() < self._credit_share() if self.opts.twin_credit else
-                                      ctx.rng.random() < self.opts.twin_share):
-            self.twin_chosen += force is None and self.opts.twin_preq
-            yt = warp(np.array(self.ys), self.opts.twin_warp, self.opts.y_clip)
-            yn = (yt - yt.mean()) / (yt.std() or 1.0)
-            if self.twin.n - self.twin_fit_n >= self.opts.refit_every and self.twin.n <= _FIT_UNTIL:
-                self.twin.refit(yn, self.live)
-                self.twin_fit_n = self.twin.n
-            model = self.twin
         picks: list[int] = []
         fantasies = 0
         anchor = self.region.best_config or (self.region.restarts[0] if self.region.restarts else None)
         centre_feat = _encode(space, [anchor])[0] if anchor is not None else None
         for q in range(n):
-            mu, sd = model.predict(yn)
+            mu, sd = self.model.predict(yn)
             if q == 0 and self.hedge_last is not None:
                 self.hedge_gain -= mu[self.hedge_last]  # Hedge's reward: the updated mean at each nominee
                 self.hedge_last = None
@@ -587,44 +475,14 @@ class SurrogateSearch:
                 self._restart_pending = False
                 self.region.restarts.append(dict(self.configs[pick]))
             picks.append(pick)
-            if q == 0:  # the model's posterior and its first pick (twin_choose)
-                self.last_post = (mu, sd, float(np.min(yn)), pick)
             mask[pick] = True
-            if q + 1 < n and model.n < self.cap:
-                model.add_obs(model.pool[pick])
+            if q + 1 < n and self.model.n < self.cap:
+                self.model.add_obs(self.model.pool[pick])
                 yn = np.append(yn, mu[pick])
                 fantasies += 1
-        model.drop_last(fantasies)
-        if self.opts.twin_credit:
-            for i in picks:
-                self.gp_owner[space.key(space.canonical(self.configs[i]))] = "twin" if model is self.twin else "main"
+        self.model.drop_last(fantasies)
         return [self.configs[i] for i in picks]
 
-
-    def _twin_choice(self, n: int, taken: set[str]) -> list[Config]:
-        """``twin_choose``: both GPs propose (the same random draws); the step goes to the proposal whose
-        own model gives it the higher probability of improving on the best measured config."""
-        rng = self.ctx.rng
-        state, pending, nres = rng.getstate(), self._restart_pending, len(self.region.restarts)
-        main = self._gp_propose(n, taken, force=False)
-        post_main, after_main = self.last_post, rng.getstate()
-        rng.setstate(state)
-        self._restart_pending = pending
-        del self.region.restarts[nres:]
-        twin = self._gp_propose(n, taken, force=True)
-        post_twin = self.last_post
-        self.twin_steps += 1
-
-        def pi(i: int) -> float:  # the mean over both models of the probability of improvement at pool entry i
-            return sum(_ND.cdf(float((best - mu[i]) / max(sd[i], 1e-12))) for mu, sd, best, _ in (post_main, post_twin))
-
-        if twin and (not main or pi(post_twin[3]) > pi(post_main[3])):
-            self.twin_chosen += 1
-            return twin
-        rng.setstate(after_main)
-        if len(self.region.restarts) > nres and main:
-            self.region.restarts[-1] = dict(main[0])
-        return main
 
     def _global_pick(self, mu: np.ndarray, sd: np.ndarray, yn: np.ndarray, score: np.ndarray,
                      blocked: np.ndarray, q: int) -> int | None:

@@ -77,31 +77,6 @@ class SurrogateOptions:
     gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
     gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
 
-    # Fourteenth design pass (options, off by default: README "Fourteenth pass")
-    alt_warp: str | None = None   # a second warp of the GP's targets (e.g. "log"), predicted from the same fit (y_warp's)
-    alt_share: float = 0.0        # share of the GP's steps (global and local) that predict from alt_warp's targets
-    noise_fit: tuple[float, ...] = ()  # nuggets the GP's marginal likelihood may choose among at each refit (empty: noise only)
-    twin_share: float = 0.0       # share of the GP's steps (global and local) taken by a second GP's LCB (0: none)
-    twin_warp: str = "log"        # the second GP's targets (gp's: log-times)
-    twin_ordinal: float = 0.0     # the second GP's gp_ordinal (gp's: 0, Hamming)
-    twin_choose: bool = False     # every GP step: both GPs propose; the pick with the higher probability of improvement, averaged over both GPs, wins (twin_share then unused)
-    theta_max: float | None = None  # the GP's length-scale parameters at most this (of the grid 0.15, 0.3, 0.6, 1.2; None: all)
-    fit_warp: str | None = None   # the targets the GP's length-scales and ordinal terms are fitted to (None: y_warp's); predictions stay y_warp's
-
-    # Fifteenth design pass (options, off by default: README "Fifteenth pass")
-    twin_preq: bool = False       # prequential choice: before each measurement both GPs (auto's and the twin) predict it; each GP step goes to the GP with the better recent score
-    preq_decay: float = 0.9       # weight of the past in each GP's exponentially weighted log score
-    preq_min: int = 10            # scored measurements before the twin may take a step (auto's GP until then)
-    preq_others: bool = False     # score only measurements the GPs did not propose (startup, climber, a model's answers): neither GP chose them
-    preq_margin: float = 0.0      # the twin takes a step only when its weighted mean log score beats auto's GP's by more than this (per measurement)
-    preq_until: int | None = None  # measurements after which the scores stop (the choice is then fixed for the rest of the run; None: never)
-    twin_credit: bool = False     # (utility, not prediction) each GP step goes to the twin with a share matched to the two GPs' running mean gains (credit_rate), within [twin_credit_min, 1 - twin_credit_min]
-    twin_credit_min: float = 0.1
-    preq_top: float = 1.0         # < 1: the score's bins above this quantile of the measured times merge into one (only the good configs' order is scored)
-
-    # Sixteenth design pass (options, off by default: README "Sixteenth pass")
-    probe_every: int = 0          # > 0: every this many evaluations one is a uniformly random unmeasured config (a held-out probe); with twin_preq only the probes (and the startup's random configs) are scored
-
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
