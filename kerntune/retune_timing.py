@@ -42,7 +42,7 @@ def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) ->
     else:
         n = int(setting)
         leaders, rounds = (timed[:n] if n > 1 else []), 5
-    if len(leaders) < 2 or rounds < 1:
+    if len(leaders) < 2:
         return None
     t0 = time.perf_counter()
     keys = [flat_key(dict(t.config)) for t in leaders]
@@ -332,7 +332,7 @@ class Heater:
     def __init__(self, torch: Any) -> None:
         self.torch, self.started = torch, None
         self.bufs: Any = None
-        self.event: list[Any] = []  # the queued batches' completion events, oldest first
+        self.events: list[Any] = []  # the queued batches' completion events, oldest first
         if torch is not None and torch.cuda.is_available():
             try:  # random data (a matmul of constants draws less power), from a generator of its
                 # own: the program's random stream must not move
@@ -351,9 +351,9 @@ class Heater:
         README, acceptance 3.)"""
         if self.bufs is None:
             return
-        while self.event and self.event[0].query():
-            self.event.pop(0)
-        if len(self.event) >= 2:
+        while self.events and self.events[0].query():
+            self.events.pop(0)
+        if len(self.events) >= 2:
             return
         if self.started is None:
             self.started = time.perf_counter()
@@ -362,7 +362,7 @@ class Heater:
             self.torch.mm(a, b, out=c)
         ev = self.torch.cuda.Event()
         ev.record()
-        self.event.append(ev)
+        self.events.append(ev)
 
     def loaded(self) -> bool:
         """Whether the GPU has been kept loaded for at least 100 ms (past the boost phase)."""
@@ -373,8 +373,8 @@ class Heater:
         if self.bufs is None:
             return False
         self.torch.cuda.synchronize()
-        loaded = self.started is not None and time.perf_counter() - self.started >= 0.1
-        self.bufs, self.event = None, []
+        loaded = self.loaded()
+        self.bufs, self.events = None, []
         return loaded
 
 
