@@ -100,7 +100,8 @@ from typing import Any, Sequence
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.triton_backend.capture import kernel_source
 from kerntune.evaluate.triton_backend.derive_space import config_dict, space_from_configs
-from kerntune.retune_timing import ListEvaluator, flat_key, runoff
+from kerntune.retune_runoff import runoff
+from kerntune.retune_timing import ListEvaluator, flat_key
 from kerntune.space import Config, Space, jsonable
 
 _original_run: Any = None

@@ -1,6 +1,7 @@
 """How ``kerntune.retune`` times one ``triton.autotune`` list inside the running program: the list
 compiled at once in forked children while the GPU is kept loaded, a pass of two launches per config,
-full protocol windows fastest first with the cut, and the runoff of the close leaders.  Why each piece
+and full protocol windows fastest first with the cut (the runoff of the close leaders that follows:
+``kerntune.retune_runoff``).  Why each piece
 exists, with the H100 figures behind it, is in ``kerntune.retune``'s docstring; this module holds the
 mechanics, ``kerntune.retune`` the switch, its settings and its store."""
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
 import threading
 import time
 from collections import defaultdict
@@ -25,40 +25,6 @@ from kerntune.space import Config, jsonable
 def flat_key(flat: dict[str, Any]) -> str:
     """A config (launch options included) as one string, to match configs across the list and the store."""
     return json.dumps({k: jsonable(v) for k, v in flat.items()}, sort_keys=True, default=str)
-
-
-def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) -> dict[str, Any] | None:
-    """Time the leaders again in interleaved rounds (each round starts one leader later), so that the
-    GPU's state when a config's one window began cannot rank it (kerntune.retune's docstring says why).
-    ``auto``: the configs within 15% of the fastest, at most 3, in 3 rounds; each one's figure is the
-    median of its runoff windows alone (the screening windows were taken in whatever state the GPU was
-    in while the list compiled).  N: the N fastest in 5 rounds, the same medians.  None when off or
-    when fewer than two configs qualify."""
-    timed = sorted((t for t in history if t.ok and t.time_ms is not None and not t.extra.get("cut")),
-                   key=lambda t: t.time_ms)
-    if setting == "auto":
-        leaders = [t for t in timed if t.time_ms <= 1.15 * timed[0].time_ms][:3]
-        rounds = 3
-    else:
-        n = int(setting)
-        leaders, rounds = (timed[:n] if n > 1 else []), 5
-    if len(leaders) < 2:
-        return None
-    t0 = time.perf_counter()
-    keys = [flat_key(dict(t.config)) for t in leaders]
-    times: dict[str, list[float]] = {k: [] for k in keys}
-    for r in range(rounds):
-        order = leaders[r % len(leaders):] + leaders[:r % len(leaders)]
-        for t in ev.evaluate([dict(t.config) for t in order], compiled=True):
-            if t.ok and t.time_ms is not None:
-                times[flat_key(dict(t.config))].append(t.time_ms)
-    med = {k: statistics.median(v) for k, v in times.items() if v}
-    if not med:
-        return None
-    win = min(med, key=med.__getitem__)
-    ev.phases["runoff_s"] += time.perf_counter() - t0
-    return {"config": dict(leaders[keys.index(win)].config), "ms": med[win],
-            "rounds": dict(times)}
 
 
 class ListEvaluator(Evaluator):
@@ -90,8 +56,8 @@ class ListEvaluator(Evaluator):
         #: wall goes, for the benchmark that compares it with triton.autotune's
         self.phases: defaultdict[str, float] = defaultdict(float)
 
-    def evaluate(self, configs: Sequence[Config], compiled: bool = False) -> list[Trial]:
-        """Compile the batch (unless ``compiled``: configs timed already) and time it back to back."""
+    def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
+        """Compile the batch and time it back to back."""
         from kerntune.evaluate.triton_backend.worker import classify
         from kerntune.evaluate.triton_backend.worker import timer as make_timer
 
@@ -196,24 +162,21 @@ class ListEvaluator(Evaluator):
         self.tuner.__dict__["do_bench"] = do_bench  # shadows Triton's cached_property for this batch
         t_bench = time.perf_counter()
         try:
-            if compiled:  # a runoff of configs timed before: the GPU is warm from that timing
-                warm[0] = PROTOCOL.warmup_ms
-            else:
-                overlapped_before = self.overlapped
-                results = self._compile(t_configs, *((on_ready, on_idle) if self.overlap else (None, None)))
-                for i, (exc, seconds) in enumerate(results):
-                    if exc is not None and out[i] is None:  # a config that cannot compile is a status
-                        status, text = classify(exc)
-                        out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:], compile_s=seconds)
-                # The GPU rested while the batch compiled, unless the heater kept it loaded or configs
-                # were timed meanwhile (protocol: no measurement starts from a rested GPU; a rested
-                # one warms up longer first).
-                if self.overlapped == overlapped_before:
-                    warm[0] = PROTOCOL.warmup_ms if self.heated else 300
-                t_bench = time.perf_counter()
+            overlapped_before = self.overlapped
+            results = self._compile(t_configs, *((on_ready, on_idle) if self.overlap else (None, None)))
+            for i, (exc, seconds) in enumerate(results):
+                if exc is not None and out[i] is None:  # a config that cannot compile is a status
+                    status, text = classify(exc)
+                    out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:], compile_s=seconds)
+            # The GPU rested while the batch compiled, unless the heater kept it loaded or configs
+            # were timed meanwhile (protocol: no measurement starts from a rested GPU; a rested
+            # one warms up longer first).
+            if self.overlapped == overlapped_before:
+                warm[0] = PROTOCOL.warmup_ms if self.heated else 300
+            t_bench = time.perf_counter()
             pending = [i for i in range(len(configs)) if out[i] is None]
             quick: dict[int, float] = dict(early)
-            if self.cut and not compiled and len(pending) > 1:
+            if self.cut and len(pending) > 1:
                 # Two launches of every config first, then full windows fastest first: the best is
                 # timed early, so that every config already out of the race is cut.
                 for i in pending:
@@ -230,6 +193,28 @@ class ListEvaluator(Evaluator):
             else:
                 self.tuner.__dict__["do_bench"] = saved
         return [t for t in out if t is not None]
+
+    def launchers(self, configs: Sequence[Config]) -> list[Any]:
+        """Each config's launch as the autotuner's ``_bench`` makes it (its ``pre_hook`` and the list's
+        hooks, the autotuned arguments), not timed: for the runoff, which times several configs'
+        launches interleaved (kerntune.retune_runoff)."""
+        got: list[Any] = []
+
+        def keep(fn: Any, quantiles: Any = None) -> list[float]:
+            got.append(fn)
+            return [0.0, 0.0, 0.0]
+
+        saved = self.tuner.__dict__.get("do_bench")
+        self.tuner.__dict__["do_bench"] = keep
+        try:
+            for c in configs:
+                self.tuner._bench(*self.args, config=self.st.triton_config(c), **self.kwargs)
+        finally:
+            if saved is None:
+                self.tuner.__dict__.pop("do_bench", None)
+            else:
+                self.tuner.__dict__["do_bench"] = saved
+        return got
 
     def _compile(self, t_configs: Sequence[Any], on_ready: Any = None,
                  on_idle: Any = None) -> list[tuple[BaseException | None, float]]:

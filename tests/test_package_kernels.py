@@ -233,11 +233,11 @@ def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_pa
     plain, first, second = run(), run(*kt), run(*kt)
     # the default: every config of the list, as triton.autotune measures
     whole = run(*_kerntune_exec(tmp_path / "whole.db"))
-    # (plus the runoff: at most 3 leaders in 3 rounds a key, kerntune.retune_timing.runoff)
-    assert 2 * 8 <= whole["measured"] <= 2 * (8 + 9) and whole["sums"] == pytest.approx(plain["sums"], rel=1e-6)
+    # (plus the runoff: at most 3 leaders in 2-6 rounds a key, kerntune.retune_runoff)
+    assert 2 * 8 <= whole["measured"] <= 2 * (8 + 18) and whole["sums"] == pytest.approx(plain["sums"], rel=1e-6)
     assert not plain["enabled"] and plain["measured"] == 0
     assert first["enabled"] and len(first["tuned"]) == 2 and first["loaded"] == []  # keys n=1000 and n=3000
-    assert 2 * 4 <= first["measured"] <= 2 * (4 + 9)  # half of the 8-config list per key, and the runoff
+    assert 2 * 4 <= first["measured"] <= 2 * (4 + 18)  # half of the 8-config list per key, and the runoff
     assert second["tuned"] == [] and len(second["loaded"]) == 2 and second["measured"] == 0
     assert first["sums"] == pytest.approx(plain["sums"], rel=1e-6) and second["sums"] == first["sums"]
 
@@ -471,7 +471,7 @@ print(json.dumps({"ok": bool(torch.allclose(y, 2 * x)), "measured": r.STATS.meas
 
 def test_retune_runoff_retimes_the_leaders_in_interleaved_rounds(tmp_path: Path) -> None:
     """``KERNTUNE_AUTOTUNE_RUNOFF=3`` (the cut off): after the whole 8-config list, its 3 fastest are timed again in
-    5 interleaved rounds and the best median is the winner; a bad setting stops the switch at once."""
+    5 interleaved rounds and one of them is the winner; a bad setting stops the switch at once."""
     import json
 
     kt = _kerntune_exec(tmp_path / "r.db")
@@ -480,8 +480,7 @@ def test_retune_runoff_retimes_the_leaders_in_interleaved_rounds(tmp_path: Path)
     assert out["ok"] and out["measured"] == 8 + 3 * 5
     rounds = out["runoff"]
     assert len(rounds) == 3 and all(len(v) == 5 for v in rounds.values())
-    medians = {k: sorted(v)[2] for k, v in rounds.items()}
-    assert json.loads(min(medians, key=medians.get)) == {k: v for k, v in out["config"].items()}
+    assert out["config"] in [json.loads(k) for k in rounds]
     bad = subprocess.run([*kt, sys.executable, str(tmp_path / "prog.py")], capture_output=True, text=True,
                          env={**_env(), "KERNTUNE_AUTOTUNE_RUNOFF": "two"}, timeout=600, cwd=tmp_path)
     assert bad.returncode != 0 and "KERNTUNE_AUTOTUNE_RUNOFF" in bad.stderr
@@ -502,23 +501,25 @@ print(json.dumps({"ok": bool(torch.allclose(y, 2 * x)), "measured": r.STATS.meas
 def test_retune_cuts_configs_already_slower_and_runs_off_the_close_ones(tmp_path: Path) -> None:
     """The defaults: a config whose first launches take over 1.25x the best so far gets no timing
     window (the list's WORK 64 takes 7-8 times WORK 1's time under the interpreter), and the
-    configs within 15% of the fastest (at most 3), if any, are timed again in 3 interleaved rounds,
-    each one's figure the median of those rounds.  ``kerntune exec --cut 0 --runoff 0`` (``KERNTUNE_AUTOTUNE_CUT=0``,
+    configs within 15% of the fastest (at most 3), if any, are timed again, their launches interleaved, in 2 to 6 rounds,
+    the winner one of them.  ``kerntune exec --cut 0 --runoff 0`` (``KERNTUNE_AUTOTUNE_CUT=0``,
     ``KERNTUNE_AUTOTUNE_RUNOFF=0``) times every config once, fully; a bad setting stops the switch at once."""
     import json
-    import statistics
+
+    from kerntune.retune_runoff import AUTO_ROUNDS
 
     kt = _kerntune_exec(tmp_path / "r.db")
     out = _program_output(tmp_path, RETUNE_CUT_PROGRAM, kt)
     assert out["ok"] and out["config"]["WORK"] == 1
     assert out["cut"] >= 2, out  # WORK 64 at both warp counts (7-8x WORK 1's time here), at least
     leaders = out["runoff"] or {}
-    # at most 3 leaders, 3 rounds each; never a config 7x slower
-    assert len(leaders) in (0, 2, 3) and all(json.loads(k)["WORK"] < 64 and len(v) == 3 for k, v in leaders.items()), out
-    if leaders:
-        best = min(leaders, key=lambda k: statistics.median(leaders[k]))
-        assert json.loads(best) == out["config"]
-    assert out["measured"] == 8 + 3 * len(leaders)
+    # at most 3 leaders, 2 to 6 rounds (a contender out leaves None behind); never a config 7x slower
+    n_rounds = {len(v) for v in leaders.values()}
+    assert len(leaders) in (0, 2, 3) and len(n_rounds) <= 1, out
+    assert all(json.loads(k)["WORK"] < 64 and AUTO_ROUNDS[0] <= len(v) <= AUTO_ROUNDS[1] for k, v in leaders.items()), out
+    if leaders:  # the winner ran to the end
+        assert out["config"] in [json.loads(k) for k, v in leaders.items() if v[-1] is not None]
+    assert out["measured"] == 8 + sum(x is not None for v in leaders.values() for x in v)
     off = _program_output(tmp_path, RETUNE_CUT_PROGRAM, _kerntune_exec(tmp_path / "off.db", "--cut", "0", "--runoff", "0"))
     assert off["cut"] == 0 and off["runoff"] is None and off["measured"] == 8
     bad = subprocess.run([*kt, sys.executable, str(tmp_path / "prog.py")], capture_output=True, text=True,
@@ -563,6 +564,6 @@ def test_retune_overlap_times_compiled_configs_fastest_first_while_others_compil
     assert out["ok"] and out["config"]["WORK"] == 1, out
     assert out["overlapped"] == 8 and out["idle_windows"] >= 1, out
     assert out["cut"] >= 2, out  # WORK 64 at both warp counts, whatever the order it arrived in
-    assert out["measured"] == 8 + 3 * len(out["runoff"] or {}), out
+    assert out["measured"] == 8 + sum(x is not None for v in (out["runoff"] or {}).values() for x in v), out
     off = _program_output(tmp_path, RETUNE_OVERLAP_PROGRAM, _kerntune_exec(tmp_path / "off.db", "--overlap", "0"))
     assert off["overlapped"] == 0 and off["idle_windows"] == 0 and off["config"]["WORK"] == 1, off

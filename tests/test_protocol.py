@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 
@@ -158,3 +159,70 @@ def test_the_judge_rotates_the_order_and_pairs_every_ratio_by_round() -> None:
     assert "missing" not in out
     assert abs(out["speedup"]["median"] - 1.2) < 0.03  # paired: the 1%-a-window drift barely shows
     assert out["speedup"]["n"] == 6 and out["fast"]["ci_ms"][0] <= out["fast"]["ms"] <= out["fast"]["ci_ms"][1]
+
+
+# --- the in-place runoff's statistics (kerntune.retune_runoff): paired ratios, the leader, when to stop
+
+
+def test_runoff_pairs_cycles_and_skips_a_cycle_a_contender_missed() -> None:
+    from kerntune.retune_runoff import paired
+
+    rounds = {"a": [2.0, 4.0, None], "b": [2.2, 4.0, 3.0]}
+    assert paired(rounds, "a", "b") == pytest.approx([1.1, 1.0])
+
+
+def test_runoff_leader_follows_paired_ratios_not_raw_times() -> None:
+    """a is ahead in two cycles of three; b's median raw time is lower only because the GPU was slow
+    for a in cycle 2 (7.3 against 9.0): the raw medians would pick b, the paired ratios pick a."""
+    from kerntune.retune_runoff import leader
+
+    assert leader({"a": [7.0, 9.0, 9.0], "b": [7.2, 7.3, 9.2]}, ["a", "b"]) == "a"
+    drift = [1.0, 1.0, 1.3, 1.3, 1.3]
+    rounds = {"a": [7.0 * d for d in drift], "b": [7.21 * d for d in drift]}
+    assert leader(rounds, ["b", "a"]) == "a"
+    # three contenders: the one that beats both in the median round
+    rounds["c"] = [7.1 * d for d in drift]
+    assert leader(rounds, ["b", "c", "a"]) == "a"
+    # a contender whose relaunches all failed cannot lead
+    rounds["d"] = [None] * 5
+    assert leader(rounds, ["d", "a", "b"]) == "a"
+
+
+def test_runoff_standing_settles_ties_and_contenders_behind_but_not_noise() -> None:
+    from kerntune.retune_runoff import standing
+
+    lead = [7.0, 7.1, 6.9]
+    # (three samples: the interval is their range) within 2% of 1: a tie, settled; above 1: out
+    tie = {"a": lead, "b": [7.05, 7.0, 7.0]}
+    assert standing(tie, ["a", "b"]) == ("a", [], True)
+    behind = {"a": lead, "b": [7.3, 7.5, 7.1]}
+    assert standing(behind, ["a", "b"]) == ("a", ["b"], True)
+    # the ratios scatter by +-5% around 1.04: unsettled, another round is due
+    noisy = {"a": lead, "b": [7.6, 6.9, 7.2]}
+    lead_name, out, settled = standing(noisy, ["a", "b"])
+    assert lead_name == "a" and out == [] and not settled
+
+
+def test_runoff_interleaves_launches_in_rotated_order_and_times_each() -> None:
+    """Without a GPU each launch is timed on the wall clock: two calls of known cost, launched in turn
+    (the order rotated every cycle), come out in their ratio, and the leader is the cheaper one."""
+    import time
+
+    from kerntune.retune_runoff import interleaved, leader
+
+    seen: list[str] = []
+
+    def call(name: str, ms: float):
+        def fn() -> None:
+            seen.append(name)
+            end = time.perf_counter() + ms / 1000
+            while time.perf_counter() < end:
+                pass
+        return fn
+
+    slow, fast = interleaved([call("slow", 3.0), call("fast", 2.0)], cycles=6, warm_cycles=1)
+    assert len(slow) == len(fast) == 6
+    assert seen[:2] == ["slow", "fast"]  # the warm-up cycle, untimed
+    assert seen[2:] == ["slow", "fast", "fast", "slow"] * 3  # each cycle starts one call later
+    assert 1.3 < statistics.median(s / f for s, f in zip(slow, fast)) < 1.7
+    assert leader({"slow": list(slow), "fast": list(fast)}, ["slow", "fast"]) == "fast"
