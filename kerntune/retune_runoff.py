@@ -59,6 +59,14 @@ def leader(samples: Samples, alive: Sequence[str]) -> str:
     return min(alive, key=worst)
 
 
+def _tie(ratios: Sequence[float]) -> bool:
+    """Whether paired ratios say "as fast": their 95% interval within ``TIE`` of 1."""
+    if not ratios:
+        return False
+    e = estimate(ratios)
+    return e.lo >= 1 - TIE and e.hi <= 1 + TIE
+
+
 def standing(samples: Samples, alive: Sequence[str]) -> tuple[str, list[str], bool]:
     """(the leader, the contenders now out: slower than it beyond the 95% interval of their paired
     ratios, whether every contender is settled: out, or a tie, its interval within ``TIE`` of 1)."""
@@ -69,15 +77,22 @@ def standing(samples: Samples, alive: Sequence[str]) -> tuple[str, list[str], bo
         if k == lead:
             continue
         rs = paired(samples, lead, k)
-        if not rs:
+        if not rs or estimate(rs).lo > 1:
             out.append(k)
-            continue
-        e = estimate(rs)
-        if e.lo > 1:
-            out.append(k)
-        elif not (e.lo >= 1 - TIE and e.hi <= 1 + TIE):
+        elif not _tie(rs):
             settled = False
     return lead, out, settled
+
+
+def winner(samples: Samples, alive: Sequence[str], alone_ms: dict[str, float]) -> str:
+    """The ``leader``, unless launches interleaved cannot tell it from others (``_tie``): then, of
+    those, the one whose own window was fastest (``alone_ms``).  Interleaved, neighbouring launches
+    share one clock; a window of one config alone runs at the clock its own power draw sets, which
+    is the state a kernel run back to back meets, and the only information left.  (Liger's fused
+    SwiGLU at Llama-3 70B's shape, 3 against 2 stages: a tie interleaved, 2% apart in windows.)"""
+    lead = leader(samples, alive)
+    tied = [k for k in alive if k == lead or _tie(paired(samples, lead, k))]
+    return min(tied, key=lambda k: alone_ms.get(k, math.inf)) if len(tied) > 1 else lead
 
 
 def interleaved(calls: Sequence[Callable[[], Any]], cycles: int, warm_cycles: int = 1) -> list[list[float]]:
@@ -122,11 +137,12 @@ def interleaved(calls: Sequence[Callable[[], Any]], cycles: int, warm_cycles: in
 
 def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) -> dict[str, Any] | None:
     """Time the leaders again, their launches interleaved (the module's docstring says why), and pick
-    the ``leader`` by paired ratios of the runoff's launches alone (the screening windows were taken in
+    the ``leader`` by paired ratios of the runoff's launches (the screening windows were taken in
     whatever state the GPU was in while the list compiled).  ``auto``: the configs within 15% of the
     fastest, at most 3, in 2 rounds, then more, up to 6, while a contender is neither a tie with the
     leader nor slower beyond noise (``standing``; one slower leaves the runoff).  N: the N fastest in 5
     rounds.  A round is enough cycles for ``PROTOCOL.rep_ms`` of the slowest contender (5 to 100).
+    Among contenders that end in a tie, the fastest screening window decides (``winner``).
     Returns the winner, its median ms, and per contender its median per round (None where it was out);
     None when off or when fewer than two configs qualify."""
     timed = sorted((t for t in history if t.ok and t.time_ms is not None and not t.extra.get("cut")),
@@ -168,7 +184,7 @@ def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) ->
             alive = [k for k in alive if k not in out]
             if len(alive) < 2 or settled:
                 break
-    win = leader(samples, alive)
+    win = winner(samples, alive, {k: t.time_ms for k, t in zip(keys, leaders)})
     ev.phases["runoff_s"] += time.perf_counter() - t0
     mine = [x for x in samples[win] if x is not None]
     return {"config": dict(leaders[keys.index(win)].config), "ms": statistics.median(mine), "rounds": rounds,

@@ -226,3 +226,15 @@ def test_runoff_interleaves_launches_in_rotated_order_and_times_each() -> None:
     assert seen[2:] == ["slow", "fast", "fast", "slow"] * 3  # each cycle starts one call later
     assert 1.3 < statistics.median(s / f for s, f in zip(slow, fast)) < 1.7
     assert leader({"slow": list(slow), "fast": list(fast)}, ["slow", "fast"]) == "fast"
+
+
+def test_runoff_winner_breaks_an_interleaved_tie_by_the_window_alone() -> None:
+    """Interleaved launches that cannot tell two configs apart (ratios within 2% of 1) leave the pick
+    to each one's own window; a clear leader keeps its lead whatever the windows said."""
+    from kerntune.retune_runoff import winner
+
+    tie = {"a": [8.60, 8.70, 8.55, 8.65, 8.60, 8.62], "b": [8.58, 8.71, 8.56, 8.63, 8.61, 8.60]}
+    assert winner(tie, ["a", "b"], {"a": 8.55, "b": 9.08}) == "a"
+    assert winner(tie, ["a", "b"], {"a": 9.08, "b": 8.55}) == "b"
+    clear = {"a": [7.0, 7.1, 6.9, 7.0, 7.05, 6.95], "b": [7.4, 7.5, 7.3, 7.45, 7.4, 7.35]}
+    assert winner(clear, ["a", "b"], {"a": 9.0, "b": 7.0}) == "a"
