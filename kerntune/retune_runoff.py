@@ -32,6 +32,8 @@ AUTO_ROUNDS = (2, 6)
 #: A contender whose ratio to the leader lies within this share of 1 (its 95% interval) ties with it:
 #: either pick is as fast.
 TIE = 0.02
+#: Window rounds that break a tie among contenders interleaved launches cannot tell apart.
+TIE_ROUNDS = 3
 #: Cycles a round: enough for ``PROTOCOL.rep_ms`` of the slowest contender, within these bounds.
 CYCLES = (5, 100)
 
@@ -84,15 +86,29 @@ def standing(samples: Samples, alive: Sequence[str]) -> tuple[str, list[str], bo
     return lead, out, settled
 
 
-def winner(samples: Samples, alive: Sequence[str], alone_ms: dict[str, float]) -> str:
-    """The ``leader``, unless launches interleaved cannot tell it from others (``_tie``): then, of
-    those, the one whose own window was fastest (``alone_ms``).  Interleaved, neighbouring launches
-    share one clock; a window of one config alone runs at the clock its own power draw sets, which
-    is the state a kernel run back to back meets, and the only information left.  (Liger's fused
-    SwiGLU at Llama-3 70B's shape, 3 against 2 stages: a tie interleaved, 2% apart in windows.)"""
+def tied(samples: Samples, alive: Sequence[str]) -> list[str]:
+    """The ``leader`` and every contender that launches interleaved cannot tell from it (``_tie``)."""
     lead = leader(samples, alive)
-    tied = [k for k in alive if k == lead or _tie(paired(samples, lead, k))]
-    return min(tied, key=lambda k: alone_ms.get(k, math.inf)) if len(tied) > 1 else lead
+    return [k for k in alive if k == lead or _tie(paired(samples, lead, k))]
+
+
+def windows(calls: dict[str, Callable[[], Any]], rounds: int) -> Samples:
+    """``rounds`` rounds of one protocol window per call (its warm-up, then ``PROTOCOL.rep_ms``), the
+    order rotated each round; each window's median.  The tie-break of ``runoff``: interleaved,
+    neighbouring launches share one clock; a window of one config alone runs at the clock its own
+    power draw sets, the state a kernel run back to back meets (liger's fused SwiGLU at Llama-3 70B's
+    shape, 3 against 2 stages: a tie interleaved, 2-5% apart in windows)."""
+    from kerntune.evaluate.triton_backend.worker import timer
+    from kerntune.retune_timing import torch_or_none
+
+    bench = timer(torch_or_none())
+    keys = list(calls)
+    out: Samples = {k: [] for k in keys}
+    for r in range(rounds):
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            xs = sorted(bench(calls[k], PROTOCOL.rep_ms, PROTOCOL.warmup_ms))
+            out[k].append(xs[len(xs) // 2])
+    return out
 
 
 def interleaved(calls: Sequence[Callable[[], Any]], cycles: int, warm_cycles: int = 1) -> list[list[float]]:
@@ -142,8 +158,10 @@ def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) ->
     fastest, at most 3, in 2 rounds, then more, up to 6, while a contender is neither a tie with the
     leader nor slower beyond noise (``standing``; one slower leaves the runoff).  N: the N fastest in 5
     rounds.  A round is enough cycles for ``PROTOCOL.rep_ms`` of the slowest contender (5 to 100).
-    Among contenders that end in a tie, the fastest screening window decides (``winner``).
-    Returns the winner, its median ms, and per contender its median per round (None where it was out);
+    Contenders that end in a tie get ``TIE_ROUNDS`` rounds of windows, one config alone in each
+    (``windows``), and the leader by paired ratios of those decides.
+    Returns the winner, its median ms (interleaved), and per contender its median per round (None
+    where it was out), and the tie-break's windows where one ran;
     None when off or when fewer than two configs qualify."""
     timed = sorted((t for t in history if t.ok and t.time_ms is not None and not t.extra.get("cut")),
                    key=lambda t: t.time_ms)
@@ -184,8 +202,17 @@ def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) ->
             alive = [k for k in alive if k not in out]
             if len(alive) < 2 or settled:
                 break
-    win = winner(samples, alive, {k: t.time_ms for k, t in zip(keys, leaders)})
+    win, alone = leader(samples, alive), None
+    even = tied(samples, alive) if setting == "auto" else [win]
+    if len(even) > 1:  # a tie interleaved: windows of each alone decide (``windows``)
+        try:
+            alone = windows({k: calls[k] for k in even}, TIE_ROUNDS)
+        except Exception:  # noqa: BLE001 - the interleaved leader stands
+            alone = None
+        if alone is not None:
+            ev.measured += len(even) * TIE_ROUNDS
+            win = leader(alone, even)
     ev.phases["runoff_s"] += time.perf_counter() - t0
     mine = [x for x in samples[win] if x is not None]
     return {"config": dict(leaders[keys.index(win)].config), "ms": statistics.median(mine), "rounds": rounds,
-            "cycles": cycles}
+            "cycles": cycles, **({"tie_windows": alone} if alone is not None else {})}
