@@ -33,9 +33,10 @@ Triton's ``AsyncCompileMode`` on threads, which the GIL holds back; ``serial``) 
 ``KERNTUNE_AUTOTUNE_COMPILE_THREADS`` (parallel compiles, default min(8, CPUs)),
 ``KERNTUNE_AUTOTUNE_CUT`` (a config whose first two launches already take this many times the best
 time so far gets no timing window; default 1.25, 0 turns it off) and ``KERNTUNE_AUTOTUNE_RUNOFF``
-(``auto``, the default: the configs within 15% of the fastest, at most 3, are timed again in 3
-interleaved rounds; N > 1: the list's N fastest, in 5 interleaved rounds; 0: off) and ``KERNTUNE_AUTOTUNE_OVERLAP`` (1, the default:
-time configs while the list's other compiles run; 0: compile the whole list first).
+(``auto``, the default: the configs within 25% of the fastest, at most 6, are timed again, their
+launches interleaved, in 2 to 6 rounds until settled; N > 1: the list's N fastest, in 5 rounds; 0:
+off) and ``KERNTUNE_AUTOTUNE_OVERLAP`` (1, the default: time configs while the list's other compiles
+run; 0: compile the whole list first).
 
 Why the overlap: compiling and timing took turns, so a list whose configs are close in time (nothing to
 cut) paid both in full: FLA's l2norm, 25 configs, 2.2 s of compiles then 1.8 s of windows, 0.50 of
@@ -65,25 +66,22 @@ liger, torchao and fla-core it took 0.18-0.39 of ``triton.autotune``'s wall on 2
 FLA's l2norm, whose 25 configs are too close in time for the cut
 (benchmarks/results/real_kernels/h100/inplace_vs_autotune_cut_runoff.json).
 
-Why the runoff: a config's one window follows whichever config came before it, and after a lighter
-one the clock can still be up for the start of the next window; at that 70B shape the back-to-back
-timing once ranked first a config that the judge then found 7% slower than ``triton.autotune``'s pick,
-and ``triton.autotune`` itself flips between the same two configs from run to run (2-4% apart when
-re-timed in interleaved rounds).  So the close contenders are timed again, each round in another
-order.  Until 2026-11-26 (fifth session) the runoff took the configs within 10%, in at most a quarter
-of the windows the list took (often one round), and each figure was the median of its screening and
-runoff windows; under the overlap the screening windows are taken in whatever state the GPU is in while
-the list compiles, and on liger's SwiGLU backward dI kernel at 4096x8192x28672, whose windows scatter by
-up to 10% in place, 3 of 3 runs picked configs the judge puts 6-10% behind ``triton.autotune``'s pick.
-Now the configs within 15%, at most 3, run 3 rounds and are ranked by those rounds alone (up to 9
-windows more: l2norm's share of the wall 0.35-0.40 against 0.31-0.36).  It helped there only in part
-(1 of 3 runs picked the package's config, 1 was within noise, 1 was 9% behind; with 5 rounds,
-``KERNTUNE_AUTOTUNE_RUNOFF=3``, 2 of 3): on that kernel the in-place rounds put the leaders 2-3% apart
-where the judge puts them 6-10% apart, in either order, which more rounds alone do not fix (the 70B
-training forward under this rule: 7.19 against 7.26 ms in place for BLOCK_K 128 / 2 stages over the
-package's pick, judged 6% behind it).  At
-the 70B forward shape the two leading configs are within 1-4% timed alone, and the judge, timing
-liger's whole forward, puts one ahead by 2-7%; the runoff picked the other once in two runs.
+Why the runoff: a config's one window follows whichever config came before it, and on an H100 at
+its power cap the SM clock follows each config's own power draw (1,130-1,720 MHz across 50 ms windows
+of one kernel; a window's time against its clock: correlation -0.6), so the back-to-back timing once
+ranked first a config the judge found 7% slower than ``triton.autotune``'s pick, and
+``triton.autotune`` itself flips between close configs from run to run.  So the close contenders (within
+25% of the fastest, at most 6: a window taken while the list compiles can read 24% slow) are timed again, their launches interleaved, A B C A B C ..., each timed
+like a window's launch (``kerntune.retune_runoff``): neighbouring launches share one clock, and the
+per-cycle ratio cancels the drift.  2 rounds, then more, up to 6, until every contender is a tie (95%
+interval within 2%) or slower beyond noise; a tie is broken by 3 rounds of windows of each config alone,
+the state a kernel run back to back meets.  Until 2026-11-26 (sixth session) the runoff took one window
+per config per round, which picked the package's config at the 70B shape in 2 of 3 runs for the
+training forward and the backward dI kernel (the misses judged 5-6% behind); interleaved, the training
+forward picked it in 3 of 3 and the inference forward, with the tie-break, in 3 of 3, at a quarter of
+the runoff's time (0.35 s against 1.1-3.3 s; benchmarks/real_kernels/README.md, acceptance 3).  The
+backward dI kernel's launches scatter by 4% among themselves and its leaders are 1-7% apart depending
+on the GPU (``triton.autotune`` picked either); 4 of its 5 runs were the package's pick or within noise.
 """
 
 from __future__ import annotations
@@ -333,5 +331,6 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
                            "compile_mode": _SETTINGS["compile_mode"], "compile_wall_s": ev.compile_wall_s,
                            "cut": sum(1 for t in res.history if t.extra.get("cut")),
                            "gpu_kept_loaded": ev.heated, "overlapped": ev.overlapped, "phases": dict(ev.phases),
-                           "config": jsonable(best_cfg), **({"runoff": ran["rounds"]} if ran else {})})
+                           "config": jsonable(best_cfg), **({"runoff": ran["rounds"]} if ran else {}),
+                           **({"runoff_tie": ran["tie_windows"]} if ran and "tie_windows" in ran else {})})
     return st.triton_config(best_cfg)

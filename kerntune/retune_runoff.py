@@ -26,6 +26,11 @@ from kerntune.evaluate.trial import Trial
 if TYPE_CHECKING:
     from kerntune.retune_timing import ListEvaluator
 
+#: The ``auto`` runoff's contenders: the configs whose screening window is within this factor of the
+#: fastest, at most this many.  A window taken while the list compiles can read 24% slow (liger's
+#: SwiGLU backward dI kernel at Llama-3 70B's shape: its package's pick 8.25 ms in screening, 6.5-7.2
+#: ms in runoffs), so the margin is the cut's; interleaved launches cost little, so the pool can be wide.
+POOL = (1.25, 6)
 #: The ``auto`` runoff's rounds: at least, at most.  After the first it goes on only while a
 #: contender is neither a tie with the leader nor behind it (``standing``).
 AUTO_ROUNDS = (2, 6)
@@ -154,8 +159,8 @@ def interleaved(calls: Sequence[Callable[[], Any]], cycles: int, warm_cycles: in
 def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) -> dict[str, Any] | None:
     """Time the leaders again, their launches interleaved (the module's docstring says why), and pick
     the ``leader`` by paired ratios of the runoff's launches (the screening windows were taken in
-    whatever state the GPU was in while the list compiled).  ``auto``: the configs within 15% of the
-    fastest, at most 3, in 2 rounds, then more, up to 6, while a contender is neither a tie with the
+    whatever state the GPU was in while the list compiled).  ``auto``: the configs within 25% of the
+    fastest, at most 6 (``POOL``), in 2 rounds, then more, up to 6, while a contender is neither a tie with the
     leader nor slower beyond noise (``standing``; one slower leaves the runoff).  N: the N fastest in 5
     rounds.  A round is enough cycles for ``PROTOCOL.rep_ms`` of the slowest contender (5 to 100).
     Contenders that end in a tie get ``TIE_ROUNDS`` rounds of windows, one config alone in each
@@ -166,7 +171,7 @@ def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) ->
     timed = sorted((t for t in history if t.ok and t.time_ms is not None and not t.extra.get("cut")),
                    key=lambda t: t.time_ms)
     if setting == "auto":
-        leaders = [t for t in timed if t.time_ms <= 1.15 * timed[0].time_ms][:3]
+        leaders = [t for t in timed if t.time_ms <= POOL[0] * timed[0].time_ms][:POOL[1]]
         least, most = AUTO_ROUNDS
     else:
         n = int(setting)

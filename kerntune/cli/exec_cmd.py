@@ -21,8 +21,9 @@ def exec_(
                                "config on one FLA kernel) or a count"),
     cut: Optional[str] = typer.Option(None, "--cut", help="A config whose first two launches take this many times "
                                       "the best time so far gets no timing window (default 1.25; 0: off)"),
-    runoff: Optional[str] = typer.Option(None, "--runoff", help="Leaders re-timed in interleaved rounds: auto (the "
-                                         "default: those within 10%, at most 3), N (the N fastest), 0 (off)"),
+    runoff: Optional[str] = typer.Option(None, "--runoff", help="Leaders re-timed, their launches interleaved: auto "
+                                         "(the default: those within 25%, at most 6, 2-6 rounds until settled), N (the N "
+                                         "fastest, 5 rounds), 0 (off)"),
     overlap: Optional[str] = typer.Option(None, "--overlap", help="1 (the default): time each config as soon as "
                                           "it is compiled, while the list's other compiles run; 0: compile all first"),
 ) -> None:
