@@ -16,7 +16,8 @@ fresh Triton cache (nobody profits from another's compiles):
    and its pick (``--stores DIR`` keeps each variant's store, with every config's time, in DIR);
 3. the judge (judge.py, fresh process): every pick that differs from the package's, timed interleaved
    beside it (kerntune.evaluate.judge).  A pick equal to the package's is as fast by construction.
-Writes one JSON with every figure and the command.
+Writes one JSON with every figure and the command, after every variant (a row still running is marked
+``"partial": true`` and runs again when the same ``--out`` is given again).
 """
 
 from __future__ import annotations
@@ -58,7 +59,15 @@ def main() -> None:
     variants = [v.split(":") for v in args.variants.split(",")]
     out_path = Path(args.out)
     rows: list[dict[str, Any]] = json.loads(out_path.read_text())["rows"] if out_path.exists() else []
+    rows = [r for r in rows if not r.get("partial")]  # a row cut short by a timeout runs again
     done = {(r["kernel"], r["shape"]) for r in rows}
+
+    def write(extra: list[dict[str, Any]]) -> None:
+        """The JSON as it stands, after every variant: a call stopped by its time limit keeps what ran."""
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(json.dumps({"command": "python benchmarks/real_kernels/inplace_vs_autotune.py "
+                                        + " ".join(sys.argv[1:]), "versions": {**_versions(), **_device()},
+                                        "rows": rows + extra}, indent=1))
     for name, a in all_adapters().items():
         if (args.only and name not in args.only) or a.knobs is not None or autotuner(load(name).kernel) is None:
             continue
@@ -97,13 +106,11 @@ def main() -> None:
                 else:
                     rec["speedup"] = {"median": 1.0, "ci": [1.0, 1.0], "same_config": True}
                 row["kerntune"].append(rec)
+                write([{**row, "partial": True}])
                 print(f"  {mode} x{threads} budget {budget} runoff {runoff}: {kt['own_autotune_s']:.2f} s "
                       f"({rec['wall_share']:.2f} of its own), pick {kt['config']}, speedup {rec['speedup']}", flush=True)
             rows.append(row)
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            out_path.write_text(json.dumps({"command": "python benchmarks/real_kernels/inplace_vs_autotune.py "
-                                            + " ".join(sys.argv[1:]), "versions": {**_versions(), **_device()},
-                                            "rows": rows}, indent=1))
+            write([])
 
 
 def _device() -> dict[str, str]:
