@@ -70,18 +70,19 @@ Why the runoff: a config's one window follows whichever config came before it, a
 its power cap the SM clock follows each config's own power draw (1,130-1,720 MHz across 50 ms windows
 of one kernel; a window's time against its clock: correlation -0.6), so the back-to-back timing once
 ranked first a config the judge found 7% slower than ``triton.autotune``'s pick, and
-``triton.autotune`` itself flips between close configs from run to run.  So the close contenders (within
-25% of the fastest, at most 6: a window taken while the list compiles can read 24% slow) are timed again, their launches interleaved, A B C A B C ..., each timed
-like a window's launch (``kerntune.retune_runoff``): neighbouring launches share one clock, and the
-per-cycle ratio cancels the drift.  2 rounds, then more, up to 6, until every contender is a tie (95%
-interval within 2%) or slower beyond noise; a tie is broken by 3 rounds of windows of each config alone,
-the state a kernel run back to back meets.  Until 2026-11-26 (sixth session) the runoff took one window
-per config per round, which picked the package's config at the 70B shape in 2 of 3 runs for the
-training forward and the backward dI kernel (the misses judged 5-6% behind); interleaved, the training
-forward picked it in 3 of 3 and the inference forward, with the tie-break, in 3 of 3, at a quarter of
-the runoff's time (0.35 s against 1.1-3.3 s; benchmarks/real_kernels/README.md, acceptance 3).  The
-backward dI kernel's launches scatter by 4% among themselves and its leaders are 1-7% apart depending
-on the GPU (``triton.autotune`` picked either); 4 of its 5 runs were the package's pick or within noise.
+``triton.autotune`` itself flips between close configs from run to run.  So the close contenders
+(within 25% of the fastest, at most 6: a window taken while the list compiles can read 24% slow) are
+timed again, their launches interleaved, A B C A B C ..., each timed like a window's launch
+(``kerntune.retune_runoff``): neighbouring launches share one clock, and the per-cycle ratio cancels
+the drift.  2 rounds, then more, up to 6, until every contender is a tie (95% interval within 2%) or
+slower beyond noise; a tie is broken by 3 rounds of windows of each config alone, the state a kernel
+run back to back meets.  Until 2026-11-26 (sixth session) the runoff took one window per config per
+round, which picked the package's config at the 70B shape in 2 of 3 runs for the training forward and
+the backward dI kernel (the misses judged 5-6% behind); interleaved, the training forward picked it in
+3 of 3 and the inference forward, with the tie-break, in 4 of 4, at a quarter of the runoff's time
+(0.35 s against 1.1-3.3 s; benchmarks/real_kernels/README.md, acceptance 3).  The backward dI
+kernel's launches scatter by 4% among themselves and its leaders are 1-7% apart depending on the GPU
+(``triton.autotune`` picked either); 6 of its 7 runs were the package's pick or within noise.
 """
 
 from __future__ import annotations

@@ -159,15 +159,16 @@ def interleaved(calls: Sequence[Callable[[], Any]], cycles: int, warm_cycles: in
 def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) -> dict[str, Any] | None:
     """Time the leaders again, their launches interleaved (the module's docstring says why), and pick
     the ``leader`` by paired ratios of the runoff's launches (the screening windows were taken in
-    whatever state the GPU was in while the list compiled).  ``auto``: the configs within 25% of the
-    fastest, at most 6 (``POOL``), in 2 rounds, then more, up to 6, while a contender is neither a tie with the
-    leader nor slower beyond noise (``standing``; one slower leaves the runoff).  N: the N fastest in 5
-    rounds.  A round is enough cycles for ``PROTOCOL.rep_ms`` of the slowest contender (5 to 100).
-    Contenders that end in a tie get ``TIE_ROUNDS`` rounds of windows, one config alone in each
-    (``windows``), and the leader by paired ratios of those decides.
-    Returns the winner, its median ms (interleaved), and per contender its median per round (None
-    where it was out), and the tie-break's windows where one ran;
-    None when off or when fewer than two configs qualify."""
+    whatever state the GPU was in while the list compiled).
+
+    ``auto``: the configs within 25% of the fastest, at most 6 (``POOL``), in 2 rounds, then more, up
+    to 6, while a contender is neither a tie with the leader nor slower beyond noise (``standing``; one
+    slower leaves the runoff); contenders that end in a tie get ``TIE_ROUNDS`` rounds of windows, one
+    config alone in each (``windows``), and the leader by paired ratios of those decides.  N: the N
+    fastest in 5 rounds.  A round is enough cycles for ``PROTOCOL.rep_ms`` of the slowest contender
+    (5 to 100).  Returns the winner, its median ms (interleaved), per contender its median per round
+    (None where it was out) and the tie-break's windows where one ran; None when off, when fewer than
+    two configs qualify, or when a contender's launch fails (the screening's winner then stands)."""
     timed = sorted((t for t in history if t.ok and t.time_ms is not None and not t.extra.get("cut")),
                    key=lambda t: t.time_ms)
     if setting == "auto":

@@ -256,5 +256,6 @@ def test_runoff_windows_time_each_call_alone_in_rotated_rounds() -> None:
 
     got = windows({"slow": call(2.0), "fast": call(1.0)}, rounds=2)
     assert len(got["slow"]) == len(got["fast"]) == 2
-    assert all(1.3 < s / f < 3.0 for s, f in zip(got["slow"], got["fast"]))  # window medians: robust to a descheduled call
+    # window medians: robust to a descheduled call
+    assert all(1.3 < s / f < 3.0 for s, f in zip(got["slow"], got["fast"]))
     assert leader(got, ["slow", "fast"]) == "fast"
