@@ -76,7 +76,7 @@ class ListEvaluator(Evaluator):
             t1 = time.perf_counter()
             phases["first_launch_s"] += t1 - t0
             if quick_only[0]:  # the cut's pass: two launches, no window (kerntune.retune's docstring)
-                quick = two_launches(fn, torch)
+                quick = two_launches(fn)
                 phases["quick_s"] += time.perf_counter() - t1
                 return [quick, quick, quick]
             times = sorted(bench(fn, PROTOCOL.rep_ms, warm[0]))
@@ -280,29 +280,13 @@ class ListEvaluator(Evaluator):
         return {"kernel_name": self.st.name, "source": kernel_source(self.tuner)}
 
 
-def two_launches(fn: Any, torch: Any) -> float:
-    """The faster of two launches, timed as the protocol's window times each one (CUDA events, L2
-    flushed before each; on the wall clock without a GPU): enough to tell a config 25% slower than
-    the best from one that could beat it."""
-    if torch is None or not torch.cuda.is_available():
-        times = []
-        for _ in range(2):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1000)
-        return min(times)
-    from triton import runtime
+def two_launches(fn: Any) -> float:
+    """The faster of two launches, each timed as the protocol's window times a launch (CUDA events, L2
+    flushed before it; on the wall clock without a GPU): enough to tell a config 25% slower than the
+    best from one that could beat it."""
+    from kerntune.retune_runoff import interleaved
 
-    driver = runtime.driver.active
-    cache = driver.get_empty_cache_for_benchmark()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(2)]
-    for start, end in events:
-        driver.clear_cache(cache)
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return min(start.elapsed_time(end) for start, end in events)
+    return min(interleaved([fn], cycles=2, warm_cycles=0)[0])
 
 
 class Heater:
