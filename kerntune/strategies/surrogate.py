@@ -483,7 +483,7 @@ class SurrogateSearch:
             pick = self._global_pick(mu, sd, yn, score, blocked, q) if not (restart or local_step) else None
             if pick is None and self.fusion is not None and not restart and (self.opts.fuse_local or not local_step):
                 pick = self.fusion.pick(score, mu, sd, float(np.min(yn)), self.opts.kappa_at(len(self.all_vals)),
-                                        self.ys, self.live)
+                                        self.ys, self.live, len(self.all_vals))
             if pick is None:
                 pick = int(np.argmin(score))
             if not np.isfinite(score[pick]):

@@ -13,7 +13,12 @@ LCB is turned into a rank percentile (its own targets' scale does not matter), a
   the most balanced point of the two LCBs' Pareto front), ties by the sum;
 * "rank_sum": the pick minimises the sum of the percentiles (Borda count);
 * "pi_prod": the pick maximises the product of the two probabilities of improvement, each under its
-  own model and targets (both must believe in an improvement).
+  own model and targets (both must believe in an improvement);
+* "twin": the second GP's LCB alone picks (a schedule of the two models, with ``fuse_from`` and
+  ``fuse_until``).
+
+Every rule acts only while the measured configs number at least ``fuse_from`` and fewer than
+``fuse_until`` (None: to the end); outside that window the engine's GP picks alone.
 
 ``TrustRegion`` (``tr``): a TuRBO / CASMOPOLITAN-style trust region replaces the stall rule.  The GP's
 global steps are restricted to configs within ``radius`` fields of the region's incumbent; ``tr_succ``
@@ -32,7 +37,7 @@ import numpy as np
 from kerntune.strategies.gp_model import _FIT_UNTIL, _NOISE, _GP, ordinal_steps
 from kerntune.strategies.surrogate_aux import _phi_cdf, warp
 
-FUSE_RULES = ("off", "rank_max", "rank_sum", "pi_prod")
+FUSE_RULES = ("off", "rank_max", "rank_sum", "pi_prod", "twin")
 
 
 def _percentile(s: np.ndarray) -> np.ndarray:
@@ -73,16 +78,19 @@ class Fusion:
         return mu, sd, float(np.min(yn))
 
     def pick(self, score: np.ndarray, mu: np.ndarray, sd: np.ndarray, best: float, kappa: float,
-             ys: list[float], live: np.ndarray) -> int | None:
+             ys: list[float], live: np.ndarray, measured: int) -> int | None:
         """The fused pick among the finite entries of ``score`` (the engine's LCB with its blocks at
         inf); ``mu``, ``sd``, ``best``: the engine's posterior and best target."""
         allowed = np.isfinite(score)
-        if allowed.sum() < 2 or self.gp.n < 2:
+        o = self.opts
+        if allowed.sum() < 2 or self.gp.n < 2 or measured < o.fuse_from or (o.fuse_until is not None and measured >= o.fuse_until):
             return None
         idx = np.nonzero(allowed)[0]
         mu2, sd2, best2 = self.posterior(ys, live)
         rule = self.opts.fuse
-        if rule == "pi_prod":
+        if rule == "twin":
+            val = (mu2 - kappa * sd2)[idx]
+        elif rule == "pi_prod":
             p1 = _phi_cdf((best - mu[idx]) / np.maximum(sd[idx], 1e-12))
             p2 = _phi_cdf((best2 - mu2[idx]) / np.maximum(sd2[idx], 1e-12))
             val = -(np.log(np.maximum(p1, 1e-300)) + np.log(np.maximum(p2, 1e-300)))

@@ -78,10 +78,12 @@ class SurrogateOptions:
     gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
 
     # Seventeenth design pass (options, off by default: README "Seventeenth pass"; surrogate_designs.py)
-    fuse: str = "off"             # "rank_max" / "rank_sum" / "pi_prod": each GP step takes the candidate both GPs' acquisitions agree on (Fusion)
+    fuse: str = "off"             # "rank_max" / "rank_sum" / "pi_prod": each GP step takes the candidate both GPs' acquisitions agree on; "twin": the second GP picks alone (Fusion)
     fuse_warp: str = "log"        # the second GP's targets (gp's own: log-times)
     fuse_ordinal: float = 0.0     # the second GP's ordinal term (0: Hamming, gp's own)
     fuse_local: bool = True       # the GP's local steps are fused too (False: global steps only)
+    fuse_from: int = 0            # the fusion acts once this many configs are measured ...
+    fuse_until: int | None = None  # ... and while fewer than this many are (None: to the end)
     tr: bool = False              # a trust region around the region's incumbent replaces the stall rule (TrustRegion)
     tr_init: int | None = None    # its largest radius in fields (None: every field)
     tr_succ: int = 2              # consecutive gains that widen it by one field
@@ -107,7 +109,7 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if not 0.0 <= self.gp_ordinal <= 2.0:
             raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
-        if self.fuse not in ("off", "rank_max", "rank_sum", "pi_prod"):
-            raise KerntuneError(f'auto: fuse must be "off", "rank_max", "rank_sum" or "pi_prod", not {self.fuse!r}')
+        if self.fuse not in ("off", "rank_max", "rank_sum", "pi_prod", "twin"):
+            raise KerntuneError(f'auto: fuse must be "off", "rank_max", "rank_sum", "pi_prod" or "twin", not {self.fuse!r}')
         if self.model != "gp" and (self.ts_share > 0 or self.fuse != "off"):
             raise KerntuneError("auto: ts_share and fuse need model \"gp\"")
