@@ -125,7 +125,7 @@ class SurrogateSearch:
             self.model = _GP(space.encoded_width, self.cap, _NOISE if self.opts.noise is None else self.opts.noise,
                              steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit)
         # seventeenth pass (off by default): a second GP whose acquisition is fused with the engine's
-        self.fusion = Fusion(space, self.cap, self.opts) if self.opts.fuse != "off" else None
+        self.fusion = Fusion(space, self.cap, self.opts, ctx.rng) if self.opts.fuse != "off" else None
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -147,7 +147,8 @@ class SurrogateSearch:
         self.tabu_mask = np.zeros(len(self.configs), dtype=bool)
         self.stall_after = self.opts.stall_after(len(space.params))
         self.region_radius = self.opts.radius(len(space.params))
-        self.trust = TrustRegion(len(space.params), self.stall_after, self.opts) if self.opts.tr else None
+        self.trust = TrustRegion(sum(len(p.values()) > 1 for p in space.params), self.stall_after, self.opts) \
+            if self.opts.tr else None  # its radius counts the fields that can change
         self.restarts = 0
         self._restart_pending = False
         self.climber = Climber(ctx, rank=self.screen if self.opts.rank_climb else None)

@@ -15,14 +15,18 @@ LCB is turned into a rank percentile (its own targets' scale does not matter), a
 * "pi_prod": the pick maximises the product of the two probabilities of improvement, each under its
   own model and targets (both must believe in an improvement);
 * "twin": the second GP's LCB alone picks (a schedule of the two models, with ``fuse_from`` and
-  ``fuse_until``).
+  ``fuse_until``);
+* "disagree": query by committee: with chance ``fuse_share`` a step takes, among the candidates in
+  either model's top ``fuse_top`` fraction, the one the two models rank most differently (the
+  measurement that best tells the models apart); the other steps are the engine's own.
 
 Every rule acts only while the measured configs number at least ``fuse_from`` and fewer than
 ``fuse_until`` (None: to the end); outside that window the engine's GP picks alone.
 
 ``TrustRegion`` (``tr``): a TuRBO / CASMOPOLITAN-style trust region replaces the stall rule.  The GP's
 global steps are restricted to configs within ``radius`` fields of the region's incumbent; ``tr_succ``
-consecutive gains widen it by one field (at most ``tr_init``), ``tr_fail`` consecutive evaluations
+consecutive gains widen it by one field (at most ``tr_init``, by default the number of fields that
+can change), ``tr_fail`` consecutive evaluations
 without gain narrow it by one (default: ``stall_after / tr_init`` rounded up, so that a region
 with no gain collapses after about as many evaluations as the stall rule waits); when it falls below ``tr_min`` the region collapses, and the engine's
 restart (tabu, exploratory first point, fresh region) follows, with the radius back at ``tr_init``.
@@ -37,7 +41,7 @@ import numpy as np
 from kerntune.strategies.gp_model import _FIT_UNTIL, _NOISE, _GP, ordinal_steps
 from kerntune.strategies.surrogate_aux import _phi_cdf, warp
 
-FUSE_RULES = ("off", "rank_max", "rank_sum", "pi_prod", "twin")
+FUSE_RULES = ("off", "rank_max", "rank_sum", "pi_prod", "twin", "disagree")
 
 
 def _percentile(s: np.ndarray) -> np.ndarray:
@@ -54,8 +58,8 @@ def _percentile(s: np.ndarray) -> np.ndarray:
 class Fusion:
     """The second GP and the fused pick (``SurrogateOptions.fuse``)."""
 
-    def __init__(self, space, cap: int, opts) -> None:
-        self.opts = opts
+    def __init__(self, space, cap: int, opts, rng) -> None:
+        self.opts, self.rng = opts, rng
         self.gp = _GP(space.encoded_width, cap, _NOISE, steps=ordinal_steps(space), alpha=opts.fuse_ordinal,
                       adaptive=opts.gp_ordinal_fit)
         self.fit_n = -opts.refit_every
@@ -88,7 +92,12 @@ class Fusion:
         idx = np.nonzero(allowed)[0]
         mu2, sd2, best2 = self.posterior(ys, live)
         rule = self.opts.fuse
-        if rule == "twin":
+        if rule == "disagree":
+            if self.rng.random() >= o.fuse_share:
+                return None
+            r1, r2 = _percentile(score[idx]), _percentile((mu2 - kappa * sd2)[idx])
+            val = np.where(np.minimum(r1, r2) <= o.fuse_top, -np.abs(r1 - r2), np.inf)
+        elif rule == "twin":
             val = (mu2 - kappa * sd2)[idx]
         elif rule == "pi_prod":
             p1 = _phi_cdf((best - mu[idx]) / np.maximum(sd[idx], 1e-12))

@@ -82,6 +82,8 @@ class SurrogateOptions:
     fuse_warp: str = "log"        # the second GP's targets (gp's own: log-times)
     fuse_ordinal: float = 0.0     # the second GP's ordinal term (0: Hamming, gp's own)
     fuse_local: bool = True       # the GP's local steps are fused too (False: global steps only)
+    fuse_share: float = 0.2       # "disagree": the share of GP steps that query by committee
+    fuse_top: float = 0.05        # "disagree": candidates in either model's top this fraction
     fuse_from: int = 0            # the fusion acts once this many configs are measured ...
     fuse_until: int | None = None  # ... and while fewer than this many are (None: to the end)
     tr: bool = False              # a trust region around the region's incumbent replaces the stall rule (TrustRegion)
@@ -109,7 +111,7 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if not 0.0 <= self.gp_ordinal <= 2.0:
             raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
-        if self.fuse not in ("off", "rank_max", "rank_sum", "pi_prod", "twin"):
-            raise KerntuneError(f'auto: fuse must be "off", "rank_max", "rank_sum", "pi_prod" or "twin", not {self.fuse!r}')
+        if self.fuse not in ("off", "rank_max", "rank_sum", "pi_prod", "twin", "disagree"):
+            raise KerntuneError(f'auto: fuse must be "off", "rank_max", "rank_sum", "pi_prod", "twin" or "disagree", not {self.fuse!r}')
         if self.model != "gp" and (self.ts_share > 0 or self.fuse != "off"):
             raise KerntuneError("auto: ts_share and fuse need model \"gp\"")
