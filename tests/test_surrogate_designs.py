@@ -37,7 +37,7 @@ def test_the_trust_region_narrows_on_failure_widens_on_success_and_collapses() -
 
 
 @pytest.mark.parametrize("options", [{"fuse": "rank_max"}, {"fuse": "rank_sum"}, {"fuse": "pi_prod", "fuse_local": False}, {"fuse": "twin", "fuse_until": 30}, {"fuse": "disagree", "fuse_share": 0.5},
-                                     {"tr": True, "stall": 8}])
+                                     {"tr": True, "stall": 8}, {"tabu_kernel": 0.5, "stall": 8}])
 def test_the_designs_run_deterministically_and_find_the_optimum(tmp_path: Path, options: dict) -> None:
     ev = synthetic_evaluator(tmp_path)
     a = run_search(ev, "auto", Budget(max_evals=60), seed=3, run=RunOptions(strategy_options=options))
@@ -50,3 +50,13 @@ def test_the_designs_run_deterministically_and_find_the_optimum(tmp_path: Path, 
 def test_an_unknown_fusion_rule_is_refused() -> None:
     with pytest.raises(KerntuneError, match="fuse"):
         SurrogateOptions(fuse="mean")
+
+
+def test_the_kernel_tabu_closes_what_the_fit_calls_the_same_basin() -> None:
+    from kerntune.strategies.gp_model import _GP
+    from kerntune.strategies.surrogate_designs import kernel_tabu
+
+    gp = _GP(3, 10)
+    gp.theta = np.array([2.0, 0.1, 0.1])  # field 0 matters, the others barely
+    gp.add_pool(np.array([[0, 0, 0], [0, 1, 1], [1, 0, 0], [1, 1, 1]], dtype=float))
+    assert kernel_tabu(gp, [np.zeros(3)], 0.5).tolist() == [True, True, False, False]

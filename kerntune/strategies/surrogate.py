@@ -81,7 +81,7 @@ from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.gp_model import _NOISE, ordinal_steps
 from kerntune.strategies.parzen import Parzen
-from kerntune.strategies.surrogate_designs import Fusion, TrustRegion
+from kerntune.strategies.surrogate_designs import Fusion, TrustRegion, kernel_tabu
 from kerntune.strategies.surrogate_aux import acquisitions, shell_best, startup_configs, subspace_best, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
 
@@ -443,6 +443,8 @@ class SurrogateSearch:
         fantasies = 0
         anchor = self.region.best_config or (self.region.restarts[0] if self.region.restarts else None)
         centre_feat = _encode(space, [anchor])[0] if anchor is not None else None
+        ktabu = kernel_tabu(self.model, self.tabu, self.opts.tabu_kernel) \
+            if self.opts.tabu_kernel is not None and self.tabu and isinstance(self.model, _GP) else False
         for q in range(n):
             mu, sd = self.model.predict(yn)
             if q == 0 and self.hedge_last is not None:
@@ -452,7 +454,7 @@ class SurrogateSearch:
                 self.opts.explore_share > 0 and (self.opts.explore_stall is None or self.since_best >= self.opts.explore_stall)
                 and ctx.rng.random() < self.opts.explore_share)
             score = mu - (self.opts.explore_kappa if restart else self.opts.kappa_at(len(self.all_vals))) * sd
-            blocked = mask | self.tabu_mask
+            blocked = mask | self.tabu_mask | ktabu
             if self.restarts and centre_feat is not None:
                 # A restarted region searches near its own start: the global model would pull
                 # it back towards the regions it knows, which is what the restart escapes.

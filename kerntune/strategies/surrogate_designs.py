@@ -30,6 +30,13 @@ can change), ``tr_fail`` consecutive evaluations
 without gain narrow it by one (default: ``stall_after / tr_init`` rounded up, so that a region
 with no gain collapses after about as many evaluations as the stall rule waits); when it falls below ``tr_min`` the region collapses, and the engine's
 restart (tabu, exploratory first point, fresh region) follows, with the radius back at ``tr_init``.
+``kernel_tabu`` (``tabu_kernel``): the restarts' tabu region in the model's own terms.  The engine
+closes a Hamming ball of ``tabu_radius`` fields around each basin it leaves; a GP whose fitted
+length-scales say that a basin is defined by two or three fields (and that the others barely matter)
+keeps proposing configs of the same basin just outside the ball.  With ``tabu_kernel`` tau, every
+config whose kernel correlation with a tabu centre is at least tau, under the current fit, is closed
+to the GP's global steps too (the Hamming ball stays); as the fit changes, so does the closed set.
+
 Nothing here reads anything about a space beyond its number of fields."""
 
 from __future__ import annotations
@@ -111,6 +118,14 @@ class Fusion:
         self.picks += 1
         self.moved += pick != int(np.argmin(score))
         return pick
+
+
+def kernel_tabu(model: _GP, centres: list[np.ndarray], tau: float) -> np.ndarray:
+    """Pool entries whose kernel correlation with any of ``centres`` is at least ``tau``."""
+    out = np.zeros(len(model.pool), dtype=bool)
+    for c in centres:
+        out |= model.kernel(model.pool, c[None, :])[:, 0] >= tau
+    return out
 
 
 class TrustRegion:
