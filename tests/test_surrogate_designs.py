@@ -37,7 +37,7 @@ def test_the_trust_region_narrows_on_failure_widens_on_success_and_collapses() -
 
 
 @pytest.mark.parametrize("options", [{"fuse": "rank_max"}, {"fuse": "rank_sum"}, {"fuse": "pi_prod", "fuse_local": False}, {"fuse": "twin", "fuse_until": 30}, {"fuse": "disagree", "fuse_share": 0.5},
-                                     {"tr": True, "stall": 8}, {"tabu_kernel": 0.5, "stall": 8}])
+                                     {"tr": True, "stall": 8}, {"tabu_kernel": 0.5, "stall": 8}, {"certify": True, "stall": 8}])
 def test_the_designs_run_deterministically_and_find_the_optimum(tmp_path: Path, options: dict) -> None:
     ev = synthetic_evaluator(tmp_path)
     a = run_search(ev, "auto", Budget(max_evals=60), seed=3, run=RunOptions(strategy_options=options))

@@ -151,6 +151,7 @@ class SurrogateSearch:
             if self.opts.tr else None  # its radius counts the fields that can change
         self.restarts = 0
         self._restart_pending = False
+        self.certifying = False  # certify: the stall is reached, the incumbent's neighbours come before the restart
         self.climber = Climber(ctx, rank=self.screen if self.opts.rank_climb else None)
         self._elite_cache: tuple[int, list[Config]] = (-1, [])
         self.since_best = 0                        # evaluations since the best of all last improved
@@ -245,9 +246,19 @@ class SurrogateSearch:
                 self.region.since_gain += 1
                 if self.trust is not None and self.region.best_config is not None and self.trust.update(False):
                     collapsed = True
+        self.certifying = False
         if (collapsed if self.trust is not None else self.region.since_gain >= self.stall_after) \
                 and self.region.best_config is not None:
-            self._restart()
+            if self.opts.certify and self._open_neighbours():
+                self.certifying = True  # certify: the incumbent's open neighbours first, then the restart
+            else:
+                self._restart()
+
+    def _open_neighbours(self) -> bool:
+        """``certify``: whether one-field neighbours of the region's incumbent are still unmeasured."""
+        space = self.ctx.space
+        return any(k in self.index and not self.measured[self.index[k]]
+                   for k in map(space.key, space.neighbours(self.region.best_config, "hamming")))
 
     @property
     def stalled(self) -> bool:
@@ -467,7 +478,7 @@ class SurrogateSearch:
                 blocked = mask  # every region searched: the tabu yields
             centre = self.region.best_config
             local_step = False
-            if not restart and centre is not None and ctx.rng.random() < self.opts.local_share:
+            if not restart and centre is not None and (self.certifying or ctx.rng.random() < self.opts.local_share):
                 near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
                 near = [i for i in near if not mask[i]]
                 if near:

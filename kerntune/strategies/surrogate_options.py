@@ -86,6 +86,7 @@ class SurrogateOptions:
     fuse_top: float = 0.05        # "disagree": candidates in either model's top this fraction
     fuse_from: int = 0            # the fusion acts once this many configs are measured ...
     fuse_until: int | None = None  # ... and while fewer than this many are (None: to the end)
+    certify: bool = False         # at a stall, the GP measures the incumbent's unmeasured one-field neighbours (best LCB first) before the restart closes them
     tabu_kernel: float | None = None  # a restart also closes every config whose kernel correlation with a tabu centre is at least this (kernel_tabu)
     tr: bool = False              # a trust region around the region's incumbent replaces the stall rule (TrustRegion)
     tr_init: int | None = None    # its largest radius in fields (None: every field)
