@@ -81,7 +81,6 @@ from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.gp_model import _NOISE, ordinal_steps
 from kerntune.strategies.parzen import Parzen
-from kerntune.strategies.surrogate_designs import Fusion, TrustRegion, kernel_tabu
 from kerntune.strategies.surrogate_aux import acquisitions, shell_best, startup_configs, subspace_best, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
 
@@ -124,8 +123,6 @@ class SurrogateSearch:
         else:
             self.model = _GP(space.encoded_width, self.cap, _NOISE if self.opts.noise is None else self.opts.noise,
                              steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit)
-        # seventeenth pass (off by default): a second GP whose acquisition is fused with the engine's
-        self.fusion = Fusion(space, self.cap, self.opts, ctx.rng) if self.opts.fuse != "off" else None
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -147,11 +144,8 @@ class SurrogateSearch:
         self.tabu_mask = np.zeros(len(self.configs), dtype=bool)
         self.stall_after = self.opts.stall_after(len(space.params))
         self.region_radius = self.opts.radius(len(space.params))
-        self.trust = TrustRegion(sum(len(p.values()) > 1 for p in space.params), self.stall_after, self.opts) \
-            if self.opts.tr else None  # its radius counts the fields that can change
         self.restarts = 0
         self._restart_pending = False
-        self.certifying = False  # certify: the stall is reached, the incumbent's neighbours come before the restart
         self.climber = Climber(ctx, rank=self.screen if self.opts.rank_climb else None)
         self._elite_cache: tuple[int, list[Config]] = (-1, [])
         self.since_best = 0                        # evaluations since the best of all last improved
@@ -184,8 +178,6 @@ class SurrogateSearch:
         if new:
             f = feats[new] if feats is not None else _encode(space, [cfgs[i] for i in new])
             self.model.add_pool(f)
-            if getattr(self, "fusion", None) is not None:
-                self.fusion.add_pool(f)  # type: ignore[union-attr]
             if hasattr(self, "tabu_mask"):
                 extra = np.zeros(len(new), dtype=bool)
                 for c in self.tabu:
@@ -208,7 +200,6 @@ class SurrogateSearch:
 
     def _tell(self, batch: Sequence[Config], trials: Sequence[Trial], own: bool = True) -> None:
         space = self.ctx.space
-        collapsed = False  # tr: the trust region fell below its smallest radius
         for cfg, t in zip(batch, trials):
             key = space.key(space.canonical(cfg))
             if key not in self.ctx.measured or key in self.seen:
@@ -233,32 +224,15 @@ class SurrogateSearch:
             if t.ok and self.model.n < self.cap:
                 self.ys.append(value)
                 self.model.add_obs(_encode(space, [cfg])[0])
-                if self.fusion is not None:
-                    self.fusion.add_obs(self.model.obs[self.model.n - 1])
                 self.since_fit += 1
             self.best_value = min(self.best_value, value)
             if value < self.region.best - 1e-9 and (own or value < best_of_all - 1e-9):
                 self.region.best, self.region.best_config, self.region.since_gain = value, dict(t.config), 0
                 self._grow(self.ctx.unmeasured(space.neighbours(t.config, "hamming")))
-                if own and self.trust is not None:
-                    self.trust.update(True)
             elif own:
                 self.region.since_gain += 1
-                if self.trust is not None and self.region.best_config is not None and self.trust.update(False):
-                    collapsed = True
-        self.certifying = False
-        if (collapsed if self.trust is not None else self.region.since_gain >= self.stall_after) \
-                and self.region.best_config is not None:
-            if self.opts.certify and self._open_neighbours():
-                self.certifying = True  # certify: the incumbent's open neighbours first, then the restart
-            else:
-                self._restart()
-
-    def _open_neighbours(self) -> bool:
-        """``certify``: whether one-field neighbours of the region's incumbent are still unmeasured."""
-        space = self.ctx.space
-        return any(k in self.index and not self.measured[self.index[k]]
-                   for k in map(space.key, space.neighbours(self.region.best_config, "hamming")))
+        if self.region.since_gain >= self.stall_after and self.region.best_config is not None:
+            self._restart()
 
     @property
     def stalled(self) -> bool:
@@ -454,8 +428,6 @@ class SurrogateSearch:
         fantasies = 0
         anchor = self.region.best_config or (self.region.restarts[0] if self.region.restarts else None)
         centre_feat = _encode(space, [anchor])[0] if anchor is not None else None
-        ktabu = kernel_tabu(self.model, self.tabu, self.opts.tabu_kernel) \
-            if self.opts.tabu_kernel is not None and self.tabu and isinstance(self.model, _GP) else False
         for q in range(n):
             mu, sd = self.model.predict(yn)
             if q == 0 and self.hedge_last is not None:
@@ -465,20 +437,16 @@ class SurrogateSearch:
                 self.opts.explore_share > 0 and (self.opts.explore_stall is None or self.since_best >= self.opts.explore_stall)
                 and ctx.rng.random() < self.opts.explore_share)
             score = mu - (self.opts.explore_kappa if restart else self.opts.kappa_at(len(self.all_vals))) * sd
-            blocked = mask | self.tabu_mask | ktabu
+            blocked = mask | self.tabu_mask
             if self.restarts and centre_feat is not None:
                 # A restarted region searches near its own start: the global model would pull
                 # it back towards the regions it knows, which is what the restart escapes.
                 blocked = blocked | (np.sum(self.model.pool != centre_feat, axis=1) > self.region_radius)
-            if self.trust is not None and self.region.best_config is not None and not restart:
-                inside = blocked | self.trust.outside(self.model.pool, _encode(space, [self.region.best_config])[0])
-                if not inside.all():
-                    blocked = inside
             if blocked.all():
                 blocked = mask  # every region searched: the tabu yields
             centre = self.region.best_config
             local_step = False
-            if not restart and centre is not None and (self.certifying or ctx.rng.random() < self.opts.local_share):
+            if not restart and centre is not None and ctx.rng.random() < self.opts.local_share:
                 near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
                 near = [i for i in near if not mask[i]]
                 if near:
@@ -495,9 +463,6 @@ class SurrogateSearch:
                     local_step = True
             score[blocked] = np.inf
             pick = self._global_pick(mu, sd, yn, score, blocked, q) if not (restart or local_step) else None
-            if pick is None and self.fusion is not None and not restart and (self.opts.fuse_local or not local_step):
-                pick = self.fusion.pick(score, mu, sd, float(np.min(yn)), self.opts.kappa_at(len(self.all_vals)),
-                                        self.ys, self.live, len(self.all_vals))
             if pick is None:
                 pick = int(np.argmin(score))
             if not np.isfinite(score[pick]):

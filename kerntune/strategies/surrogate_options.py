@@ -77,23 +77,6 @@ class SurrogateOptions:
     gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
     gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
 
-    # Seventeenth design pass (options, off by default: README "Seventeenth pass"; surrogate_designs.py)
-    fuse: str = "off"             # "rank_max" / "rank_sum" / "pi_prod": each GP step takes the candidate both GPs' acquisitions agree on; "twin": the second GP picks alone (Fusion)
-    fuse_warp: str = "log"        # the second GP's targets (gp's own: log-times)
-    fuse_ordinal: float = 0.0     # the second GP's ordinal term (0: Hamming, gp's own)
-    fuse_local: bool = True       # the GP's local steps are fused too (False: global steps only)
-    fuse_share: float = 0.2       # "disagree": the share of GP steps that query by committee
-    fuse_top: float = 0.05        # "disagree": candidates in either model's top this fraction
-    fuse_from: int = 0            # the fusion acts once this many configs are measured ...
-    fuse_until: int | None = None  # ... and while fewer than this many are (None: to the end)
-    certify: bool = False         # at a stall, the GP measures the incumbent's unmeasured one-field neighbours (best LCB first) before the restart closes them
-    tabu_kernel: float | None = None  # a restart also closes every config whose kernel correlation with a tabu centre is at least this (kernel_tabu)
-    tr: bool = False              # a trust region around the region's incumbent replaces the stall rule (TrustRegion)
-    tr_init: int | None = None    # its largest radius in fields (None: every field)
-    tr_succ: int = 2              # consecutive gains that widen it by one field
-    tr_fail: int | None = None    # consecutive evaluations without gain that narrow it by one (None: stall_after / tr_init, rounded up)
-    tr_min: int = 1               # below this radius the region collapses and the engine restarts
-
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
@@ -113,7 +96,5 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if not 0.0 <= self.gp_ordinal <= 2.0:
             raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
-        if self.fuse not in ("off", "rank_max", "rank_sum", "pi_prod", "twin", "disagree"):
-            raise KerntuneError(f'auto: fuse must be "off", "rank_max", "rank_sum", "pi_prod", "twin" or "disagree", not {self.fuse!r}')
-        if self.model != "gp" and (self.ts_share > 0 or self.fuse != "off"):
-            raise KerntuneError("auto: ts_share and fuse need model \"gp\"")
+        if self.model != "gp" and self.ts_share > 0:
+            raise KerntuneError("auto: ts_share samples the GP's joint posterior; it needs model \"gp\"")
