@@ -14,17 +14,17 @@ cycles instead.  Each launch is timed like a window's (CUDA events around it, L2
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
+from kerntune.evaluate.judge import time_interleaved
 from kerntune.evaluate.protocol import DEFAULT as PROTOCOL
 from kerntune.evaluate.protocol import estimate
 from kerntune.evaluate.trial import Trial
-
-if TYPE_CHECKING:
-    from kerntune.retune_timing import ListEvaluator
+from kerntune.retune_timing import ListEvaluator, flat_key, torch_or_none
 
 #: The ``auto`` runoff's contenders: the configs whose screening window is within this factor of the
 #: fastest, at most this many.  A window taken while the list compiles can read 24% slow (liger's
@@ -98,30 +98,21 @@ def tied(samples: Samples, alive: Sequence[str]) -> list[str]:
 
 
 def windows(calls: dict[str, Callable[[], Any]], rounds: int) -> Samples:
-    """``rounds`` rounds of one protocol window per call (its warm-up, then ``PROTOCOL.rep_ms``), the
-    order rotated each round; each window's median.  The tie-break of ``runoff``: interleaved,
-    neighbouring launches share one clock; a window of one config alone runs at the clock its own
-    power draw sets, the state a kernel run back to back meets (liger's fused SwiGLU at Llama-3 70B's
-    shape, 3 against 2 stages: a tie interleaved, 2-5% apart in windows)."""
+    """``rounds`` rounds of one protocol window per call, the order rotated each round (the judge's
+    ``time_interleaved``, the GPU already warm); each window's median.  The tie-break of ``runoff``:
+    interleaved, neighbouring launches share one clock; a window of one config alone runs at the
+    clock its own power draw sets, the state a kernel run back to back meets (liger's fused SwiGLU at
+    Llama-3 70B's shape, 3 against 2 stages: a tie interleaved, 2-5% apart in windows)."""
     from kerntune.evaluate.triton_backend.worker import timer
-    from kerntune.retune_timing import torch_or_none
 
-    bench = timer(torch_or_none())
-    keys = list(calls)
-    out: Samples = {k: [] for k in keys}
-    for r in range(rounds):
-        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-            xs = sorted(bench(calls[k], PROTOCOL.rep_ms, PROTOCOL.warmup_ms))
-            out[k].append(xs[len(xs) // 2])
-    return out
+    got = time_interleaved(calls, timer(torch_or_none()), dataclasses.replace(PROTOCOL, rounds=rounds), rested=False)
+    return {k: list(v) for k, v in got.items()}
 
 
 def interleaved(calls: Sequence[Callable[[], Any]], cycles: int, warm_cycles: int = 1) -> list[list[float]]:
     """``cycles`` cycles of one launch of each call, the order rotated each cycle, after
     ``warm_cycles`` untimed ones; each launch's ms (CUDA events, L2 flushed before it; the wall clock
     without a GPU).  Returns one list per call."""
-    from kerntune.retune_timing import torch_or_none
-
     torch = torch_or_none()
     n = len(calls)
     order = [[(c + i) % n for i in range(n)] for c in range(cycles)]
@@ -156,7 +147,7 @@ def interleaved(calls: Sequence[Callable[[], Any]], cycles: int, warm_cycles: in
     return [[evs[i][0].elapsed_time(evs[i][1]) for evs in events] for i in range(n)]
 
 
-def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) -> dict[str, Any] | None:
+def runoff(ev: ListEvaluator, history: Sequence[Trial], setting: int | str) -> dict[str, Any] | None:
     """Time the leaders again, their launches interleaved (the module's docstring says why), and pick
     the ``leader`` by paired ratios of the runoff's launches (the screening windows were taken in
     whatever state the GPU was in while the list compiled).
@@ -180,8 +171,6 @@ def runoff(ev: "ListEvaluator", history: Sequence[Trial], setting: int | str) ->
     if len(leaders) < 2:
         return None
     t0 = time.perf_counter()
-    from kerntune.retune_timing import flat_key
-
     keys = [flat_key(dict(t.config)) for t in leaders]
     try:
         calls = dict(zip(keys, ev.launchers([dict(t.config) for t in leaders])))

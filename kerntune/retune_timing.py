@@ -7,13 +7,14 @@ mechanics, ``kerntune.retune`` the switch, its settings and its store."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import threading
 import time
 from collections import defaultdict
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.protocol import DEFAULT as PROTOCOL
@@ -158,40 +159,35 @@ class ListEvaluator(Evaluator):
             window(i, early.pop(i))
             return True
 
-        saved = self.tuner.__dict__.get("do_bench")
-        self.tuner.__dict__["do_bench"] = do_bench  # shadows Triton's cached_property for this batch
         t_bench = time.perf_counter()
-        try:
-            overlapped_before = self.overlapped
-            results = self._compile(t_configs, *((on_ready, on_idle) if self.overlap else (None, None)))
-            for i, (exc, seconds) in enumerate(results):
-                if exc is not None and out[i] is None:  # a config that cannot compile is a status
-                    status, text = classify(exc)
-                    out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:], compile_s=seconds)
-            # The GPU rested while the batch compiled, unless the heater kept it loaded or configs
-            # were timed meanwhile (protocol: no measurement starts from a rested GPU; a rested
-            # one warms up longer first).
-            if self.overlapped == overlapped_before:
-                warm[0] = PROTOCOL.warmup_ms if self.heated else 300
-            t_bench = time.perf_counter()
-            pending = [i for i in range(len(configs)) if out[i] is None]
-            quick: dict[int, float] = dict(early)
-            if self.cut and len(pending) > 1:
-                # Two launches of every config first, then full windows fastest first: the best is
-                # timed early, so that every config already out of the race is cut.
+        with self._do_bench(do_bench):
+            try:
+                overlapped_before = self.overlapped
+                results = self._compile(t_configs, *((on_ready, on_idle) if self.overlap else (None, None)))
+                for i, (exc, seconds) in enumerate(results):
+                    if exc is not None and out[i] is None:  # a config that cannot compile is a status
+                        status, text = classify(exc)
+                        out[i] = Trial(dict(configs[i]), Status(status), error=text[-2000:], compile_s=seconds)
+                # The GPU rested while the batch compiled, unless the heater kept it loaded or configs
+                # were timed meanwhile (protocol: no measurement starts from a rested GPU; a rested
+                # one warms up longer first).
+                if self.overlapped == overlapped_before:
+                    warm[0] = PROTOCOL.warmup_ms if self.heated else 300
+                t_bench = time.perf_counter()
+                pending = [i for i in range(len(configs)) if out[i] is None]
+                quick: dict[int, float] = dict(early)
+                if self.cut and len(pending) > 1:
+                    # Two launches of every config first, then full windows fastest first: the best is
+                    # timed early, so that every config already out of the race is cut.
+                    for i in pending:
+                        q = quick[i] if i in quick else two(i)
+                        if q is not None:
+                            quick[i] = q
+                    pending = sorted((i for i in pending if i in quick), key=quick.__getitem__)
                 for i in pending:
-                    q = quick[i] if i in quick else two(i)
-                    if q is not None:
-                        quick[i] = q
-                pending = sorted((i for i in pending if i in quick), key=quick.__getitem__)
-            for i in pending:
-                window(i, quick.get(i))
-        finally:
-            self.phases["bench_s"] += time.perf_counter() - t_bench
-            if saved is None:
-                self.tuner.__dict__.pop("do_bench", None)
-            else:
-                self.tuner.__dict__["do_bench"] = saved
+                    window(i, quick.get(i))
+            finally:
+                self.phases["bench_s"] += time.perf_counter() - t_bench
         return [t for t in out if t is not None]
 
     def launchers(self, configs: Sequence[Config]) -> list[Any]:
@@ -204,17 +200,24 @@ class ListEvaluator(Evaluator):
             got.append(fn)
             return [0.0, 0.0, 0.0]
 
-        saved = self.tuner.__dict__.get("do_bench")
-        self.tuner.__dict__["do_bench"] = keep
-        try:
+        with self._do_bench(keep):
             for c in configs:
                 self.tuner._bench(*self.args, config=self.st.triton_config(c), **self.kwargs)
+        return got
+
+    @contextlib.contextmanager
+    def _do_bench(self, fn: Any) -> Iterator[None]:
+        """The autotuner's ``do_bench`` is ``fn`` within: it shadows Triton's cached_property, so that
+        ``_bench`` (with its hooks) calls kerntune's timer, or hands its launch over."""
+        saved = self.tuner.__dict__.get("do_bench")
+        self.tuner.__dict__["do_bench"] = fn
+        try:
+            yield
         finally:
             if saved is None:
                 self.tuner.__dict__.pop("do_bench", None)
             else:
                 self.tuner.__dict__["do_bench"] = saved
-        return got
 
     def _compile(self, t_configs: Sequence[Any], on_ready: Any = None,
                  on_idle: Any = None) -> list[tuple[BaseException | None, float]]:

@@ -21,14 +21,17 @@ REST_WARMUP_MS = 300
 
 
 def time_interleaved(cands: Mapping[str, Callable[[], Any]], bench: Callable[..., list[float]],
-                     protocol: Protocol = DEFAULT) -> dict[str, list[float]]:
+                     protocol: Protocol = DEFAULT, rested: bool = True) -> dict[str, list[float]]:
     """Each candidate's per-round medians (ms), ``protocol.rounds`` rounds, order rotated.
 
-    ``bench(fn, rep_ms, warmup_ms)`` returns one window's samples (``worker.timer``)."""
+    ``bench(fn, rep_ms, warmup_ms)`` returns one window's samples (``worker.timer``).  ``rested``:
+    the GPU rested before (a fresh process), so the rounds follow the rested warm-up; False when it
+    is already in its sustained state (``kerntune.retune_runoff``'s tie-break)."""
     names = list(cands)
     if not names:
         return {}
-    bench(cands[names[0]], REST_WARMUP_MS, REST_WARMUP_MS)
+    if rested:
+        bench(cands[names[0]], REST_WARMUP_MS, REST_WARMUP_MS)
     rounds: dict[str, list[float]] = {n: [] for n in names}
     for r in range(max(protocol.rounds, 1)):
         for i in range(len(names)):
