@@ -33,9 +33,9 @@ Triton's ``AsyncCompileMode`` on threads, which the GIL holds back; ``serial``) 
 ``KERNTUNE_AUTOTUNE_COMPILE_THREADS`` (parallel compiles, default min(8, CPUs)),
 ``KERNTUNE_AUTOTUNE_CUT`` (a config whose first two launches already take this many times the best
 time so far gets no timing window; default 1.25, 0 turns it off) and ``KERNTUNE_AUTOTUNE_RUNOFF``
-(``auto``, the default: the configs within 25% of the fastest, at most 6, are timed again, their
-launches interleaved, in 2 to 6 rounds until settled; N > 1: the list's N fastest, in 5 rounds; 0:
-off) and ``KERNTUNE_AUTOTUNE_OVERLAP`` (1, the default: time configs while the list's other compiles
+(``auto``, the default: the configs within 50% of the fastest, at most 16, get one short round of
+interleaved launches, and those within 25% of its leader, at most 6, are timed again, interleaved,
+in 2 to 6 rounds until settled; N > 1: the list's N fastest, in 5 rounds; 0: off) and ``KERNTUNE_AUTOTUNE_OVERLAP`` (1, the default: time configs while the list's other compiles
 run; 0: compile the whole list first).
 
 Why the overlap: compiling and timing took turns, so a list whose configs are close in time (nothing to
@@ -71,12 +71,14 @@ its power cap the SM clock follows each config's own power draw (1,130-1,720 MHz
 of one kernel; a window's time against its clock: correlation -0.6), so the back-to-back timing once
 ranked first a config the judge found 7% slower than ``triton.autotune``'s pick, and
 ``triton.autotune`` itself flips between close configs from run to run.  So the close contenders
-(within 25% of the fastest, at most 6: a window taken while the list compiles can read 24% slow) are
-timed again, their launches interleaved, A B C A B C ..., each timed like a window's launch
+are timed again, their launches interleaved, A B C A B C ..., each timed like a window's launch
 (``kerntune.retune_runoff``): neighbouring launches share one clock, and the per-cycle ratio cancels
-the drift.  2 rounds, then more, up to 6, until every contender is a tie (95% interval within 2%) or
-slower beyond noise; a tie is broken by 3 rounds of windows of each config alone, the state a kernel
-run back to back meets.  Until 2026-11-26 (sixth session) the runoff took one window per config per
+the drift.  A window taken while the list compiles can read 24-42% slow, so the contenders are not
+chosen on screening times: every config within 50% of the fastest (at most 16, a cut one included)
+gets one round of five interleaved cycles first, and those within 25% of its leader (at most 6) go on.
+2 rounds, then more, up to 6, until every contender is a tie (95% interval within 2%) or slower
+beyond noise; the contenders still in (ties, or unsettled after the last round) are decided by 3
+rounds of windows of each config alone, the state a kernel run back to back meets.  Until 2026-11-26 (sixth session) the runoff took one window per config per
 round, which picked the package's config at the 70B shape in 2 of 3 runs for the training forward and
 the backward dI kernel (the misses judged 5-6% behind); interleaved, the training forward picked it in
 3 of 3 and the inference forward, with the tie-break, in 4 of 4, at a quarter of the runoff's time
@@ -333,5 +335,6 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
                            "cut": sum(1 for t in res.history if t.extra.get("cut")),
                            "gpu_kept_loaded": ev.heated, "overlapped": ev.overlapped, "phases": dict(ev.phases),
                            "config": jsonable(best_cfg), **({"runoff": ran["rounds"]} if ran else {}),
+                           **({"runoff_screen": ran["screen"]} if ran and "screen" in ran else {}),
                            **({"runoff_tie": ran["tie_windows"]} if ran and "tie_windows" in ran else {})})
     return st.triton_config(best_cfg)

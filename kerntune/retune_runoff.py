@@ -26,10 +26,18 @@ from kerntune.evaluate.protocol import estimate
 from kerntune.evaluate.trial import Trial
 from kerntune.retune_timing import ListEvaluator, flat_key, torch_or_none
 
-#: The ``auto`` runoff's contenders: the configs whose screening window is within this factor of the
-#: fastest, at most this many.  A window taken while the list compiles can read 24% slow (liger's
-#: SwiGLU backward dI kernel at Llama-3 70B's shape: its package's pick 8.25 ms in screening, 6.5-7.2
-#: ms in runoffs), so the margin is the cut's; interleaved launches cost little, so the pool can be wide.
+#: The ``auto`` runoff's screen: every config timed (a cut one by its two launches) within this
+#: factor of the fastest screening time, at most this many, gets one interleaved round of
+#: ``SCREEN_CYCLES`` cycles before the contenders are chosen.  Screening times are taken while the list
+#: compiles, each in whatever clock state its predecessor left: on an H100 at its power cap a window
+#: read liger's SwiGLU backward dI kernel's package pick 24% and, on another machine, 42% slow (its
+#: three 4-warp, 3-stage, BLOCK_K 128 configs all 4.2-4.6 ms in screening, 3.1-3.6 ms in the judge's
+#: windows) and left it out of a pool chosen on screening times alone.  Interleaved launches share one
+#: clock, so one short round re-ranks the close field at a fraction of a window per config.
+SCREEN = (1.5, 16)
+SCREEN_CYCLES = 5
+#: The ``auto`` runoff's contenders: those within this factor of the screen round's leader (median
+#: paired ratio), at most this many.
 POOL = (1.25, 6)
 #: The ``auto`` runoff's rounds: at least, at most.  After the first it goes on only while a
 #: contender is neither a tie with the leader nor behind it (``standing``).
@@ -37,7 +45,8 @@ AUTO_ROUNDS = (2, 6)
 #: A contender whose ratio to the leader lies within this share of 1 (its 95% interval) ties with it:
 #: either pick is as fast.
 TIE = 0.02
-#: Window rounds that break a tie among contenders interleaved launches cannot tell apart.
+#: Window rounds that decide among the contenders interleaved launches left in: ties, and any still
+#: unsettled after the last round.
 TIE_ROUNDS = 3
 #: Cycles a round: enough for ``PROTOCOL.rep_ms`` of the slowest contender, within these bounds.
 CYCLES = (5, 100)
@@ -91,12 +100,6 @@ def standing(samples: Samples, alive: Sequence[str]) -> tuple[str, list[str], bo
     return lead, out, settled
 
 
-def tied(samples: Samples, alive: Sequence[str]) -> list[str]:
-    """The ``leader`` and every contender that launches interleaved cannot tell from it (``_tie``)."""
-    lead = leader(samples, alive)
-    return [k for k in alive if k == lead or _tie(paired(samples, lead, k))]
-
-
 def windows(calls: dict[str, Callable[[], Any]], rounds: int) -> Samples:
     """``rounds`` rounds of one protocol window per call, the order rotated each round (the judge's
     ``time_interleaved``, the GPU already warm); each window's median.  The tie-break of ``runoff``:
@@ -147,23 +150,38 @@ def interleaved(calls: Sequence[Callable[[], Any]], cycles: int, warm_cycles: in
     return [[evs[i][0].elapsed_time(evs[i][1]) for evs in events] for i in range(n)]
 
 
+def _screen(calls: dict[str, Callable[[], Any]], warm: int) -> tuple[list[str], Samples]:
+    """One interleaved round of every call (``SCREEN_CYCLES`` cycles after ``warm`` untimed ones):
+    the contenders, fastest first by their median paired ratio to the round's leader, those within
+    ``POOL``; and the round's samples."""
+    keys = list(calls)
+    got: Samples = {k: list(v) for k, v in zip(keys, interleaved([calls[k] for k in keys], SCREEN_CYCLES, warm))}
+    lead = leader(got, keys)
+    ratio = {k: 1.0 if k == lead else _median(paired(got, lead, k)) for k in keys}
+    return sorted((k for k in keys if ratio[k] <= POOL[0]), key=ratio.__getitem__)[:POOL[1]], got
+
+
 def runoff(ev: ListEvaluator, history: Sequence[Trial], setting: int | str) -> dict[str, Any] | None:
     """Time the leaders again, their launches interleaved (the module's docstring says why), and pick
     the ``leader`` by paired ratios of the runoff's launches (the screening windows were taken in
     whatever state the GPU was in while the list compiled).
 
-    ``auto``: the configs within 25% of the fastest, at most 6 (``POOL``), in 2 rounds, then more, up
-    to 6, while a contender is neither a tie with the leader nor slower beyond noise (``standing``; one
-    slower leaves the runoff); contenders that end in a tie get ``TIE_ROUNDS`` rounds of windows, one
-    config alone in each (``windows``), and the leader by paired ratios of those decides.  N: the N
-    fastest in 5 rounds.  A round is enough cycles for ``PROTOCOL.rep_ms`` of the slowest contender
-    (5 to 100).  Returns the winner, its median ms (interleaved), per contender its median per round
-    (None where it was out) and the tie-break's windows where one ran; None when off, when fewer than
-    two configs qualify, or when a contender's launch fails (the screening's winner then stands)."""
-    timed = sorted((t for t in history if t.ok and t.time_ms is not None and not t.extra.get("cut")),
-                   key=lambda t: t.time_ms)
-    if setting == "auto":
-        leaders = [t for t in timed if t.time_ms <= POOL[0] * timed[0].time_ms][:POOL[1]]
+    ``auto``: the configs within 50% of the fastest screening time, at most 16 (``SCREEN``), get one
+    short interleaved round; those within 25% of its leader, at most 6 (``POOL``), are the contenders,
+    timed in 2 rounds, then more, up to 6, while a contender is neither a tie with the leader nor
+    slower beyond noise (``standing``; one slower leaves the runoff).  The contenders still in at the
+    end (ties, and any interleaving could not settle) get ``TIE_ROUNDS`` rounds of windows, one config
+    alone in each (``windows``), and the leader by paired ratios of those decides.  N: the N fastest
+    by screening time in 5 rounds.  A round is enough cycles for ``PROTOCOL.rep_ms`` of the slowest
+    contender (5 to 100).  Returns the winner, its median ms (interleaved), per contender its median
+    per round (None where it was out), the screen round's medians and the tie-break's windows where
+    they ran; None when off, when fewer than two configs qualify, or when a launch fails (the
+    screening's winner then stands)."""
+    every = sorted((t for t in history if t.ok and t.time_ms is not None), key=lambda t: t.time_ms)
+    timed = [t for t in every if not t.extra.get("cut")]
+    auto = setting == "auto"
+    if auto:
+        leaders = [t for t in every if t.time_ms <= SCREEN[0] * every[0].time_ms][:SCREEN[1]] if every else []
         least, most = AUTO_ROUNDS
     else:
         n = int(setting)
@@ -171,18 +189,27 @@ def runoff(ev: ListEvaluator, history: Sequence[Trial], setting: int | str) -> d
     if len(leaders) < 2:
         return None
     t0 = time.perf_counter()
-    keys = [flat_key(dict(t.config)) for t in leaders]
+    config_of = {flat_key(dict(t.config)): t for t in leaders}
     try:
-        calls = dict(zip(keys, ev.launchers([dict(t.config) for t in leaders])))
+        calls = dict(zip(config_of, ev.launchers([dict(t.config) for t in leaders])))
     except Exception:  # noqa: BLE001 - the screening's winner stands
         return None
-    slowest = max(t.time_ms for t in leaders)
+    warm = max(1, math.ceil(PROTOCOL.warmup_ms / max(sum(t.time_ms for t in leaders), 1e-3)))
+    screen: Samples | None = None
+    keys = list(calls)
+    if auto:
+        try:
+            keys, screen = _screen(calls, warm)
+        except Exception:  # noqa: BLE001 - a config that launched before fails now: the screening's winner stands
+            return None
+        ev.measured += len(calls)
+        warm = 0
+    slowest = max(config_of[k].time_ms if screen is None else _median(screen[k]) for k in keys)
     cycles = min(max(math.ceil(PROTOCOL.rep_ms / max(slowest, 1e-3)), CYCLES[0]), CYCLES[1])
-    warm = max(1, math.ceil(PROTOCOL.warmup_ms / max(slowest * len(keys), 1e-3)))
     samples: Samples = {k: [] for k in keys}
     rounds: dict[str, list[float | None]] = {k: [] for k in keys}
     alive = list(keys)
-    for r in range(most):
+    for r in range(most if len(keys) > 1 else 0):
         try:
             got = dict(zip(alive, interleaved([calls[k] for k in alive], cycles, warm if r == 0 else 0)))
         except Exception:  # noqa: BLE001 - a leader that launched before fails now: the screening's winner stands
@@ -192,22 +219,24 @@ def runoff(ev: ListEvaluator, history: Sequence[Trial], setting: int | str) -> d
             xs = got.get(k)
             samples[k].extend(xs if xs is not None else [None] * cycles)
             rounds[k].append(statistics.median(xs) if xs else None)
-        if r + 1 >= least and setting == "auto":
+        if r + 1 >= least and auto:
             _, out, settled = standing(samples, alive)
             alive = [k for k in alive if k not in out]
             if len(alive) < 2 or settled:
                 break
+    if len(keys) == 1:  # the screen left one contender: its round is the runoff
+        samples, rounds = {keys[0]: list(screen[keys[0]]) if screen else []}, {}
     win, alone = leader(samples, alive), None
-    even = tied(samples, alive) if setting == "auto" else [win]
-    if len(even) > 1:  # a tie interleaved: windows of each alone decide (``windows``)
+    if auto and len(alive) > 1:  # not settled by interleaved launches: windows of each alone decide (``windows``)
         try:
-            alone = windows({k: calls[k] for k in even}, TIE_ROUNDS)
+            alone = windows({k: calls[k] for k in alive}, TIE_ROUNDS)
         except Exception:  # noqa: BLE001 - the interleaved leader stands
             alone = None
         if alone is not None:
-            ev.measured += len(even) * TIE_ROUNDS
-            win = leader(alone, even)
+            ev.measured += len(alive) * TIE_ROUNDS
+            win = leader(alone, alive)
     ev.phases["runoff_s"] += time.perf_counter() - t0
     mine = [x for x in samples[win] if x is not None]
-    return {"config": dict(leaders[keys.index(win)].config), "ms": statistics.median(mine), "rounds": rounds,
-            "cycles": cycles, **({"tie_windows": alone} if alone is not None else {})}
+    return {"config": dict(config_of[win].config), "ms": statistics.median(mine), "rounds": rounds,
+            "cycles": cycles, **({"screen": {k: _median(v) for k, v in screen.items()}} if screen else {}),
+            **({"tie_windows": alone} if alone is not None else {})}

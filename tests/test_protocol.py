@@ -6,9 +6,11 @@ checks that the intervals hold the true median as often as they promise.
 
 from __future__ import annotations
 
+import collections
 import math
 import random
 import statistics
+import time
 
 import pytest
 
@@ -229,15 +231,68 @@ def test_runoff_interleaves_launches_in_rotated_order_and_times_each() -> None:
     assert leader({"slow": list(slow), "fast": list(fast)}, ["slow", "fast"]) == "fast"
 
 
-def test_runoff_ties_gather_the_contenders_interleaving_cannot_separate() -> None:
-    """Interleaved ratios within 2% of 1 (95% interval) tie a contender with the leader; one clearly
-    behind does not tie."""
-    from kerntune.retune_runoff import tied
+def _busy(ms: float):
+    def fn() -> None:
+        end = time.perf_counter() + ms / 1000
+        while time.perf_counter() < end:
+            pass
+    return fn
 
-    samples = {"a": [8.60, 8.70, 8.55, 8.65, 8.60, 8.62], "b": [8.58, 8.71, 8.56, 8.63, 8.61, 8.60],
-               "c": [9.4, 9.5, 9.3, 9.45, 9.4, 9.35]}
-    assert sorted(tied(samples, ["a", "b", "c"])) == ["a", "b"]
-    assert tied({k: samples[k] for k in "ac"}, ["a", "c"]) == ["a"]
+
+class _ScriptedLaunches:
+    """The runoff's view of ``ListEvaluator`` (``launchers``, ``measured``, ``phases``) with scripted
+    launches: each config's launch busy-waits its given cost (the runoff times it on the wall clock
+    without a GPU)."""
+
+    def __init__(self, costs: dict[int, float]) -> None:
+        self.costs, self.measured = costs, 0
+        self.phases: collections.defaultdict[str, float] = collections.defaultdict(float)
+
+    def launchers(self, configs):
+        return [_busy(self.costs[c["a"]]) for c in configs]
+
+
+def test_runoff_screen_brings_back_a_config_its_screening_window_misread() -> None:
+    """A screening time can read far slow (the clock its predecessor left): config 2 screened 1.45x
+    the fastest, and only its two launches were kept (cut), but it is the fastest launch.  The screen
+    round (every config within 1.5x, interleaved) brings it into the runoff, which it wins; config 4,
+    screened beyond 1.5x, is not re-timed and cannot win however fast it launches."""
+    from kerntune.retune_runoff import runoff
+
+    hist = [Trial({"a": 1}, Status.OK, 1.0, [1.0]), Trial({"a": 2}, Status.OK, 1.45, [1.45], extra={"cut": True}),
+            Trial({"a": 3}, Status.OK, 1.1, [1.1]), Trial({"a": 4}, Status.OK, 1.6, [1.6])]
+    ev = _ScriptedLaunches({1: 1.0, 2: 0.4, 3: 1.1, 4: 0.1})
+    got = runoff(ev, hist, "auto")
+    assert got is not None and got["config"] == {"a": 2}
+    assert sorted(got["screen"]) == ['{"a": 1}', '{"a": 2}', '{"a": 3}']
+    assert 0.25 < got["ms"] < 0.9 and ev.measured >= 3
+
+
+def test_runoff_leaves_what_interleaving_cannot_separate_to_windows_scripted_timings(monkeypatch) -> None:
+    """Scripted timings: configs 1 and 2 trade places cycle by cycle (5% either way), so interleaved
+    launches never settle them, even after the last round; windows of each alone then decide, and
+    they put 2 ahead.  Config 3, twice as slow, leaves at the screen."""
+    import kerntune.retune_runoff as ro
+
+    pattern = {1: [1.0, 1.05], 2: [1.05, 1.0], 3: [2.0, 2.0]}
+    monkeypatch.setattr(ro, "interleaved", lambda calls, cycles, warm_cycles=1:
+                        [[pattern[fn.a][c % 2] for c in range(cycles)] for fn in calls])
+    monkeypatch.setattr(ro, "windows", lambda calls, rounds:
+                        {k: [1.0 if k == '{"a": 2}' else 1.04] * rounds for k in calls})
+
+    class Named(_ScriptedLaunches):
+        def launchers(self, configs):
+            fns = super().launchers(configs)
+            for fn, c in zip(fns, configs):
+                fn.a = c["a"]
+            return fns
+
+    hist = [Trial({"a": a}, Status.OK, 1.0, [1.0]) for a in (1, 2, 3)]
+    got = ro.runoff(Named({1: 1.0, 2: 1.0, 3: 2.0}), hist, "auto")
+    assert got is not None and got["config"] == {"a": 2}
+    assert sorted(got["tie_windows"]) == ['{"a": 1}', '{"a": 2}']
+    assert got["rounds"].keys() == {'{"a": 1}', '{"a": 2}'}
+    assert len(got["rounds"]['{"a": 1}']) == ro.AUTO_ROUNDS[1]  # unsettled: every round ran
 
 
 def test_runoff_windows_time_each_call_alone_in_rotated_rounds() -> None:
