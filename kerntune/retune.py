@@ -84,7 +84,11 @@ the backward dI kernel (the misses judged 5-6% behind); interleaved, the trainin
 3 of 3 and the inference forward, with the tie-break, in 4 of 4, at a quarter of the runoff's time
 (0.35 s against 1.1-3.3 s; benchmarks/real_kernels/README.md, acceptance 3).  The backward dI
 kernel's launches scatter by 4% among themselves and its leaders are 1-7% apart depending on the GPU
-(``triton.autotune`` picked either); 6 of its 7 runs were the package's pick or within noise.
+(``triton.autotune`` picked either); 6 of its 7 runs were the package's pick or within noise, and the
+misses came from a screening window that left the package's pick out of the pool (read 24-42% slow)
+or from leaders interleaving left unsettled: the screen round and the windows for unsettled
+contenders (seventh session) answer both, and with them 22 of the 24 pairs, the dI kernel's included,
+picked the package's config or one equal within noise at 0.18-0.43 of the wall.
 """
 
 from __future__ import annotations
