@@ -35,8 +35,9 @@ Triton's ``AsyncCompileMode`` on threads, which the GIL holds back; ``serial``) 
 time so far gets no timing window; default 1.25, 0 turns it off) and ``KERNTUNE_AUTOTUNE_RUNOFF``
 (``auto``, the default: the configs within 50% of the fastest, at most 16, get one short round of
 interleaved launches, and those within 25% of its leader, at most 6, are timed again, interleaved,
-in 2 to 6 rounds until settled; N > 1: the list's N fastest, in 5 rounds; 0: off) and ``KERNTUNE_AUTOTUNE_OVERLAP`` (1, the default: time configs while the list's other compiles
-run; 0: compile the whole list first).
+in 2 to 6 rounds until settled; N > 1: the list's N fastest, in 5 rounds; 0: off) and
+``KERNTUNE_AUTOTUNE_OVERLAP`` (1, the default: time configs while the list's other compiles run; 0:
+compile the whole list first).
 
 Why the overlap: compiling and timing took turns, so a list whose configs are close in time (nothing to
 cut) paid both in full: FLA's l2norm, 25 configs, 2.2 s of compiles then 1.8 s of windows, 0.50 of
@@ -66,29 +67,30 @@ liger, torchao and fla-core it took 0.18-0.39 of ``triton.autotune``'s wall on 2
 FLA's l2norm, whose 25 configs are too close in time for the cut
 (benchmarks/results/real_kernels/h100/inplace_vs_autotune_cut_runoff.json).
 
-Why the runoff: a config's one window follows whichever config came before it, and on an H100 at
-its power cap the SM clock follows each config's own power draw (1,130-1,720 MHz across 50 ms windows
-of one kernel; a window's time against its clock: correlation -0.6), so the back-to-back timing once
+Why the runoff: a config's one window follows whichever config came before it, and on an H100 at its
+power cap the SM clock follows each config's own power draw (1,130-1,720 MHz across 50 ms windows of
+one kernel; a window's time against its clock: correlation -0.6), so the back-to-back timing once
 ranked first a config the judge found 7% slower than ``triton.autotune``'s pick, and
-``triton.autotune`` itself flips between close configs from run to run.  So the close contenders
-are timed again, their launches interleaved, A B C A B C ..., each timed like a window's launch
+``triton.autotune`` itself flips between close configs from run to run. So the close contenders are
+timed again, their launches interleaved, A B C A B C ..., each timed like a window's launch
 (``kerntune.retune_runoff``): neighbouring launches share one clock, and the per-cycle ratio cancels
-the drift.  A window taken while the list compiles can read 24-42% slow, so the contenders are not
+the drift. A window taken while the list compiles can read 24-42% slow, so the contenders are not
 chosen on screening times: every config within 50% of the fastest (at most 16, a cut one included)
-gets one round of five interleaved cycles first, and those within 25% of its leader (at most 6) go on.
-2 rounds, then more, up to 6, until every contender is a tie (95% interval within 2%) or slower
+gets one round of five interleaved cycles first, and those within 25% of its leader (at most 6) go
+on. 2 rounds, then more, up to 6, until every contender is a tie (95% interval within 2%) or slower
 beyond noise; the contenders still in (ties, or unsettled after the last round) are decided by 3
-rounds of windows of each config alone, the state a kernel run back to back meets.  Until 2026-11-26 (sixth session) the runoff took one window per config per
-round, which picked the package's config at the 70B shape in 2 of 3 runs for the training forward and
-the backward dI kernel (the misses judged 5-6% behind); interleaved, the training forward picked it in
-3 of 3 and the inference forward, with the tie-break, in 4 of 4, at a quarter of the runoff's time
-(0.35 s against 1.1-3.3 s; benchmarks/real_kernels/README.md, acceptance 3).  The backward dI
-kernel's launches scatter by 4% among themselves and its leaders are 1-7% apart depending on the GPU
-(``triton.autotune`` picked either); 6 of its 7 runs were the package's pick or within noise, and the
-misses came from a screening window that left the package's pick out of the pool (read 24-42% slow)
-or from leaders interleaving left unsettled: the screen round and the windows for unsettled
-contenders (seventh session) answer both, and with them 22 of the 24 pairs, the dI kernel's included,
-picked the package's config or one equal within noise at 0.18-0.43 of the wall.
+rounds of windows of each config alone, the state a kernel run back to back meets. Until 2026-11-26
+(sixth session) the runoff took one window per config per round, which picked the package's config
+at the 70B shape in 2 of 3 runs for the training forward and the backward dI kernel (the misses
+judged 5-6% behind); interleaved, the training forward picked it in 3 of 3 and the inference
+forward, with the tie-break, in 4 of 4, at a quarter of the runoff's time (0.35 s against 1.1-3.3 s;
+benchmarks/real_kernels/README.md, acceptance 3). The backward dI kernel's launches scatter by 4%
+among themselves and its leaders are 1-7% apart depending on the GPU (``triton.autotune`` picked
+either); 6 of its 7 runs were the package's pick or within noise, and the misses came from a
+screening window that left the package's pick out of the pool (read 24-42% slow) or from leaders
+interleaving left unsettled: the screen round and the windows for unsettled contenders (seventh
+session) answer both, and with them 22 of the 24 pairs, the dI kernel's included, picked the
+package's config or one equal within noise at 0.18-0.43 of the wall.
 """
 
 from __future__ import annotations
