@@ -168,7 +168,7 @@ class SurrogateSearch:
         self.columns = {p.name: sum(self.widths[:i]) for i, p in enumerate(space.params) if p.width == 1}
         self.bandit: FamilyBandit | None = None    # the nineteenth pass's family bandit (family_share > 0)
         self.y_fam: list[tuple] = []               # the family of each entry of ys
-        if self.opts.family_share > 0:
+        if self.opts.family_share > 0 or self.opts.family_restart:
             names = family_fields(space.params, self.opts.family_card, self.opts.family_fields, self.opts.family_max)
             if names:
                 self.bandit = FamilyBandit(names, [tuple(c.get(n) for n in names) for c in self.configs],
@@ -476,8 +476,9 @@ class SurrogateSearch:
                     blocked = mask
                     local_step = True
             score[blocked] = np.inf
-            if not (restart or local_step) and self.bandit is not None:
-                self._family_restrict(score, blocked, yn)
+            if self.bandit is not None and ((self.opts.family_share > 0 and not (restart or local_step))
+                                            or (restart and self.opts.family_restart)):
+                self._family_restrict(score, blocked, yn, always=restart)
             pick = self._global_pick(mu, sd, yn, score, blocked, q) if not (restart or local_step) else None
             if pick is None:
                 pick = int(np.argmin(score))
@@ -517,14 +518,16 @@ class SurrogateSearch:
             self._fam_ids = np.concatenate([self._fam_ids, np.array(new, dtype=int)])
         return self._fam_ids
 
-    def _family_restrict(self, score: np.ndarray, blocked: np.ndarray, yn: np.ndarray) -> None:
+    def _family_restrict(self, score: np.ndarray, blocked: np.ndarray, yn: np.ndarray, always: bool = False) -> None:
         """``family_share``: with that chance (once the best has stalled ``family_stall``
-        evaluations, if set) the global step keeps only one family's configs, chosen by the bandit."""
+        evaluations, if set) the global step keeps only one family's configs, chosen by the bandit;
+        ``always`` (a restart's first point with ``family_restart``): no draw."""
         assert self.bandit is not None
-        if self.opts.family_stall is not None and self.since_best < self.opts.family_stall:
-            return
-        if self.ctx.rng.random() >= self.opts.family_share:
-            return
+        if not always:
+            if self.opts.family_stall is not None and self.since_best < self.opts.family_stall:
+                return
+            if self.ctx.rng.random() >= self.opts.family_share:
+                return
         ids = self.family_ids()
         keys = list(self._fam_keys)
         open_ids = np.unique(ids[~blocked])

@@ -85,6 +85,7 @@ class SurrogateOptions:
     family_min: int = 3           # a family measured fewer times than this is chosen first
     family_c: float = 1.0         # UCB width on the family's best standardised target
     family_stall: int | None = None  # restricted steps only once the best has not improved for this many evaluations
+    family_restart: bool = False  # a restart's first point is restricted to the bandit's family (any family_share)
 
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
