@@ -90,3 +90,15 @@ def test_family_share_off_changes_nothing_and_on_visits_each_family(tmp_path: Pa
     # every family measured at least family_min times (at this seed the default leaves one at 8)
     assert min(counts(base.history).values()) < 12, counts(base.history)
     assert len(counts(on.history)) == 4 and min(counts(on.history).values()) >= 12, counts(on.history)
+
+
+def test_family_restart_moves_only_a_restarts_first_point(tmp_path: Path) -> None:
+    ev = _evaluator(tmp_path)
+    base = run_search(ev, "auto", Budget(max_evals=80), seed=2, run=RunOptions(strategy_options={"stall": 8}))
+    on = run_search(ev, "auto", Budget(max_evals=80), seed=2,
+                    run=RunOptions(strategy_options={"stall": 8, "family_restart": True, "family_c": 3.0}))
+    assert any("restart" in n for n in base.notes)
+    b, o = [t.config for t in base.history], [t.config for t in on.history]
+    # the same run until the first restart (which needs the startup and ``stall`` evaluations), then not
+    first = next(i for i, (x, y) in enumerate(zip(b, o)) if x != y)
+    assert first >= 5 + 8, first
