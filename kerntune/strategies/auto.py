@@ -26,10 +26,6 @@ Options (``-o NAME=VALUE``; unknown names stop the run with one line):
   random forest or extra trees in the GP's place, SMAC-style, mean and spread over the trees:
   ``kerntune.strategies.forest_model``, needs the ``forest`` extra), ``rf_trees`` (32), ``rf_leaf`` (2),
   ``rf_spread`` ("trees": the spread of the tree means; "total": plus the within-leaf variance, SMAC's);
-  the nineteenth pass's, off by default: ``family_share`` (0: chance that a global GP step is restricted to
-  one family of the space's two-valued fields, chosen by a UCB bandit: ``kerntune.strategies.families``),
-  ``family_card`` (2), ``family_fields`` (3), ``family_max`` (8), ``family_min`` (3), ``family_c`` (1),
-  ``family_stall``, ``family_restart`` (false);
   and ``batch_size`` (1 on a recording, up to 8 on GPUs);
 * with a model only: ``initial`` (25), ``refine`` (15), ``max_calls`` (6), ``screen_keep`` (0.6),
   ``temperature`` (0.7), ``max_tokens``, ``include_source``/``include_hardware``/``include_hints``,

@@ -77,7 +77,6 @@ from kerntune.evaluate.trial import Trial
 from kerntune.space import Config, Param
 from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
-from kerntune.strategies.families import FamilyBandit, family_fields
 from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.gp_model import _NOISE, ordinal_steps
@@ -166,15 +165,6 @@ class SurrogateSearch:
         self.all_vals: list[float] = []
         self.widths = [p.width for p in space.params]
         self.columns = {p.name: sum(self.widths[:i]) for i, p in enumerate(space.params) if p.width == 1}
-        self.bandit: FamilyBandit | None = None    # the nineteenth pass's family bandit (family_share > 0)
-        self.y_fam: list[tuple] = []               # the family of each entry of ys
-        if self.opts.family_share > 0 or self.opts.family_restart:
-            names = family_fields(space.params, self.opts.family_card, self.opts.family_fields, self.opts.family_max)
-            if names:
-                self.bandit = FamilyBandit(names, [tuple(c.get(n) for n in names) for c in self.configs],
-                                           self.opts.family_min, self.opts.family_c)
-        self._fam_ids: np.ndarray = np.zeros(0, dtype=int)
-        self._fam_keys: dict[tuple, int] = {}
 
     # -- pool -------------------------------------------------------------------------------
     def _grow(self, cfgs: Sequence[Config], keys: Sequence[str] | None = None, feats: np.ndarray | None = None) -> None:
@@ -221,8 +211,6 @@ class SurrogateSearch:
             value = math.log(max(t.time_ms, 1e-12)) if t.ok else math.inf  # type: ignore[arg-type]
             self.all_feats.append(_encode(space, [cfg])[0])
             self.all_vals.append(value)
-            if self.bandit is not None:
-                self.bandit.observe(cfg)
             self.since_best = 0 if math.isfinite(value) and value < best_of_all - 1e-9 else self.since_best + 1
             member = self.owner.pop(key, None)
             if member is not None:
@@ -235,8 +223,6 @@ class SurrogateSearch:
                     self.climber.observe(cfg, self.ctx.value(t))
             if t.ok and self.model.n < self.cap:
                 self.ys.append(value)
-                if self.bandit is not None:
-                    self.y_fam.append(self.bandit.key(cfg))
                 self.model.add_obs(_encode(space, [cfg])[0])
                 self.since_fit += 1
             self.best_value = min(self.best_value, value)
@@ -476,9 +462,6 @@ class SurrogateSearch:
                     blocked = mask
                     local_step = True
             score[blocked] = np.inf
-            if self.bandit is not None and ((self.opts.family_share > 0 and not (restart or local_step))
-                                            or (restart and self.opts.family_restart)):
-                self._family_restrict(score, blocked, yn, always=restart)
             pick = self._global_pick(mu, sd, yn, score, blocked, q) if not (restart or local_step) else None
             if pick is None:
                 pick = int(np.argmin(score))
@@ -500,43 +483,6 @@ class SurrogateSearch:
         self.model.drop_last(fantasies)
         return [self.configs[i] for i in picks]
 
-
-    def family_ids(self) -> np.ndarray:
-        """Each pool entry's family as an index into the bandit's families (grown with the pool)."""
-        assert self.bandit is not None
-        if len(self._fam_ids) < len(self.configs):
-            for f in self.bandit.families:
-                self._fam_keys.setdefault(f, len(self._fam_keys))
-            new = []
-            for c in self.configs[len(self._fam_ids):]:
-                k = self.bandit.key(c)
-                if k not in self._fam_keys:
-                    self._fam_keys[k] = len(self._fam_keys)
-                    self.bandit.families.append(k)
-                    self.bandit.tries.setdefault(k, 0)
-                new.append(self._fam_keys[k])
-            self._fam_ids = np.concatenate([self._fam_ids, np.array(new, dtype=int)])
-        return self._fam_ids
-
-    def _family_restrict(self, score: np.ndarray, blocked: np.ndarray, yn: np.ndarray, always: bool = False) -> None:
-        """``family_share``: with that chance (once the best has stalled ``family_stall``
-        evaluations, if set) the global step keeps only one family's configs, chosen by the bandit;
-        ``always`` (a restart's first point with ``family_restart``): no draw."""
-        assert self.bandit is not None
-        if not always:
-            if self.opts.family_stall is not None and self.since_best < self.opts.family_stall:
-                return
-            if self.ctx.rng.random() >= self.opts.family_share:
-                return
-        ids = self.family_ids()
-        keys = list(self._fam_keys)
-        open_ids = np.unique(ids[~blocked])
-        if len(open_ids) < 2:
-            return
-        fam = self.bandit.choose(list(yn[:len(self.y_fam)]), self.y_fam, self.ctx.rng, {keys[i] for i in open_ids})
-        if fam is None:
-            return
-        score[ids != self._fam_keys[fam]] = np.inf
 
     def _global_pick(self, mu: np.ndarray, sd: np.ndarray, yn: np.ndarray, score: np.ndarray,
                      blocked: np.ndarray, q: int) -> int | None:

@@ -77,16 +77,6 @@ class SurrogateOptions:
     gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
     gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
 
-    # Nineteenth design pass (options, off by default: README "Nineteenth pass"; families.py)
-    family_share: float = 0.0     # chance that a global GP step is restricted to one family, chosen by a UCB bandit
-    family_card: int = 2          # fields with 2..family_card values define the families
-    family_fields: int = 3        # at most this many such fields, fewest values first
-    family_max: int = 8           # ... and fields are dropped until the families number at most this
-    family_min: int = 3           # a family measured fewer times than this is chosen first
-    family_c: float = 1.0         # UCB width on the family's best standardised target
-    family_stall: int | None = None  # restricted steps only once the best has not improved for this many evaluations
-    family_restart: bool = False  # a restart's first point is restricted to the bandit's family (any family_share)
-
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
@@ -106,7 +96,5 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if not 0.0 <= self.gp_ordinal <= 2.0:
             raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
-        if not 0.0 <= self.family_share <= 1.0:
-            raise KerntuneError(f"auto: family_share must be in [0, 1], not {self.family_share}")
         if self.model != "gp" and self.ts_share > 0:
             raise KerntuneError("auto: ts_share samples the GP's joint posterior; it needs model \"gp\"")
