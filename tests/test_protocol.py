@@ -205,21 +205,28 @@ def test_runoff_standing_settles_ties_and_contenders_behind_but_not_noise() -> N
     assert lead_name == "a" and out == [] and not settled
 
 
+def _busy(ms: float):
+    """A call that busy-waits ``ms`` on the wall clock: a launch of known cost without a GPU."""
+    def fn() -> None:
+        end = time.perf_counter() + ms / 1000
+        while time.perf_counter() < end:
+            pass
+    return fn
+
+
 def test_runoff_interleaves_launches_in_rotated_order_and_times_each() -> None:
     """Without a GPU each launch is timed on the wall clock: two calls of known cost, launched in turn
     (the order rotated every cycle), come out in their ratio, and the leader is the cheaper one."""
-    import time
-
     from kerntune.retune_runoff import interleaved, leader
 
     seen: list[str] = []
 
     def call(name: str, ms: float):
+        wait = _busy(ms)
+
         def fn() -> None:
             seen.append(name)
-            end = time.perf_counter() + ms / 1000
-            while time.perf_counter() < end:
-                pass
+            wait()
         return fn
 
     slow, fast = interleaved([call("slow", 4.0), call("fast", 2.0)], cycles=8, warm_cycles=1)
@@ -229,14 +236,6 @@ def test_runoff_interleaves_launches_in_rotated_order_and_times_each() -> None:
     # (busy waits on a shared CPU: a descheduled one reads longer, hence the wide band)
     assert 1.4 < statistics.median(s / f for s, f in zip(slow, fast)) < 3.0
     assert leader({"slow": list(slow), "fast": list(fast)}, ["slow", "fast"]) == "fast"
-
-
-def _busy(ms: float):
-    def fn() -> None:
-        end = time.perf_counter() + ms / 1000
-        while time.perf_counter() < end:
-            pass
-    return fn
 
 
 class _ScriptedLaunches:
@@ -298,18 +297,9 @@ def test_runoff_leaves_what_interleaving_cannot_separate_to_windows_scripted_tim
 def test_runoff_windows_time_each_call_alone_in_rotated_rounds() -> None:
     """The tie-break's windows (wall clock without a GPU): one window per call a round, the calls'
     costs kept apart, and the leader of those windows is the cheaper call."""
-    import time
-
     from kerntune.retune_runoff import leader, windows
 
-    def call(ms: float):
-        def fn() -> None:
-            end = time.perf_counter() + ms / 1000
-            while time.perf_counter() < end:
-                pass
-        return fn
-
-    got = windows({"slow": call(2.0), "fast": call(1.0)}, rounds=2)
+    got = windows({"slow": _busy(2.0), "fast": _busy(1.0)}, rounds=2)
     assert len(got["slow"]) == len(got["fast"]) == 2
     # window medians: robust to a descheduled call
     assert all(1.3 < s / f < 3.0 for s, f in zip(got["slow"], got["fast"]))

@@ -22,8 +22,9 @@ def exec_(
     cut: Optional[str] = typer.Option(None, "--cut", help="A config whose first two launches take this many times "
                                       "the best time so far gets no timing window (default 1.25; 0: off)"),
     runoff: Optional[str] = typer.Option(None, "--runoff", help="Leaders re-timed, their launches interleaved: auto "
-                                         "(the default: those within 25%, at most 6, 2-6 rounds until settled), N (the N "
-                                         "fastest, 5 rounds), 0 (off)"),
+                                         "(the default: those within 25% in one short interleaved round of "
+                                         "every config within 50%, at most 6, 2-6 rounds until settled), "
+                                         "N (the N fastest, 5 rounds), 0 (off)"),
     overlap: Optional[str] = typer.Option(None, "--overlap", help="1 (the default): time each config as soon as "
                                           "it is compiled, while the list's other compiles run; 0: compile all first"),
 ) -> None:
