@@ -129,7 +129,7 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
          strategy: str | None = None, budget: int | None = 100, seconds: float | None = None,
          target_ms: float | None = None, seed: int = 0, store: PathLike | None = None, llm: str | None = None,
          llm_base_url: str | None = None, llm_timeout: float = 300.0, llm_transcript: PathLike | None = None,
-         options: Mapping[str, Any] | None = None, retime: int = 5, compile_timeout: float = 60.0,
+         options: Mapping[str, Any] | None = None, retime: int = 16, compile_timeout: float = 60.0,
          gpus: int | None = None, source: PathLike | None = None, device: str | None = None,
          resume: str | None = None, report: bool | PathLike = True, on_start: OnStart | None = None,
          progress: Callable[[Any], None] | None = None) -> TuneResult:

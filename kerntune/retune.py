@@ -73,7 +73,7 @@ one kernel; a window's time against its clock: correlation -0.6), so the back-to
 ranked first a config the judge found 7% slower than ``triton.autotune``'s pick, and
 ``triton.autotune`` itself flips between close configs from run to run. So the close contenders are
 timed again, their launches interleaved, A B C A B C ..., each timed like a window's launch
-(``kerntune.retune_runoff``): neighbouring launches share one clock, and the per-cycle ratio cancels
+(``kerntune.evaluate.runoff``): neighbouring launches share one clock, and the per-cycle ratio cancels
 the drift. A window taken while the list compiles can read 24-42% slow, so the contenders are not
 chosen on screening times: every config within 50% of the fastest (at most 16, a cut one included)
 gets one round of five interleaved cycles first, and those within 25% of its leader (at most 6) go

@@ -193,7 +193,7 @@ class ListEvaluator(Evaluator):
     def launchers(self, configs: Sequence[Config]) -> list[Any]:
         """Each config's launch as the autotuner's ``_bench`` makes it (its ``pre_hook`` and the list's
         hooks, the autotuned arguments), not timed: for the runoff, which times several configs'
-        launches interleaved (kerntune.retune_runoff)."""
+        launches interleaved (kerntune.evaluate.runoff)."""
         got: list[Any] = []
 
         def keep(fn: Any, quantiles: Any = None) -> list[float]:
@@ -287,7 +287,7 @@ def two_launches(fn: Any) -> float:
     """The faster of two launches, each timed as the protocol's window times a launch (CUDA events, L2
     flushed before it; on the wall clock without a GPU): enough to tell a config 25% slower than the
     best from one that could beat it."""
-    from kerntune.retune_runoff import interleaved
+    from kerntune.evaluate.runoff import interleaved
 
     return min(interleaved([fn], cycles=2, warm_cycles=0)[0])
 

@@ -510,7 +510,7 @@ def test_retune_cuts_configs_already_slower_and_runs_off_the_close_ones(tmp_path
     ``KERNTUNE_AUTOTUNE_RUNOFF=0``) times every config once, fully; a bad setting stops the switch at once."""
     import json
 
-    from kerntune.retune_runoff import AUTO_ROUNDS
+    from kerntune.evaluate.runoff import AUTO_ROUNDS
 
     kt = _kerntune_exec(tmp_path / "r.db")
     out = _program_output(tmp_path, RETUNE_CUT_PROGRAM, kt)

@@ -163,11 +163,11 @@ def test_the_judge_rotates_the_order_and_pairs_every_ratio_by_round() -> None:
     assert out["speedup"]["n"] == 6 and out["fast"]["ci_ms"][0] <= out["fast"]["ms"] <= out["fast"]["ci_ms"][1]
 
 
-# --- the in-place runoff's statistics (kerntune.retune_runoff): paired ratios, the leader, when to stop
+# --- the runoff's statistics (kerntune.evaluate.runoff): paired ratios, the leader, when to stop
 
 
 def test_runoff_pairs_cycles_and_skips_a_cycle_a_contender_missed() -> None:
-    from kerntune.retune_runoff import paired
+    from kerntune.evaluate.runoff import paired
 
     rounds = {"a": [2.0, 4.0, None], "b": [2.2, 4.0, 3.0]}
     assert paired(rounds, "a", "b") == pytest.approx([1.1, 1.0])
@@ -176,7 +176,7 @@ def test_runoff_pairs_cycles_and_skips_a_cycle_a_contender_missed() -> None:
 def test_runoff_leader_follows_paired_ratios_not_raw_times() -> None:
     """a is ahead in two cycles of three; b's median raw time is lower only because the GPU was slow
     for a in cycle 2 (7.3 against 9.0): the raw medians would pick b, the paired ratios pick a."""
-    from kerntune.retune_runoff import leader
+    from kerntune.evaluate.runoff import leader
 
     assert leader({"a": [7.0, 9.0, 9.0], "b": [7.2, 7.3, 9.2]}, ["a", "b"]) == "a"
     drift = [1.0, 1.0, 1.3, 1.3, 1.3]
@@ -191,7 +191,7 @@ def test_runoff_leader_follows_paired_ratios_not_raw_times() -> None:
 
 
 def test_runoff_standing_settles_ties_and_contenders_behind_but_not_noise() -> None:
-    from kerntune.retune_runoff import standing
+    from kerntune.evaluate.runoff import standing
 
     lead = [7.0, 7.1, 6.9]
     # (three samples: the interval is their range) within 2% of 1: a tie, settled; above 1: out
@@ -217,7 +217,7 @@ def _busy(ms: float):
 def test_runoff_interleaves_launches_in_rotated_order_and_times_each() -> None:
     """Without a GPU each launch is timed on the wall clock: two calls of known cost, launched in turn
     (the order rotated every cycle), come out in their ratio, and the leader is the cheaper one."""
-    from kerntune.retune_runoff import interleaved, leader
+    from kerntune.evaluate.runoff import interleaved, leader
 
     seen: list[str] = []
 
@@ -271,12 +271,13 @@ def test_runoff_leaves_what_interleaving_cannot_separate_to_windows_scripted_tim
     """Scripted timings: configs 1 and 2 trade places cycle by cycle (5% either way), so interleaved
     launches never settle them, even after the last round; windows of each alone then decide, and
     they put 2 ahead.  Config 3, twice as slow, leaves at the screen."""
+    import kerntune.evaluate.runoff as ev_runoff
     import kerntune.retune_runoff as ro
 
     pattern = {1: [1.0, 1.05], 2: [1.05, 1.0], 3: [2.0, 2.0]}
-    monkeypatch.setattr(ro, "interleaved", lambda calls, cycles, warm_cycles=1:
+    monkeypatch.setattr(ev_runoff, "interleaved", lambda calls, cycles, warm_cycles=1:
                         [[pattern[fn.a][c % 2] for c in range(cycles)] for fn in calls])
-    monkeypatch.setattr(ro, "windows", lambda calls, rounds:
+    monkeypatch.setattr(ev_runoff, "windows", lambda calls, rounds:
                         {k: [1.0 if k == '{"a": 2}' else 1.04] * rounds for k in calls})
 
     class Named(_ScriptedLaunches):
@@ -291,13 +292,13 @@ def test_runoff_leaves_what_interleaving_cannot_separate_to_windows_scripted_tim
     assert got is not None and got["config"] == {"a": 2}
     assert sorted(got["tie_windows"]) == ['{"a": 1}', '{"a": 2}']
     assert got["rounds"].keys() == {'{"a": 1}', '{"a": 2}'}
-    assert len(got["rounds"]['{"a": 1}']) == ro.AUTO_ROUNDS[1]  # unsettled: every round ran
+    assert len(got["rounds"]['{"a": 1}']) == ev_runoff.AUTO_ROUNDS[1]  # unsettled: every round ran
 
 
 def test_runoff_windows_time_each_call_alone_in_rotated_rounds() -> None:
     """The tie-break's windows (wall clock without a GPU): one window per call a round, the calls'
     costs kept apart, and the leader of those windows is the cheaper call."""
-    from kerntune.retune_runoff import leader, windows
+    from kerntune.evaluate.runoff import leader, windows
 
     got = windows({"slow": _busy(2.0), "fast": _busy(1.0)}, rounds=2)
     assert len(got["slow"]) == len(got["fast"]) == 2

@@ -37,8 +37,9 @@ def tune(
                              " --ray-address, the number of actors (default: every GPU of the cluster)"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Evaluate on Ray actors: auto (this"
                                               " machine's cluster), ray://HOST:PORT, or local (a private one)"),
-    retime: int = typer.Option(5, "--retime", help="Re-time this many leaders, beside the default config, in "
-                               "interleaved rounds before declaring the winner (0: none)"),
+    retime: int = typer.Option(16, "--retime", help="Leaders (those within 1.5x of the fastest) that a GPU run's"
+                               " runoff settles the winner among, launches interleaved; the winner is then re-timed"
+                               " beside the default config in interleaved rounds (0: neither)"),
     strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy name (default auto; `kerntune"
                                            " options` lists each one's -o options)"),
     budget: Optional[int] = typer.Option(None, "--budget", help="Maximum evaluations (default 100)"),
@@ -171,6 +172,12 @@ def _confirm(evaluator, history, n: int):  # noqa: ANN001, ANN202 - Evaluator, l
                           + (f"; its first call took {info['autotune_s']:.1f} s" if info.get("autotune_s") else "")
                           + ")")
     found = confirm(evaluator, history, n_leaders=n, baseline=shipped or evaluator.space.default)
+    if found.runoff is not None:
+        r = found.runoff
+        err_console.print(f"runoff: {len(r.get('screen') or {})} leaders screened, {len(r.get('rounds') or {})} "
+                          f"contenders in up to {max((len(v) for v in (r.get('rounds') or {}).values()), default=0)}"
+                          f" interleaved rounds of {r.get('cycles')} cycles"
+                          + (f", {len(r['tie_windows'])} decided by windows" if r.get("tie_windows") else ""))
     for t in found.retimed:
         if t.ok:
             lo, hi = t.extra.get("ci_ms", (t.time_ms, t.time_ms))

@@ -26,7 +26,7 @@ def time_interleaved(cands: Mapping[str, Callable[[], Any]], bench: Callable[...
 
     ``bench(fn, rep_ms, warmup_ms)`` returns one window's samples (``worker.timer``).  ``rested``:
     the GPU rested before (a fresh process), so the rounds follow the rested warm-up; False when it
-    is already in its sustained state (``kerntune.retune_runoff``'s tie-break)."""
+    is already in its sustained state (``kerntune.evaluate.runoff``'s tie-break)."""
     names = list(cands)
     if not names:
         return {}

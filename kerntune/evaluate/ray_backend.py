@@ -180,6 +180,13 @@ class EvalActor:
         with self.busy:
             return self.ev.retime(configs, rep_ms=rep_ms, rounds=rounds)  # type: ignore[attr-defined]
 
+    def runoff(self, configs: list[Config], first_ms: list[float]) -> dict[str, Any] | None:
+        runoff = getattr(self.ev, "runoff", None)
+        if runoff is None:
+            return None
+        with self.busy:
+            return runoff(configs, first_ms)
+
     def pid(self) -> int:
         return os.getpid()
 
@@ -363,6 +370,16 @@ class RayEvaluator(Evaluator):
         except self.ray.exceptions.RayActorError:
             self._replace(slot)
             return self.ray.get(slot.actor.retime.remote(list(configs), rep_ms, rounds))
+
+    def runoff(self, configs: Sequence[Config], first_ms: Sequence[float]) -> dict[str, Any] | None:
+        """The inner evaluator's runoff (``kerntune.evaluate.runoff``) on one actor, one GPU; None where it
+        has none (the leaders are then re-timed in windows)."""
+        slot = next(s for s in self.slots if s.alive)
+        try:
+            return self.ray.get(slot.actor.runoff.remote(list(configs), list(first_ms)))
+        except self.ray.exceptions.RayActorError:
+            self._replace(slot)
+            return None
 
     # -- facts -------------------------------------------------------------------------------
     def actor_pids(self) -> list[int]:

@@ -80,6 +80,27 @@ class StepRecord:
         return {k: (jsonable(v) if k == "best_config" and v else v) for k, v in self.__dict__.items()}
 
 
+def settled_best(evaluator: Any, history: Sequence[Trial], best: Trial | None,
+                 note: Callable[[str], None]) -> Trial | None:
+    """The search's best, or the runoff's pick among its close leaders where the evaluator has a runoff
+    (``kerntune.evaluate.retime.settle_leaders``): a variant is judged, and the next rewrite built, on the
+    config that is fastest beyond one screening window's noise.  Its screening time stays the figure that
+    is compared across variants.  A variant with wrong configs is rejected anyway: no runoff."""
+    from kerntune.evaluate.retime import settle_leaders
+
+    if best is None or any(t.status is Status.WRONG_RESULT for t in history):
+        return best
+    picked, reply = settle_leaders(evaluator, history)
+    if picked is None:
+        return best
+    if reply is not None:
+        note(f"runoff of {len(reply.get('screen') or {})} leaders: "
+             + ("the screening best stands" if picked is best else
+                f"{json.dumps(jsonable(picked.config))} ({picked.time_ms:.4g} ms screened) over the screening best"
+                f" ({best.time_ms:.4g} ms)"))
+    return picked
+
+
 class TransformContext:
     """The Kernel Tuner backend's context; a backend for other kernel files (``triton_context``)
     subclasses it and replaces the prompts (``TEMPLATES``), the reply schemas (``SCHEMA_KINDS``), the
@@ -292,6 +313,7 @@ class TransformContext:
         try:
             res = run_search(evaluator, self.search, Budget(max_evals=self.budget, max_seconds=self.budget_seconds),
                              self.seed, run_options)
+            best = settled_best(evaluator, res.history, res.best, rec.notes.append)
         finally:
             close = getattr(evaluator, "close", None)
             if callable(close):
@@ -299,7 +321,6 @@ class TransformContext:
         rec.run_id, rec.evaluations = res.run_id, len(res.history)
         for t in res.history:
             rec.statuses[t.status.value] = rec.statuses.get(t.status.value, 0) + 1
-        best = res.best
         wrong = [t for t in res.history if t.status is Status.WRONG_RESULT]
         if best is None or wrong:
             # a kernel that is wrong for some values of its parameters is wrong: whoever tunes it again

@@ -27,7 +27,7 @@ from kerntune.llm.types import LLMError
 from kerntune.run.search import RunOptions, run_search
 from kerntune.space import Space, jsonable, space_from_dict
 from kerntune.strategies import Budget
-from kerntune.transform.context import KernelState, StepRecord, TransformContext
+from kerntune.transform.context import KernelState, StepRecord, TransformContext, settled_best
 from kerntune.transform.kernel import KernelSpec
 from kerntune.transform.replies import strip_fences
 from kerntune.transform.steps import triton_steps
@@ -79,13 +79,13 @@ class TritonTransformContext(TransformContext):
             res = run_search(evaluator, self.search, Budget(max_evals=self.budget, max_seconds=self.budget_seconds),
                              self.seed, RunOptions(store=self.store, label="transform original",
                                                    strategy_options=self.search_options))
+            best = settled_best(evaluator, res.history, res.best, self.on_event)
         finally:
             evaluator.close()
         self.evaluations += len(res.history)
-        if res.best is None:
+        if best is None:
             why = next((t.error for t in res.history if t.error), "no result")
             raise KerntuneError(f"the original kernel file does not run: {why}")
-        best = res.best
         self.original_state = self.current = KernelState(self.original, dict(best.config), float(best.time_ms))  # type: ignore[arg-type]
         self.on_event(f"original kernel: {best.time_ms:.4g} ms at {json.dumps(jsonable(best.config))}"
                       f" ({len(res.history)} evaluations)")

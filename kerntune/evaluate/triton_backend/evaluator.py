@@ -400,6 +400,20 @@ class TritonEvaluator(Evaluator):
                              sum(float(b.get("bench_s", 0.0)) for b in res), None, extra))
         return out
 
+    def runoff(self, configs: Sequence[Config], first_ms: Sequence[float]) -> dict[str, Any] | None:
+        """Settle the winner among ``configs`` (a search's leaders, ``first_ms`` their screening times) in
+        the first GPU's benchmark worker, their launches interleaved (``kerntune.evaluate.runoff``):
+        the worker's reply (``winner``: an index into ``configs``), or None when a launch failed (the
+        caller's screening winner then stands)."""
+        task = {"mode": "runoff", "configs": [{k: jsonable(v) for k, v in c.items()} for c in configs],
+                "first_ms": [float(x) for x in first_ms]}
+        try:  # at most 16 configs: a screen round, six rounds of at least rep_ms each, three rounds of windows
+            res = self.benchers[0].run(task, 4 * self.bench_timeout + 60)
+        except Exception:  # noqa: BLE001 - a bad reply costs the runoff, not the run
+            self.benchers[0].kill()
+            return None
+        return res if res.get("status") == "ok" else None
+
     def baseline(self) -> tuple[Config | None, dict[str, Any]]:
         """The config a package kernel's own code launches (its autotune pick, heuristic or fixed
         config), as its benchmark worker caught it, with the seconds its first call took (its

@@ -248,6 +248,18 @@ def results_pipe() -> TextIO:
     return pipe
 
 
+def _runoff(module: Any, space: Any, inputs: Any, task: dict[str, Any]) -> dict[str, Any]:
+    """The runoff over ``task["configs"]`` (screening times ``task["first_ms"]``): the winner's index and
+    what settled it.  The configs passed the output check when they were screened."""
+    from kerntune.evaluate.runoff import settle
+
+    configs = [space.canonical(c) for c in task["configs"]]
+    calls = {str(i): (lambda c=c: module.launch(c, inputs)) for i, c in enumerate(configs)}
+    got = settle(calls, {str(i): float(ms) for i, ms in enumerate(task["first_ms"])})
+    return {"status": "ok", "winner": int(got.winner), "time_ms": got.ms, "rounds": got.rounds,
+            "cycles": got.cycles, "screen": got.screen, "tie_windows": got.tie_windows, "timed": got.timed}
+
+
 def main() -> None:
     path, shape = sys.argv[1], tuple(int(x) for x in sys.argv[2].split("x"))
     flags = sys.argv[3:]
@@ -332,6 +344,9 @@ def main() -> None:
                 pick = module.baseline() if hasattr(module, "baseline") else None
                 result = {"status": "ok", "config": {k: jsonable(v) for k, v in pick.items()} if pick else None,
                           "autotune_s": getattr(module, "autotune_s", None)}
+            elif task["mode"] == "runoff":  # the leaders of a search, launched in turn (kerntune.evaluate.runoff)
+                result = _runoff(module, space, inputs, task)
+                restore()
             elif task["mode"] == "compile":
                 module.launch(config, inputs)
                 sync()

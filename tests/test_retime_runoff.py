@@ -1,0 +1,85 @@
+"""The winner of a GPU run settled by the runoff in the Triton benchmark worker (kerntune.evaluate.retime,
+kerntune.evaluate.runoff), on CPU: a real worker process runs a kernel file whose launch busy-waits a
+known cost per config (without a GPU the runoff times launches on the wall clock), and the search's
+history carries screening times that misread those costs, as a window taken in a drifting clock state
+does.  The runoff must pick the config whose launches are cheapest, not the screening best."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kerntune.evaluate.retime import confirm, settle_leaders
+from kerntune.evaluate.trial import Status, Trial
+from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
+
+KERNEL = '''
+import time
+from kerntune.space import Choice, Space
+
+name = "cpu_costs"
+space = Space([Choice("n", options=(0, 1, 2, 3, 4))], default={"n": 0})
+COST_MS = {0: 3.0, 1: 2.0, 2: 1.0, 3: 2.2, 4: 0.2}  # config 2 is the cheapest the runoff may see
+
+def make_inputs(shape):
+    return ([1.0] * shape[0],)
+
+def reference(inputs):
+    return [sum(inputs[0])]
+
+def launch(config, inputs):
+    end = time.perf_counter() + COST_MS[config["n"]] / 1000
+    while time.perf_counter() < end:
+        pass
+    return [sum(inputs[0])]
+'''
+
+
+@pytest.fixture
+def evaluator(tmp_path: Path):
+    path = tmp_path / "costs_kernel.py"
+    path.write_text(KERNEL)
+    ev = TritonEvaluator(path, (10,), compile_workers=1, compile_timeout=20.0, bench_timeout=20.0, rep_ms=5)
+    yield ev
+    ev.close()
+
+
+def _history() -> list[Trial]:
+    """Screening as a drifting clock could leave it: config 1 read fastest, config 2 (the cheapest
+    launch) 40% slow, config 4 far slow (beyond the runoff's 1.5x: it is not re-timed, whatever its
+    launches cost)."""
+    return [Trial({"n": 1}, Status.OK, 1.0, [1.0]), Trial({"n": 2}, Status.OK, 1.4, [1.4]),
+            Trial({"n": 3}, Status.OK, 1.1, [1.1]), Trial({"n": 0}, Status.OK, 1.45, [1.45]),
+            Trial({"n": 4}, Status.OK, 2.0, [2.0])]
+
+
+def test_runoff_in_the_worker_picks_the_cheapest_launch_over_the_screening_best(evaluator) -> None:
+    picked, reply = settle_leaders(evaluator, _history())
+    assert picked is not None and picked.config == {"n": 2}, reply
+    assert reply is not None and sorted(reply["screen"]) == ["0", "1", "2", "3"]  # config 4 left out
+    assert reply["timed"] >= 4 and 0.5 < reply["time_ms"] < 1.8  # wall-clock launches of the 1 ms config
+
+
+def test_confirm_re_times_the_runoff_winner_beside_the_default(evaluator) -> None:
+    found = confirm(evaluator, _history(), n_leaders=16, baseline={"n": 0}, rounds=3)
+    assert found.winner is not None and found.winner.config == {"n": 2}
+    assert [t.config for t in found.retimed] == [{"n": 2}, {"n": 0}] and found.baseline is found.retimed[1]
+    assert found.runoff is not None and found.to_dict()["runoff"]["winner"] == 2
+    # windows of the 1 ms config against the 3 ms default: a speedup near 3 (busy waits on a shared CPU
+    # read long when descheduled, so only a floor)
+    assert found.speedup is not None and found.speedup.n == 3 and found.speedup.median > 1.5
+
+
+def test_without_a_runoff_the_leaders_are_re_timed_and_the_lowest_median_wins(evaluator) -> None:
+    """An evaluator that has no runoff (the Ray wrapper of a replay, Helion): the rule before it."""
+
+    class WindowsOnly:
+        space = evaluator.space
+
+        def retime(self, configs, rounds=None):
+            return evaluator.retime(configs, rounds=rounds)
+
+    found = confirm(WindowsOnly(), _history(), n_leaders=3, baseline={"n": 0}, rounds=2)
+    assert found.runoff is None and len(found.retimed) == 4  # three leaders and the default
+    assert found.winner is not None and found.winner.config == {"n": 2}
