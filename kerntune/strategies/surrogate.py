@@ -123,11 +123,6 @@ class SurrogateSearch:
         else:
             self.model = _GP(space.encoded_width, self.cap, _NOISE if self.opts.noise is None else self.opts.noise,
                              steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit)
-        # shell_fit (twentieth pass): the shell steps' own GP, the same kernel family fitted on shell_warp's targets
-        self.smodel = (_GP(space.encoded_width, self.cap, self.model.noise, steps=ordinal_steps(space),
-                           alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit)
-                       if self.opts.shell_fit and (self.opts.shell_share > 0 or self.opts.shell_local) else None)
-        self.shell_steps = 0
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -183,8 +178,6 @@ class SurrogateSearch:
         if new:
             f = feats[new] if feats is not None else _encode(space, [cfgs[i] for i in new])
             self.model.add_pool(f)
-            if getattr(self, "smodel", None) is not None:
-                self.smodel.add_pool(f)  # type: ignore[union-attr]
             if hasattr(self, "tabu_mask"):
                 extra = np.zeros(len(new), dtype=bool)
                 for c in self.tabu:
@@ -231,8 +224,6 @@ class SurrogateSearch:
             if t.ok and self.model.n < self.cap:
                 self.ys.append(value)
                 self.model.add_obs(_encode(space, [cfg])[0])
-                if self.smodel is not None:
-                    self.smodel.add_obs(self.model.obs[self.model.n - 1])
                 self.since_fit += 1
             self.best_value = min(self.best_value, value)
             if value < self.region.best - 1e-9 and (own or value < best_of_all - 1e-9):
@@ -262,25 +253,15 @@ class SurrogateSearch:
         y = warp(np.array(self.ys), self.opts.y_warp, self.opts.y_clip)
         return (y - y.mean()) / (y.std() or 1.0)
 
-    def _targets(self, how: str) -> np.ndarray:
-        y = warp(np.array(self.ys), how, self.opts.y_clip)
-        return (y - y.mean()) / (y.std() or 1.0)
-
-    def _refit(self, yn: np.ndarray) -> None:
-        """Refit the kernel on ``yn`` (and ``shell_fit``'s GP on ``shell_warp``'s targets) when due."""
-        if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
-            self.model.refit(yn, self.live)
-            if self.smodel is not None:
-                self.smodel.refit(self._targets(self.opts.shell_warp or self.opts.y_warp), self.live)
-            self.since_fit = 0
-
     def lcb(self, kappa: float | None = None, how: str | None = None) -> np.ndarray | None:
         """LCB of every pool entry in standardised log-time units (None before any success);
         ``how``: predict from targets warped thus instead of ``y_warp`` (the fit stays ``y_warp``'s)."""
         if not self.ys:
             return None
         yn = self._normalised()
-        self._refit(yn)
+        if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
+            self.model.refit(yn, self.live)
+            self.since_fit = 0
         if how is not None and how != self.opts.y_warp:
             yw = warp(np.array(self.ys), how, self.opts.y_clip)
             yn = (yw - yw.mean()) / (yw.std() or 1.0)
@@ -440,7 +421,9 @@ class SurrogateSearch:
             if k in self.index:
                 mask[self.index[k]] = True
         yn = self._normalised()
-        self._refit(yn)
+        if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
+            self.model.refit(yn, self.live)
+            self.since_fit = 0
         picks: list[int] = []
         fantasies = 0
         anchor = self.region.best_config or (self.region.restarts[0] if self.region.restarts else None)
@@ -464,12 +447,7 @@ class SurrogateSearch:
             centre = self.region.best_config
             local_step = False
             if not restart and centre is not None and ctx.rng.random() < self.opts.local_share:
-                shell = self._shell_score(centre, mask, yn) if self.opts.shell_local and fantasies == 0 else None
-                if shell is not None:  # twentieth pass: the local steps take the shell
-                    score, blocked, local_step = shell, mask, True
-                    self.shell_steps += 1
-                near = [] if shell is not None else \
-                    [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
+                near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
                 near = [i for i in near if not mask[i]]
                 if near:
                     if self.opts.local_warp not in (None, self.opts.y_warp) and fantasies == 0:
@@ -483,13 +461,6 @@ class SurrogateSearch:
                     score[local] = np.inf
                     blocked = mask
                     local_step = True
-            if not (restart or local_step) and centre is not None and self.opts.shell_share > 0 and fantasies == 0 and (
-                    self.opts.shell_stall is None or self.region.since_gain >= self.opts.shell_stall) \
-                    and ctx.rng.random() < self.opts.shell_share:
-                shell = self._shell_score(centre, mask, yn)
-                if shell is not None:
-                    score, blocked, local_step = shell, mask, True
-                    self.shell_steps += 1
             score[blocked] = np.inf
             pick = self._global_pick(mu, sd, yn, score, blocked, q) if not (restart or local_step) else None
             if pick is None:
@@ -512,35 +483,6 @@ class SurrogateSearch:
         self.model.drop_last(fantasies)
         return [self.configs[i] for i in picks]
 
-
-    def _shell_score(self, centre: Config, mask: np.ndarray, yn: np.ndarray) -> np.ndarray | None:
-        """The twentieth pass's shell step: the LCB (from ``shell_warp``'s targets, under ``shell_fit``'s
-        own GP or the main fit) of the unmeasured configs ``shell_lo``..``shell_hi`` fields from the
-        region's best, inf elsewhere (with ``shell_family`` only fields of three or more values may
-        change); None when that shell has no unmeasured config.  Why: an optimum two fields from the
-        incumbent whose one-field steps between are slower (nineteenth pass) is out of the local
-        steps' reach, and a global step rarely weighs it against the rest of the space."""
-        space = self.ctx.space
-        base = _encode(space, [centre])[0]
-        diff = self.model.pool != base
-        fields = np.zeros(len(mask), dtype=int)
-        fixed = np.zeros(len(mask), dtype=bool)
-        at = 0
-        for p, w in zip(space.params, self.widths):
-            if w:
-                d = diff[:, at:at + w].any(axis=1)
-                fields += d
-                if self.opts.shell_family and len(p.values()) == 2:
-                    fixed |= d
-            at += w
-        ok = (fields >= self.opts.shell_lo) & (fields <= self.opts.shell_hi) & ~mask & ~fixed
-        if not ok.any():
-            return None
-        how = self.opts.shell_warp or self.opts.y_warp
-        model = self.smodel if self.smodel is not None else self.model
-        ys = yn if how == self.opts.y_warp and model is self.model else self._targets(how)
-        mu, sd = model.predict(ys)
-        return np.where(ok, mu - self.opts.kappa * sd, np.inf)
 
     def _global_pick(self, mu: np.ndarray, sd: np.ndarray, yn: np.ndarray, score: np.ndarray,
                      blocked: np.ndarray, q: int) -> int | None:

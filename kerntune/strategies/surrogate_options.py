@@ -77,16 +77,6 @@ class SurrogateOptions:
     gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
     gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
 
-    # Twentieth design pass (options, off by default: README "Twentieth pass"; steps near the incumbent)
-    shell_share: float = 0.0      # chance that a GP step (not a restart's first point or a local step) is a shell step: the lowest-LCB unmeasured config shell_lo..shell_hi fields from the region's best
-    shell_lo: int = 2             # fewest fields a shell step changes
-    shell_hi: int = 2             # most fields a shell step changes
-    shell_warp: str | None = None  # targets the shell steps predict from (None: y_warp)
-    shell_fit: bool = False       # the shell steps use a second GP of the same kernel family fitted on shell_warp's targets
-    shell_stall: int | None = None  # shell steps only once the region's best has not improved for this many evaluations
-    shell_family: bool = False    # a shell step keeps every two-valued field of the region's best (moves only fields of 3+ values)
-    shell_local: bool = False     # the GP's local steps (local_share) take the shell (shell_lo..shell_hi fields, shell_warp, shell_fit) instead of the one-field neighbours
-
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
@@ -106,9 +96,5 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if not 0.0 <= self.gp_ordinal <= 2.0:
             raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
-        if (self.shell_share > 0 or self.shell_local) and not 1 <= self.shell_lo <= self.shell_hi:
-            raise KerntuneError(f"auto: shell steps need 1 <= shell_lo <= shell_hi, not {self.shell_lo} and {self.shell_hi}")
-        if self.shell_fit and self.model != "gp":
-            raise KerntuneError("auto: shell_fit fits a second GP; it needs model \"gp\"")
         if self.model != "gp" and self.ts_share > 0:
             raise KerntuneError("auto: ts_share samples the GP's joint posterior; it needs model \"gp\"")
