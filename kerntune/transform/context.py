@@ -95,7 +95,7 @@ def settled_best(evaluator: Any, history: Sequence[Trial], best: Trial | None,
         return best
     if reply is not None:
         note(f"runoff of {len(reply.get('screen') or {})} leaders: "
-             + ("the screening best stands" if picked is best else
+             + ("the screening best stands" if picked.config == best.config else
                 f"{json.dumps(jsonable(picked.config))} ({picked.time_ms:.4g} ms screened) over the screening best"
                 f" ({best.time_ms:.4g} ms)"))
     return picked
