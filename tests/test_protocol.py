@@ -206,11 +206,11 @@ def test_runoff_standing_settles_ties_and_contenders_behind_but_not_noise() -> N
 
 
 def _busy(ms: float):
-    """A call that busy-waits ``ms`` on the wall clock: a launch of known cost without a GPU."""
+    """A call that takes ``ms`` on the wall clock: a launch of known cost without a GPU.  It sleeps
+    rather than busy-waits: a busy wait descheduled on a shared CPU reads several times its cost, and the
+    suite runs tests side by side; a sleep's wake-up comes late by a fraction of a millisecond."""
     def fn() -> None:
-        end = time.perf_counter() + ms / 1000
-        while time.perf_counter() < end:
-            pass
+        time.sleep(ms / 1000)
     return fn
 
 
@@ -233,14 +233,14 @@ def test_runoff_interleaves_launches_in_rotated_order_and_times_each() -> None:
     assert len(slow) == len(fast) == 8
     assert seen[:2] == ["slow", "fast"]  # the warm-up cycle, untimed
     assert seen[2:] == ["slow", "fast", "fast", "slow"] * 4  # each cycle starts one call later
-    # (busy waits on a shared CPU: a descheduled one reads longer, hence the wide band)
+    # (a sleep wakes late on a busy CPU, hence the wide band)
     assert 1.4 < statistics.median(s / f for s, f in zip(slow, fast)) < 3.0
     assert leader({"slow": list(slow), "fast": list(fast)}, ["slow", "fast"]) == "fast"
 
 
 class _ScriptedLaunches:
     """The runoff's view of ``ListEvaluator`` (``launchers``, ``measured``, ``phases``) with scripted
-    launches: each config's launch busy-waits its given cost (the runoff times it on the wall clock
+    launches: each config's launch takes its given cost (``_busy``) (the runoff times it on the wall clock
     without a GPU)."""
 
     def __init__(self, costs: dict[int, float]) -> None:
