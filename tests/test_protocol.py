@@ -205,7 +205,7 @@ def test_runoff_standing_settles_ties_and_contenders_behind_but_not_noise() -> N
     assert lead_name == "a" and out == [] and not settled
 
 
-def _busy(ms: float):
+def _takes(ms: float):
     """A call that takes ``ms`` on the wall clock: a launch of known cost without a GPU.  It sleeps
     rather than busy-waits: a busy wait descheduled on a shared CPU reads several times its cost, and the
     suite runs tests side by side; a sleep's wake-up comes late by a fraction of a millisecond."""
@@ -222,7 +222,7 @@ def test_runoff_interleaves_launches_in_rotated_order_and_times_each() -> None:
     seen: list[str] = []
 
     def call(name: str, ms: float):
-        wait = _busy(ms)
+        wait = _takes(ms)
 
         def fn() -> None:
             seen.append(name)
@@ -240,7 +240,7 @@ def test_runoff_interleaves_launches_in_rotated_order_and_times_each() -> None:
 
 class _ScriptedLaunches:
     """The runoff's view of ``ListEvaluator`` (``launchers``, ``measured``, ``phases``) with scripted
-    launches: each config's launch takes its given cost (``_busy``) (the runoff times it on the wall clock
+    launches: each config's launch takes its given cost (``_takes``) (the runoff times it on the wall clock
     without a GPU)."""
 
     def __init__(self, costs: dict[int, float]) -> None:
@@ -248,7 +248,7 @@ class _ScriptedLaunches:
         self.phases: collections.defaultdict[str, float] = collections.defaultdict(float)
 
     def launchers(self, configs):
-        return [_busy(self.costs[c["a"]]) for c in configs]
+        return [_takes(self.costs[c["a"]]) for c in configs]
 
 
 def test_runoff_screen_brings_back_a_config_its_screening_window_misread() -> None:
@@ -300,7 +300,7 @@ def test_runoff_windows_time_each_call_alone_in_rotated_rounds() -> None:
     costs kept apart, and the leader of those windows is the cheaper call."""
     from kerntune.evaluate.runoff import leader, windows
 
-    got = windows({"slow": _busy(2.0), "fast": _busy(1.0)}, rounds=2)
+    got = windows({"slow": _takes(2.0), "fast": _takes(1.0)}, rounds=2)
     assert len(got["slow"]) == len(got["fast"]) == 2
     # window medians: robust to a descheduled call
     assert all(1.3 < s / f < 3.0 for s, f in zip(got["slow"], got["fast"]))
