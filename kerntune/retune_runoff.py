@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from kerntune.evaluate.runoff import SCREEN, settle
+from kerntune.evaluate.runoff import screened, settle
 from kerntune.evaluate.trial import Trial
 from kerntune.retune_timing import ListEvaluator, flat_key
 
@@ -27,7 +27,7 @@ def runoff(ev: ListEvaluator, history: Sequence[Trial], setting: int | str) -> d
     every = sorted((t for t in history if t.ok and t.time_ms is not None), key=lambda t: t.time_ms)
     auto = setting == "auto"
     if auto:
-        leaders = [t for t in every if t.time_ms <= SCREEN[0] * every[0].time_ms][:SCREEN[1]] if every else []
+        leaders = screened(every)
     else:
         n = int(setting)
         timed = [t for t in every if not t.extra.get("cut")]

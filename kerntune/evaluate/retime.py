@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from kerntune.evaluate.protocol import Estimate, speedup, verdict
-from kerntune.evaluate.runoff import SCREEN
+from kerntune.evaluate.runoff import SCREEN, screened
 from kerntune.evaluate.trial import Trial
 from kerntune.space import Config
 
@@ -96,8 +96,7 @@ def settle_leaders(evaluator: Any, history: Sequence[Trial], n: int = SCREEN[1])
     ranked = leading(history, n)
     if not ranked or runoff is None:
         return None, None
-    fastest = min(t.time_ms for t in ranked)  # type: ignore[type-var]
-    near = [t for t in ranked if t.time_ms <= SCREEN[0] * fastest][:SCREEN[1]]  # type: ignore[operator]
+    near = screened(ranked)
     if len(near) < 2:
         return near[0], None
     got = runoff([t.config for t in near], [t.time_ms for t in near])

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 from kerntune.evaluate.judge import time_interleaved
 from kerntune.evaluate.protocol import DEFAULT as PROTOCOL
 from kerntune.evaluate.protocol import estimate
+from kerntune.evaluate.trial import Trial
 
 #: The ``auto`` runoff's screen: every config timed (a cut one by its two launches) within this
 #: factor of the fastest screening time, at most this many, gets one interleaved round of
@@ -161,6 +162,15 @@ def _screen(calls: dict[str, Callable[[], Any]], warm: int) -> tuple[list[str], 
     lead = leader(got, keys)
     ratio = {k: 1.0 if k == lead else _median(paired(got, lead, k)) for k in keys}
     return sorted((k for k in keys if ratio[k] <= POOL[0]), key=ratio.__getitem__)[:POOL[1]], got
+
+
+def screened(ranked: Sequence[Trial]) -> list[Trial]:
+    """The trials of ``ranked`` (successful, with times) that enter the ``auto`` runoff: those within
+    ``SCREEN[0]`` of the fastest screening time, at most ``SCREEN[1]``, in ``ranked``'s order."""
+    if not ranked:
+        return []
+    fastest = min(t.time_ms for t in ranked)  # type: ignore[type-var]
+    return [t for t in ranked if t.time_ms <= SCREEN[0] * fastest][:SCREEN[1]]  # type: ignore[operator]
 
 
 def _torch() -> Any:
