@@ -43,8 +43,8 @@ def _pad(curve: np.ndarray, n: int) -> np.ndarray:
 
 
 def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options: dict[str, Any],
-        llm: str | None = None, llm_timeout: float = 900.0) -> dict[str, Any]:
-    ev = ReplayEvaluator.from_file(str(ROOT / "examples" / "spaces" / f"{space}.json.gz"))
+        llm: str | None = None, llm_timeout: float = 900.0, space_dir: Path | None = None) -> dict[str, Any]:
+    ev = ReplayEvaluator.from_file(str((space_dir or ROOT / "examples" / "spaces") / f"{space}.json.gz"))
     client = None
     if llm:
         from kerntune.llm import LLMClient
@@ -81,6 +81,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--llm", default=None, help="a model for strategies that use one (auto, llm)")
     ap.add_argument("--llm-timeout", type=float, default=900.0)
+    ap.add_argument("--space-dir", type=Path, default=None,
+                    help="read SPACE.json.gz from here instead of examples/spaces (e.g. noise_floor.py's re-timed copies)")
     a = ap.parse_args()
     opts: dict[str, dict[str, Any]] = {}
     for item in a.option:
@@ -89,7 +91,7 @@ def main() -> None:
         opts.setdefault(strat, {})[name] = json.loads(value)
     jobs = [(sp, st) for st in a.strategies.split(",") for sp in a.spaces.split(",")]
     with ProcessPoolExecutor(a.jobs) as pool:
-        futs = [pool.submit(one, sp, st, a.budget, a.repeats, a.seed, opts.get(st, {}), a.llm, a.llm_timeout) for sp, st in jobs]
+        futs = [pool.submit(one, sp, st, a.budget, a.repeats, a.seed, opts.get(st, {}), a.llm, a.llm_timeout, a.space_dir) for sp, st in jobs]
         rows = []
         for f in futs:
             row = f.result()
