@@ -97,3 +97,11 @@ def write_output(flag: str, path: Path, write: Any) -> Any:
         if exc.errno == errno.ENOSPC:
             cause = "disk full"
         raise KerntuneError(f"cannot write {flag} {path}: {cause}") from None
+
+
+def tie_note(ties: int) -> str:
+    """One line on how many configs the recording cannot tell from its optimum."""
+    if ties <= 1:
+        return "optimum: no other config within two standard errors of its runs (it stands clear of measurement noise)"
+    return (f"optimum: {ties - 1} other config(s) within two standard errors of its runs: the recording cannot "
+            "tell them apart, so near the top a score measures which one the noise favoured")

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kerntune.cli.progress import RunLog
-from kerntune.cli.common import check_number, check_output, console, err_console, open_store, write_output
+from kerntune.cli.common import check_number, check_output, console, err_console, open_store, print_unwrapped, tie_note, write_output
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
 from kerntune.compare.harness import CompareResult
@@ -45,6 +45,8 @@ def print_table(result: CompareResult) -> None:
                       f"{s.found_optimum:.0%}", _fmt(s.evals_to_2pct), _fmt(s.evals_to_5pct),
                       f"{s.tuning_seconds:.1f}", f"{s.wall_seconds:.1f}", style=style)
     console.print(table)
+    if result.optimum_ties and result.optimum_ties > 1:
+        print_unwrapped(tie_note(result.optimum_ties))
 
 
 def _check_resume(st, run_id: str, space: Optional[Path], names: Optional[list[str]], budget: Optional[int],  # noqa: ANN001

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kerntune.cli.common import console, print_unwrapped
+from kerntune.cli.common import console, print_unwrapped, tie_note
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import load_recording
 from kerntune.evaluate.recorded import TABLE_FORMAT
@@ -72,6 +72,9 @@ def info(file: Path = typer.Argument(..., help="A recording (Kernel Tuner cache,
     if s["optimum_ms"] is not None:
         print_unwrapped(f"optimum: {s['optimum_ms']:.6g} ms at {json.dumps({k: jsonable(v) for k, v in s['optimum_config'].items()})}")
         console.print(f"median: {s['median_ms']:.6g} ms  median/optimum: {s['median_over_optimum']:.3f}")
+        if s.get("optimum_ties"):
+            print_unwrapped(tie_note(s["optimum_ties"]))
+
 
 
 @app.command("schema")

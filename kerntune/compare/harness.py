@@ -72,12 +72,14 @@ class CompareResult:
     cutoff: int
     random_expectation: list[float]
     strategies: dict[str, StrategyStats] = field(default_factory=dict)
+    #: configs the recording cannot tell from its optimum (``Recording.optimum_ties``; None without runs)
+    optimum_ties: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "space": self.space, "budget": self.budget, "repeats": self.repeats,
             "seed": self.seed, "optimum_ms": self.optimum_ms, "median_ms": self.median_ms,
-            "cutoff": self.cutoff, "random_expectation": self.random_expectation,
+            "cutoff": self.cutoff, "random_expectation": self.random_expectation, "optimum_ties": self.optimum_ties,
             "strategies": {k: v.to_dict() for k, v in self.strategies.items()},
         }
 
@@ -146,7 +148,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
                                         device=evaluator.device().get("name"))
     cutoff = min(ref.cutoff(budget), budget)
     result = CompareResult(run_id, str(space_path), budget, repeats, seed, ref.optimum, ref.median, cutoff,
-                           [float(x) for x in ref.random_expectation(budget)])
+                           [float(x) for x in ref.random_expectation(budget)], optimum_ties=rec.optimum_ties())
     total, done = len(strategies) * repeats, 0
     for name in strategies:
         curves, finals, wall, tuning, exchanges, extras = [], [], 0.0, [], [], []

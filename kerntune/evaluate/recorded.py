@@ -60,6 +60,31 @@ class Recording:
     def optimum(self) -> Trial:
         return min((t for t in self.trials.values() if t.ok), key=lambda t: t.time_ms)  # type: ignore[arg-type]
 
+    def optimum_ties(self) -> int | None:
+        """How many configs (the optimum included) the recording cannot tell from its optimum.
+
+        A config ties when its time is within two combined standard errors of the optimum's, the
+        errors from each config's individual runs (Kernel Tuner's ``times``).  Why: on a space whose
+        top is a plateau the methodology score rewards telling apart configs 0.1% apart; when a dozen
+        lie inside the measurement's noise, the score near the top measures which one the noise
+        favoured (``benchmarks/search_quality/README.md``, twenty-second pass).  ``None`` when the
+        optimum was recorded without its runs.
+        """
+        best = self.optimum if self.ok_times else None
+        if best is None or len(best.times_ms) < 2:
+            return None
+
+        def mean_se(t: Trial) -> tuple[float, float]:
+            return float(t.time_ms), statistics.stdev(t.times_ms) / math.sqrt(len(t.times_ms))  # type: ignore[arg-type]
+
+        m0, s0 = mean_se(best)
+        ties = 0
+        for t in self.trials.values():
+            if t.ok and len(t.times_ms) >= 2:
+                m, s = mean_se(t)
+                ties += (m - m0) <= 2.0 * math.hypot(s, s0)
+        return ties
+
     def summary(self) -> dict[str, Any]:
         times = self.ok_times
         opt = min(times) if times else None
@@ -82,6 +107,7 @@ class Recording:
             "optimum_config": self.optimum.config if times else None,
             "median_ms": median,
             "median_over_optimum": (median / opt) if times else None,
+            "optimum_ties": self.optimum_ties(),
         }
 
 

@@ -97,6 +97,7 @@ class ReferenceInfo:
     random_expectation: list[float]     # expected best of n random draws, n = 1..len
     optimum_config: dict[str, Any]
     ref: Reference                      # for the methodology score
+    optimum_ties: int | None = None     # configs the recording cannot tell from its optimum (None: no runs kept)
 
 
 @dataclass
@@ -241,4 +242,5 @@ def _reference(source: str, budget: int) -> tuple[ReferenceInfo | None, str | No
         source=source, optimum_ms=ref.optimum, median_ms=ref.median, worst_ms=ref.worst, configs=len(rec.trials),
         mean_cost_s=float(statistics.fmean(costs)) if costs else 0.0,
         random_expectation=[float(x) for x in ref.random_expectation(budget)],
-        optimum_config={k: jsonable(v) for k, v in rec.optimum.config.items()}, ref=ref), None
+        optimum_config={k: jsonable(v) for k, v in rec.optimum.config.items()}, ref=ref,
+        optimum_ties=rec.optimum_ties()), None

@@ -52,6 +52,9 @@ def facts(data: ReportData) -> list[tuple[str, str]]:
         out += [("optimum", f"{ms(ref.optimum_ms)} {config(ref.optimum_config)}"),
                 ("median / optimum", f"{ref.median_ms / ref.optimum_ms:.2f} over {ref.configs} recorded configs"),
                 (f"random search, expected best after {len(exp)}", ms(exp[-1]) if exp else "–")]
+        if ref.optimum_ties and ref.optimum_ties > 1:
+            out.append(("optimum within noise", f"{ref.optimum_ties - 1} other config(s) within two standard errors "
+                                                "of its runs: near the top a score measures which one the noise favoured"))
     return out
 
 
