@@ -76,7 +76,6 @@ def info(file: Path = typer.Argument(..., help="A recording (Kernel Tuner cache,
             print_unwrapped(tie_note(s["optimum_ties"]))
 
 
-
 @app.command("schema")
 def schema(file: Path = typer.Argument(..., help="Space YAML/JSON or recording")) -> None:
     """Print the JSON schema a model's answer must follow for this space."""
