@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kerntune.strategies.gp_average import GPAverage, mixture, top_settings
+from kerntune.strategies.gp_average import GPAverage, mixture, setting_key, top_settings
 from kerntune.strategies.gp_model import _GP
 
 
@@ -49,8 +49,8 @@ def test_mixture_is_the_law_of_total_variance():
     avg = _fitted(GPAverage(3, 50.0, 5, 64, **_kw()), feats, idx, yn)
     assert avg.active == 3
     assert np.isclose(avg.w.sum(), 1.0) and np.all(avg.w > 0.01)
-    settings = {(m.theta.tobytes(), m.kind.tobytes()) for m in avg.models}
-    assert len(settings) == 3  # distinct length-scale settings
+    settings = {setting_key(m.theta, m.kind, m.steps) for m in avg.models}
+    assert len(settings) == 3  # distinct kernels
     outs = [m.predict(yn) for m in avg.models]
     mu, sd = avg.predict(yn)
     w = avg.w
@@ -77,5 +77,9 @@ def test_top_settings_weights_and_order():
     assert [t[1].tolist() for t in top] == [b.tolist(), a.tolist(), (a * 4).tolist()]
     w = np.array([t[0] for t in top])
     assert np.allclose(w, np.exp([0.0, -1.0, -2.0]) / np.exp([0.0, -1.0, -2.0]).sum())
+    # a two-valued field's ordinal term is its mismatch: the same kernel, one setting
+    twins = [(1.0, a, np.array([True, False])), (1.0, a, np.array([False, False])), (2.0, b, k)]
+    assert len(top_settings(twins, 3, 1.0, steps=np.array([1.0, 3.0]))) == 2
+    assert len(top_settings(twins, 3, 1.0, steps=np.array([2.0, 3.0]))) == 3
     mean, sd = mixture([np.array([0.0]), np.array([2.0])], [np.array([1.0]), np.array([1.0])], np.array([0.5, 0.5]))
     assert np.allclose(mean, 1.0) and np.allclose(sd, np.sqrt(2.0))

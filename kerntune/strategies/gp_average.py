@@ -26,14 +26,24 @@ def mixture(mus: list[np.ndarray], sds: list[np.ndarray], w: np.ndarray) -> tupl
     return mean, np.sqrt(np.maximum(second - mean * mean, 0.0))
 
 
-def top_settings(visited: list[tuple[float, np.ndarray, np.ndarray]], k: int, temper: float
-                 ) -> list[tuple[float, np.ndarray, np.ndarray]]:
-    """The ``k`` distinct finite-nll settings of lowest nll, each with its normalised weight
-    (in place of its nll), best first."""
+def setting_key(theta: np.ndarray, kind: np.ndarray, steps: np.ndarray | None = None) -> bytes:
+    """Settings with the same key have the same kernel: a field's kind does not matter where its
+    length-scale parameter is 0, nor where it has two values (``steps`` 1: its ordinal term
+    ``|index difference|`` is its mismatch)."""
+    kind = kind & (theta > 0)
+    if steps is not None:
+        kind = kind & (steps > 1)
+    return theta.tobytes() + kind.tobytes()
+
+
+def top_settings(visited: list[tuple[float, np.ndarray, np.ndarray]], k: int, temper: float,
+                 steps: np.ndarray | None = None) -> list[tuple[float, np.ndarray, np.ndarray]]:
+    """The ``k`` finite-nll settings of lowest nll with distinct kernels (``setting_key``), each
+    with its normalised weight (in place of its nll), best first."""
     seen: set[bytes] = set()
     out: list[tuple[float, np.ndarray, np.ndarray]] = []
     for v, theta, kind in sorted(visited, key=lambda p: p[0]):  # stable: ties keep search order
-        key = theta.tobytes() + kind.tobytes()
+        key = setting_key(theta, kind, steps)
         if not math.isfinite(v) or key in seen:
             continue
         seen.add(key)
@@ -84,11 +94,12 @@ class GPAverage:
         visited: list[tuple[float, np.ndarray, np.ndarray]] = []
         first = self.models[0]
         first.refit(yn, live, visited)
-        top = top_settings(visited, len(self.models), self.temper)
-        # the primary keeps refit's choice, which is top[0] (the search's strict minimum comes first
-        # among equal nlls only by order; align on the primary's own setting to be safe)
-        rest = [t for t in top if not (np.array_equal(t[1], first.theta) and np.array_equal(t[2], first.kind))]
-        w0 = [t[0] for t in top if (np.array_equal(t[1], first.theta) and np.array_equal(t[2], first.kind))]
+        top = top_settings(visited, len(self.models), self.temper, first.steps)
+        # the primary keeps refit's choice, which is top[0]'s kernel (the search's strict minimum
+        # comes first among equal nlls by order; matched by key to be safe)
+        own = setting_key(first.theta, first.kind, first.steps)
+        rest = [t for t in top if setting_key(t[1], t[2], first.steps) != own]
+        w0 = [t[0] for t in top if setting_key(t[1], t[2], first.steps) == own]
         self.w = np.zeros(len(self.models))
         self.w[0] = w0[0] if w0 else 1.0
         for j, (wk, theta, kind) in enumerate(rest[: len(self.models) - 1], start=1):
