@@ -135,11 +135,9 @@ class _GP:
             self.v[:, n] = 0.0
             self.linv[n, :] = 0.0
 
-    def refit(self, yn: np.ndarray, live: np.ndarray,
-              visited: list[tuple[float, np.ndarray, np.ndarray]] | None = None) -> None:
+    def refit(self, yn: np.ndarray, live: np.ndarray) -> None:
         """Length-scales by marginal likelihood: best shared grid value, then one pass per field
-        (``adaptive``: each ordered field's pass also tries its ordinal term).  ``visited``, when
-        given, receives every (nll, theta, kind) the search evaluated (``gp_average``)."""
+        (``adaptive``: each ordered field's pass also tries its ordinal term)."""
         n = len(yn)
         diff = self.diff[:, :n, :n].astype(float)
         odiff = self.odiff[:, :n, :n].astype(float) if self.odiff is not None else None
@@ -156,14 +154,6 @@ class _GP:
             z = np.linalg.solve(chol, yn)
             return 0.5 * n * math.log(max(z @ z / n, 1e-12)) + float(np.sum(np.log(np.diag(chol))))
 
-        if visited is not None:
-            plain = nll
-
-            def nll(theta: np.ndarray, kind: np.ndarray) -> float:  # noqa: F811 - the recording wrapper
-                v = plain(theta, kind)
-                visited.append((v, theta, kind))
-                return v
-
         kind = self.kind.copy()
         shared = [np.where(live, g, 0.0) for g in _GRID]
         best_v, best = min(((nll(t, kind), i) for i, t in enumerate(shared)), key=lambda p: p[0])
@@ -177,10 +167,6 @@ class _GP:
                     v = nll(trial, tkind)
                     if v < best_v:
                         best_v, theta, kind = v, trial, tkind
-        self.set_hyper(theta, kind)
-
-    def set_hyper(self, theta: np.ndarray, kind: np.ndarray) -> None:
-        """Take these length-scales and kernel terms, recomputing L^-1 and V when they changed."""
         if not np.array_equal(theta, self.theta) or not np.array_equal(kind, self.kind):
             self.theta, self.kind = theta, kind
             n = self.n

@@ -78,7 +78,6 @@ from kerntune.space import Config, Param
 from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
 from kerntune.strategies.forest_model import forest
-from kerntune.strategies.gp_average import GPAverage
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.gp_model import _NOISE, ordinal_steps
 from kerntune.strategies.parzen import Parzen
@@ -121,10 +120,6 @@ class SurrogateSearch:
         self.budget0 = ctx.remaining_evals  # evaluations this engine may spend (None: a time budget)
         if self.opts.model != "gp":  # the eleventh pass's random forest (forest_model.py)
             self.model = forest(space.encoded_width, self.cap, self.opts, ctx.rng)
-        elif self.opts.theta_models > 1:  # the twenty-third pass's average over length-scales (gp_average.py)
-            self.model = GPAverage(self.opts.theta_models, self.opts.theta_temper, space.encoded_width, self.cap,
-                                   _NOISE if self.opts.noise is None else self.opts.noise, steps=ordinal_steps(space),
-                                   alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit)
         else:
             self.model = _GP(space.encoded_width, self.cap, _NOISE if self.opts.noise is None else self.opts.noise,
                              steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit)

@@ -77,10 +77,6 @@ class SurrogateOptions:
     gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
     gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
 
-    # Twenty-third design pass (options, off by default: results/search_quality/pass23/FINDINGS.md; gp_average.py)
-    theta_models: int = 1         # > 1: the GP's prediction is the mixture of this many length-scale settings, weighted by marginal likelihood
-    theta_temper: float = 1.0     # the mixture's weights are exp(-(nll - min nll) / this) (larger: flatter)
-
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
@@ -100,9 +96,5 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if not 0.0 <= self.gp_ordinal <= 2.0:
             raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
-        if self.theta_models < 1 or self.theta_temper <= 0:
-            raise KerntuneError("auto: theta_models must be >= 1 and theta_temper > 0")
-        if self.theta_models > 1 and (self.model != "gp" or self.ts_share > 0):
-            raise KerntuneError("auto: theta_models > 1 averages the GP; it needs model \"gp\" and ts_share 0")
         if self.model != "gp" and self.ts_share > 0:
             raise KerntuneError("auto: ts_share samples the GP's joint posterior; it needs model \"gp\"")
