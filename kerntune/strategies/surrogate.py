@@ -66,10 +66,9 @@ dedispersion_MI250X +0.12), none down beyond it; the worst space, convolution_A1
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -81,23 +80,8 @@ from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.gp_model import _NOISE, ordinal_steps
 from kerntune.strategies.parzen import Parzen
-from kerntune.strategies.surrogate_aux import acquisitions, shell_best, startup_configs, subspace_best, thompson_pick, warp
+from kerntune.strategies.surrogate_aux import acquisitions, one_blas_thread, shell_best, startup_configs, subspace_best, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
-
-
-@contextlib.contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    """The model's matrices are small (at most a few hundred rows): on a shared machine several
-    BLAS threads per factorisation oversubscribe the cores and a 200-evaluation run took 95 s
-    instead of 1 s (measured on 2 shared cores).  One thread is as fast when the machine is
-    idle.  threadpoolctl is optional: without it nothing changes."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - optional
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 @dataclass
@@ -195,7 +179,7 @@ class SurrogateSearch:
         run its stall clock.  After a restart the region is fresh, and a model that keeps
         answering in the family it believes in would otherwise become the new region's incumbent
         and pull the search back into the basin the restart left."""
-        with _one_blas_thread():
+        with one_blas_thread():
             self._tell(batch, trials, own)
 
     def _tell(self, batch: Sequence[Config], trials: Sequence[Trial], own: bool = True) -> None:
@@ -283,7 +267,7 @@ class SurrogateSearch:
 
     def propose(self, n: int, taken: set[str] | None = None) -> list[Config]:
         """Up to ``n`` unmeasured configs (kriging believer within a batch)."""
-        with _one_blas_thread():
+        with one_blas_thread():
             return self._propose(n, taken)
 
     def leading(self) -> bool:
