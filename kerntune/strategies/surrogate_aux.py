@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 from statistics import NormalDist
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -208,11 +208,23 @@ def one_blas_thread() -> Iterator[None]:
     """The model's matrices are small (at most a few hundred rows): on a shared machine several
     BLAS threads per factorisation oversubscribe the cores and a 200-evaluation run took 95 s
     instead of 1 s (measured on 2 shared cores).  One thread is as fast when the machine is
-    idle.  threadpoolctl is optional: without it nothing changes."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - optional
+    idle.  threadpoolctl is optional: without it nothing changes.
+
+    The controller (which BLAS libraries the process holds) is found once: looking them up on every
+    call read the process's memory map each time and took a fifth of a 200-evaluation replay run."""
+    global _BLAS
+    if _BLAS is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - optional
+            _BLAS = False
+        else:
+            _BLAS = ThreadpoolController()
+    if _BLAS is False:  # pragma: no cover - optional
         yield
         return
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _BLAS.limit(limits=1, user_api="blas"):
         yield
+
+
+_BLAS: Any = None  # threadpoolctl's controller once looked up; False without threadpoolctl
