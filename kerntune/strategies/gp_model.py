@@ -51,6 +51,45 @@ def ordinal_steps(space: Space) -> np.ndarray:
     return np.array(out)
 
 
+def _valuation(x: int, cap: int = 10) -> int:
+    """How many times 2 divides ``x`` (its trailing zero bits), at most ``cap``; 0 divides by anything."""
+    if x == 0:
+        return cap
+    v = 0
+    while x % 2 == 0 and v < cap:
+        x //= 2
+        v += 1
+    return v
+
+
+def alignment_columns(space: Space) -> list[tuple[int, np.ndarray]]:
+    """Per ordered integer field whose values are not a run of powers of two: (its encoded column,
+    the encoded alignment level of each of its values).  The level is the value's power-of-two
+    divisibility (2-adic valuation), ranked among the levels the field has and scaled to [0, 1].
+
+    Why: on a GPU, sizes that are multiples of the warp or wavefront width, of a memory transaction
+    or of the shared-memory bank count behave alike whatever their magnitude, so a block size of 32,
+    64 or 96 and one of 48 or 80 fall into different groups that the value order cannot express (a
+    sawtooth along the order).  An extra column lets the GP's kernel carry what it learns about one
+    aligned size to the others; its length-scale is fitted like any field's, and zero switches it off.
+    A field of powers of two only gets none: its level order is its value order, which the field's
+    own column already holds."""
+    out: list[tuple[int, np.ndarray]] = []
+    col = 0
+    for p in space.params:
+        vals = p.values() if p.width == 1 else ()
+        if (p.width == 1 and getattr(p, "ordered", True) and len(vals) > 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in vals)):
+            levels = [_valuation(abs(int(v))) for v in vals]  # type: ignore[arg-type]
+            distinct = sorted(set(levels))
+            monotone = all(a < b for a, b in zip(levels, levels[1:])) or all(a > b for a, b in zip(levels, levels[1:]))
+            if len(distinct) > 1 and not monotone:
+                rank = {lv: i for i, lv in enumerate(distinct)}
+                out.append((col, np.array([rank[lv] / (len(distinct) - 1) for lv in levels])))
+        col += p.width
+    return out
+
+
 class _GP:
     """Zero-mean GP with a Hamming ARD kernel, predicting over a growable pool.
 
@@ -59,20 +98,33 @@ class _GP:
     order (positive definite for 0 < alpha <= 2): adjacent values correlate as under Hamming, values
     far apart less, so that a good block size says something about its neighbours and little about
     the far end of the range (``adaptive``: ordinal or Hamming per field, by the marginal likelihood).
-    Unordered fields stay Hamming."""
+    Unordered fields stay Hamming.
+
+    With ``aux`` (``alignment_columns``; ``auto``'s ``gp_align``), derived columns join the kernel:
+    callers keep passing the space's own encoding (``pool`` stays in it), and the GP appends the
+    derived columns itself (``xpool``, ``obs``)."""
 
     def __init__(self, width: int, cap: int, noise: float = _NOISE, steps: np.ndarray | None = None,
-                 alpha: float = 0.0, adaptive: bool = False) -> None:
+                 alpha: float = 0.0, adaptive: bool = False,
+                 aux: list[tuple[int, np.ndarray]] | None = None) -> None:
         self.cap = cap
         self.noise = noise  # nugget, in units of the standardised targets' variance
-        self.steps = steps if (steps is not None and alpha > 0) else np.zeros(width)
+        self.aux = aux or []
+        self.base_width = width
+        steps = steps if (steps is not None and alpha > 0) else np.zeros(width)
+        if self.aux:  # a derived column is ordered along its levels (Hamming when alpha is 0)
+            extra = [float(len(set(t.tolist())) - 1) if alpha > 0 else 0.0 for _, t in self.aux]
+            steps = np.concatenate([steps, extra])
+            width += len(self.aux)
+        self.steps = steps
         self.alpha = alpha
         #: per column: the ordinal term (True) or the mismatch; ``adaptive`` starts every column at
         #: the mismatch and lets the marginal likelihood switch an ordered one over at each refit
         self.adaptive = adaptive and bool(self.steps.any())
         self.kind = (self.steps > 0) & (not self.adaptive)
         self.theta = np.zeros(width)
-        self.pool = np.empty((0, width))
+        self.pool = np.empty((0, self.base_width))
+        self.xpool = self.pool if not self.aux else np.empty((0, width))
         self.obs = np.empty((cap, width))
         self.n = 0
         self.linv = np.zeros((cap, cap))
@@ -90,22 +142,36 @@ class _GP:
         """Field e's term between the rows of a (column) and b (row)."""
         return self._ordinal(e, a, b) if self.kind[e] else a[:, None] != b[None, :]
 
+    def expand(self, feats: np.ndarray) -> np.ndarray:
+        """The space's encoding plus the derived columns (``feats`` itself when there are none)."""
+        if not self.aux:
+            return feats
+        extra = [t[np.rint(feats[:, c] * (len(t) - 1)).astype(int)] for c, t in self.aux]
+        return np.hstack([feats, np.array(extra).T])
+
     def kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The kernel between rows in the space's own encoding."""
+        return self._xkernel(self.expand(a), self.expand(b))
+
+    def _xkernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         s = np.zeros((len(a), len(b)))
         for e in np.nonzero(self.theta)[0]:
             s += self.theta[e] * self._dist(e, a[:, e], b[:, e])
         return np.exp(-s)
 
     def add_pool(self, feats: np.ndarray) -> None:
+        x = self.expand(feats)
         v = np.zeros((len(feats), self.cap))
         if self.n:
-            v[:, : self.n] = self.kernel(feats, self.obs[: self.n]) @ self.linv[: self.n, : self.n].T
+            v[:, : self.n] = self._xkernel(x, self.obs[: self.n]) @ self.linv[: self.n, : self.n].T
         self.pool = np.vstack([self.pool, feats])
+        self.xpool = self.pool if not self.aux else np.vstack([self.xpool, x])
         self.v = np.vstack([self.v, v])
         self.vsq = np.concatenate([self.vsq, np.sum(v * v, 1)])
 
     def add_obs(self, feat: np.ndarray) -> None:
         """Append one observation: a rank-one extension of L^-1 and of V."""
+        feat = self.expand(feat[None, :])[0]
         n = self.n
         self.obs[n] = feat
         if n < self.diff.shape[1]:
@@ -116,11 +182,11 @@ class _GP:
                 self.odiff[:, : n + 1, n] = o
             self.diff[:, n, : n + 1] = d
             self.diff[:, : n + 1, n] = d
-        ell = self.linv[:n, :n] @ self.kernel(self.obs[:n], feat[None, :])[:, 0]
+        ell = self.linv[:n, :n] @ self._xkernel(self.obs[:n], feat[None, :])[:, 0]
         delta = math.sqrt(max(1.0 + self.noise - ell @ ell, 1e-9))
         self.linv[n, :n] = -(ell @ self.linv[:n, :n]) / delta
         self.linv[n, n] = 1.0 / delta
-        col = (self.kernel(self.pool, feat[None, :])[:, 0] - self.v[:, :n] @ ell) / delta
+        col = (self._xkernel(self.xpool, feat[None, :])[:, 0] - self.v[:, :n] @ ell) / delta
         self.v[:, n] = col
         self.vsq += col * col
         self.n = n + 1
@@ -139,6 +205,8 @@ class _GP:
         """Length-scales by marginal likelihood: best shared grid value, then one pass per field
         (``adaptive``: each ordered field's pass also tries its ordinal term)."""
         n = len(yn)
+        if self.aux and len(live) == self.base_width:  # a derived column is live where it varies
+            live = np.concatenate([live, np.ptp(self.xpool[:, self.base_width:], axis=0) > 0])
         diff = self.diff[:, :n, :n].astype(float)
         odiff = self.odiff[:, :n, :n].astype(float) if self.odiff is not None else None
 
@@ -160,7 +228,7 @@ class _GP:
         theta = shared[best]
         for e in np.nonzero(live)[0]:
             kinds = (False, True) if self.adaptive and self.steps[e] > 0 else (bool(kind[e]),)
-            for g in _GRID:
+            for g in (_GRID if e < self.base_width else (0.0,) + _GRID):  # a derived column may be off
                 for k_e in kinds:
                     trial, tkind = theta.copy(), kind.copy()
                     trial[e], tkind[e] = g, k_e
@@ -170,9 +238,9 @@ class _GP:
         if not np.array_equal(theta, self.theta) or not np.array_equal(kind, self.kind):
             self.theta, self.kind = theta, kind
             n = self.n
-            k = self.kernel(self.obs[:n], self.obs[:n]) + self.noise * np.eye(n)
+            k = self._xkernel(self.obs[:n], self.obs[:n]) + self.noise * np.eye(n)
             self.linv[:n, :n] = np.linalg.inv(np.linalg.cholesky(k))
-            self.v[:, :n] = self.kernel(self.pool, self.obs[:n]) @ self.linv[:n, :n].T
+            self.v[:, :n] = self._xkernel(self.xpool, self.obs[:n]) @ self.linv[:n, :n].T
             self.vsq = np.sum(self.v[:, :n] ** 2, 1)
 
     def predict(self, yn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +252,7 @@ class _GP:
     def predict_at(self, feats: np.ndarray, yn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``predict`` at other points than the pool, which is left as it is."""
         n = self.n
-        v = self.kernel(feats, self.obs[:n]) @ self.linv[:n, :n].T
+        v = self._xkernel(self.expand(feats), self.obs[:n]) @ self.linv[:n, :n].T
         z = self.linv[:n, :n] @ yn
         s2 = max(z @ z / n, 1e-12)
         return v @ z, np.sqrt(s2 * np.maximum(1.0 - np.sum(v * v, 1), 1e-12))

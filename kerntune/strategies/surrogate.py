@@ -78,7 +78,7 @@ from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
 from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
-from kerntune.strategies.gp_model import _NOISE, ordinal_steps
+from kerntune.strategies.gp_model import _NOISE, alignment_columns, ordinal_steps
 from kerntune.strategies.parzen import Parzen
 from kerntune.strategies.surrogate_aux import acquisitions, one_blas_thread, shell_best, startup_configs, subspace_best, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
@@ -106,7 +106,8 @@ class SurrogateSearch:
             self.model = forest(space.encoded_width, self.cap, self.opts, ctx.rng)
         else:
             self.model = _GP(space.encoded_width, self.cap, _NOISE if self.opts.noise is None else self.opts.noise,
-                             steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit)
+                             steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit,
+                             aux=alignment_columns(space) if self.opts.gp_align else None)
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []

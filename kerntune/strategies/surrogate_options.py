@@ -77,6 +77,9 @@ class SurrogateOptions:
     gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
     gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
 
+    # Twenty-fourth design pass (README "Twenty-fourth pass"; gp_model.alignment_columns)
+    gp_align: bool = False        # integer fields not all powers of two get a power-of-two alignment column in the GP's kernel
+
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
