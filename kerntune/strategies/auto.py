@@ -26,10 +26,8 @@ Options (``-o NAME=VALUE``; unknown names stop the run with one line):
   random forest or extra trees in the GP's place, SMAC-style, mean and spread over the trees:
   ``kerntune.strategies.forest_model``, needs the ``forest`` extra), ``rf_trees`` (32), ``rf_leaf`` (2),
   ``rf_spread`` ("trees": the spread of the tree means; "total": plus the within-leaf variance, SMAC's);
-  the eighteenth pass's, off by default: ``global_warp`` (the GP's global steps predict from these
-  targets, e.g. "log", while its fit and local steps keep ``y_warp``), ``global_fit`` (with it, the
-  global steps use a second GP fitted on those targets), ``global_share`` (1: the share of global
-  steps that use them);
+  the twenty-fourth pass's ``gp_align`` (true: integer fields whose values are not all powers of two
+  get a power-of-two alignment column in the GP's kernel);
   and ``batch_size`` (1 on a recording, up to 8 on GPUs);
 * with a model only: ``initial`` (25), ``refine`` (15), ``max_calls`` (6), ``screen_keep`` (0.6),
   ``temperature`` (0.7), ``max_tokens``, ``include_source``/``include_hardware``/``include_hints``,

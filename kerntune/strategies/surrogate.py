@@ -62,6 +62,16 @@ the cap (ninth pass), over 180 repeats at seeds 1000 / 2000 / 3000: mean 0.718 +
 +- 0.005, higher at each seed, five spaces up beyond noise (convolution_A4000 +0.05,
 dedispersion_MI250X +0.12), none down beyond it; the worst space, convolution_A100, 0.52 -> 0.50
 +- 0.02 (ordinal terms smooth over its isolated optimum; the cap gives its GP steps back).
+
+Why integer fields get an alignment column (twenty-fourth pass; ``gp_align``,
+``gp_model.alignment_columns``).  Sizes divisible by the same power of two (multiples of the warp,
+the wavefront, a memory transaction) behave alike on a GPU, so along a block size of 16, 32, 48,
+64, ... the times form a sawtooth, not a slope: neither the ordinal term (a slope) nor Hamming
+(every value on its own) carries what one aligned size says about the others.  Each integer field
+whose values are not a run of powers of two gets a column with its values' power-of-two
+divisibility, whose length-scale the likelihood fits, or switches off, like any field's.  Over 180
+repeats at seeds 1000 / 2000 / 3000 it lifted both convolution spaces at once, where every earlier
+pass traded one for the other (figures: ``benchmarks/search_quality/README.md``, twenty-fourth pass).
 """
 
 from __future__ import annotations
@@ -73,15 +83,16 @@ from typing import Sequence
 import numpy as np
 
 from kerntune.evaluate.trial import Trial
-from kerntune.space import Config, Param
+from kerntune.space import Config
 from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
 from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.gp_model import _NOISE, alignment_columns, ordinal_steps
 from kerntune.strategies.parzen import Parzen
-from kerntune.strategies.surrogate_aux import acquisitions, one_blas_thread, shell_best, startup_configs, subspace_best, thompson_pick, warp
+from kerntune.strategies.surrogate_aux import acquisitions, one_blas_thread, startup_configs, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
+from kerntune.strategies.surrogate_perturb import PerturbSteps
 
 
 @dataclass
@@ -94,7 +105,7 @@ class _Region:
     restarts: list[Config] = field(default_factory=list)
 
 
-class SurrogateSearch:
+class SurrogateSearch(PerturbSteps):
     """Proposes configs by GP-LCB within the current region; learns from ``tell``."""
 
     def __init__(self, ctx: SearchContext, opts: SurrogateOptions | None = None) -> None:
@@ -108,11 +119,6 @@ class SurrogateSearch:
             self.model = _GP(space.encoded_width, self.cap, _NOISE if self.opts.noise is None else self.opts.noise,
                              steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit,
                              aux=alignment_columns(space) if self.opts.gp_align else None)
-        # global_fit (eighteenth pass): the global steps' own GP, the same kernel family fitted on global_warp's targets
-        self.gmodel = (_GP(space.encoded_width, self.cap, self.model.noise, steps=ordinal_steps(space),
-                           alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit,
-                           aux=alignment_columns(space) if self.opts.gp_align else None)
-                       if self.opts.global_fit else None)
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -168,8 +174,6 @@ class SurrogateSearch:
         if new:
             f = feats[new] if feats is not None else _encode(space, [cfgs[i] for i in new])
             self.model.add_pool(f)
-            if getattr(self, "gmodel", None) is not None:
-                self.gmodel.add_pool(f)  # type: ignore[union-attr]
             if hasattr(self, "tabu_mask"):
                 extra = np.zeros(len(new), dtype=bool)
                 for c in self.tabu:
@@ -215,10 +219,7 @@ class SurrogateSearch:
                     self.climber.observe(cfg, self.ctx.value(t))
             if t.ok and self.model.n < self.cap:
                 self.ys.append(value)
-                feat = _encode(space, [cfg])[0]
-                self.model.add_obs(feat)
-                if self.gmodel is not None:
-                    self.gmodel.add_obs(feat)
+                self.model.add_obs(_encode(space, [cfg])[0])
                 self.since_fit += 1
             self.best_value = min(self.best_value, value)
             if value < self.region.best - 1e-9 and (own or value < best_of_all - 1e-9):
@@ -245,19 +246,8 @@ class SurrogateSearch:
     def _normalised(self) -> np.ndarray:
         """The GP's targets: standardised log-times, optionally warped (``y_warp``,
         ``surrogate_aux.warp``)."""
-        return self._targets(self.opts.y_warp)
-
-    def _targets(self, how: str) -> np.ndarray:
-        y = warp(np.array(self.ys), how, self.opts.y_clip)
+        y = warp(np.array(self.ys), self.opts.y_warp, self.opts.y_clip)
         return (y - y.mean()) / (y.std() or 1.0)
-
-    def _refit(self, yn: np.ndarray) -> None:
-        """Refit the kernel on ``yn`` (and ``global_fit``'s GP on ``global_warp``'s targets) when due."""
-        if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
-            self.model.refit(yn, self.live)
-            if self.gmodel is not None:
-                self.gmodel.refit(self._targets(self.opts.global_warp), self.live)  # type: ignore[arg-type]
-            self.since_fit = 0
 
     def lcb(self, kappa: float | None = None, how: str | None = None) -> np.ndarray | None:
         """LCB of every pool entry in standardised log-time units (None before any success);
@@ -265,7 +255,9 @@ class SurrogateSearch:
         if not self.ys:
             return None
         yn = self._normalised()
-        self._refit(yn)
+        if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
+            self.model.refit(yn, self.live)
+            self.since_fit = 0
         if how is not None and how != self.opts.y_warp:
             yw = warp(np.array(self.ys), how, self.opts.y_clip)
             yn = (yw - yw.mean()) / (yw.std() or 1.0)
@@ -348,72 +340,6 @@ class SurrogateSearch:
             self.steps["gp"] += 1
         return out + picks
 
-    def _perturb_origin(self) -> Config:
-        """Where a perturbation starts: the best config, or (once the best has stalled for
-        ``elite_stall`` evaluations, with chance 1 - ``elite_from_best``) another elite."""
-        ctx = self.ctx
-        assert ctx.best is not None
-        others = self.elites()[1:] if self.opts.elites > 0 else []
-        if not others or self.since_best < self.opts.elite_stall or ctx.rng.random() < self.opts.elite_from_best:
-            return ctx.best.config
-        return ctx.rng.choice(others)
-
-    def elites(self) -> list[Config]:
-        """Best-first archive of measured configs pairwise at least ``elite_distance`` fields
-        apart (greedy over the history, best first), at most ``elites``; the first is the best."""
-        ctx = self.ctx
-        if self._elite_cache[0] == len(ctx.history):
-            return self._elite_cache[1]
-        names = [p.name for p in ctx.space.params]
-        kept: list[Config] = []
-        for t in sorted((t for t in ctx.history if t.ok), key=ctx.value):
-            if len(kept) >= max(self.opts.elites, 1):
-                break
-            if all(sum(t.config.get(n) != e.get(n) for n in names) >= self.opts.elite_distance for e in kept):
-                kept.append(t.config)
-        self._elite_cache = (len(ctx.history), kept)
-        return kept
-
-    def perturb(self, base: Config) -> Config | None:
-        """The climber's perturbation of ``base``, each redrawn field's value from the good density
-        with probability ``perturb_guide`` (an estimation-of-distribution mutation), else uniform."""
-        if self.opts.perturb_lcb > 0 and self.ys and self.ctx.rng.random() < self.opts.perturb_lcb:
-            c = self._subspace_lcb(base)
-            if c is not None:
-                return c
-        if self.parzen is None or len(self.all_vals) < 2:
-            return self.climber.perturb(base)
-        obs, vals = np.array(self.all_feats), np.array(self.all_vals)
-        dens: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        parzen, rng = self.parzen, self.ctx.rng
-
-        def draw(p: Param) -> object:
-            e = self.columns.get(p.name)
-            values = p.values()
-            if e is None or len(values) < 2 or rng.random() >= self.opts.perturb_guide:
-                return None
-            if p.name not in dens:
-                dens[p.name] = parzen.good_density(obs, vals, e)
-            lv, d = dens[p.name]
-            j = min(int(np.searchsorted(np.cumsum(d), rng.random() * d.sum())), len(lv) - 1)
-            return values[int(round(lv[j] * (len(values) - 1)))]
-
-        return self.climber.perturb(base, draw)
-
-    def _subspace_lcb(self, base: Config) -> Config | None:
-        """``perturb_lcb``: ``perturb_fields`` random fields of ``base`` take the values of the
-        lowest-LCB unmeasured config that keeps every other field (``surrogate_aux.subspace_best``)."""
-        space = self.ctx.space
-        if self.opts.perturb_shell > 0:
-            pick = shell_best(self.model.pool, self.widths, _encode(space, [base])[0], 2, self.opts.perturb_shell,
-                              np.array(self.measured, dtype=bool), lambda: self.lcb(how=self.opts.perturb_warp))  # type: ignore[arg-type,return-value]
-            return None if pick is None else dict(self.configs[pick])
-        chosen = {p.name for p in self.ctx.rng.sample(space.params, min(self.climber.perturb_fields, len(space.params)))}
-        free = np.concatenate([np.full(w, p.name in chosen) for p, w in zip(space.params, self.widths)])
-        pick = subspace_best(self.model.pool, free, _encode(space, [base])[0], np.array(self.measured, dtype=bool),
-                             lambda: self.lcb(how=self.opts.perturb_warp))  # type: ignore[arg-type,return-value]
-        return None if pick is None else dict(self.configs[pick])
-
     def _gp_propose(self, n: int, taken: set[str]) -> list[Config]:
         ctx, space = self.ctx, self.ctx.space
         if n <= 0:
@@ -425,29 +351,22 @@ class SurrogateSearch:
             if k in self.index:
                 mask[self.index[k]] = True
         yn = self._normalised()
-        self._refit(yn)
-        # global_warp (eighteenth pass): the global steps predict from these targets (under global_fit,
-        # with their own GP); the fit (else) and the local steps keep y_warp's
-        split = self.opts.global_warp not in (None, self.opts.y_warp)
-        yg = self._targets(self.opts.global_warp) if split else yn  # type: ignore[arg-type]
-        gmodel = self.gmodel if self.gmodel is not None else self.model
+        if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
+            self.model.refit(yn, self.live)
+            self.since_fit = 0
         picks: list[int] = []
         fantasies = 0
         anchor = self.region.best_config or (self.region.restarts[0] if self.region.restarts else None)
         centre_feat = _encode(space, [anchor])[0] if anchor is not None else None
         for q in range(n):
             mu, sd = self.model.predict(yn)
-            mu_g, sd_g, yg_q = mu, sd, yn
-            if split and (self.opts.global_share >= 1.0 or ctx.rng.random() < self.opts.global_share):
-                (mu_g, sd_g), yg_q = gmodel.predict(yg), yg
             if q == 0 and self.hedge_last is not None:
                 self.hedge_gain -= mu[self.hedge_last]  # Hedge's reward: the updated mean at each nominee
                 self.hedge_last = None
             restart = (self._restart_pending and q == 0) or (
                 self.opts.explore_share > 0 and (self.opts.explore_stall is None or self.since_best >= self.opts.explore_stall)
                 and ctx.rng.random() < self.opts.explore_share)
-            kappa_q = self.opts.explore_kappa if restart else self.opts.kappa_at(len(self.all_vals))
-            score = mu_g - kappa_q * sd_g
+            score = mu - (self.opts.explore_kappa if restart else self.opts.kappa_at(len(self.all_vals))) * sd
             blocked = mask | self.tabu_mask
             if self.restarts and centre_feat is not None:
                 # A restarted region searches near its own start: the global model would pull
@@ -461,8 +380,6 @@ class SurrogateSearch:
                 near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
                 near = [i for i in near if not mask[i]]
                 if near:
-                    if mu_g is not mu:
-                        score = mu - kappa_q * sd
                     if self.opts.local_warp not in (None, self.opts.y_warp) and fantasies == 0:
                         # Local steps order near-equal configs around the best: the top's
                         # ordering (ranks) matters there, the global steps want magnitudes.
@@ -475,7 +392,7 @@ class SurrogateSearch:
                     blocked = mask
                     local_step = True
             score[blocked] = np.inf
-            pick = self._global_pick(mu_g, sd_g, yg_q, score, blocked, q) if not (restart or local_step) else None
+            pick = self._global_pick(mu, sd, yn, score, blocked, q) if not (restart or local_step) else None
             if pick is None:
                 pick = int(np.argmin(score))
             if not np.isfinite(score[pick]):
@@ -490,16 +407,10 @@ class SurrogateSearch:
             picks.append(pick)
             mask[pick] = True
             if q + 1 < n and self.model.n < self.cap:
-                if split:  # the believer's value under each target's own mean
-                    yg = np.append(yg, (gmodel.predict(yg)[0] if mu_g is mu else mu_g)[pick])
                 self.model.add_obs(self.model.pool[pick])
-                if self.gmodel is not None:
-                    self.gmodel.add_obs(self.model.pool[pick])
                 yn = np.append(yn, mu[pick])
                 fantasies += 1
         self.model.drop_last(fantasies)
-        if self.gmodel is not None:
-            self.gmodel.drop_last(fantasies)
         return [self.configs[i] for i in picks]
 
 

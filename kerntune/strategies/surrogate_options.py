@@ -77,12 +77,8 @@ class SurrogateOptions:
     gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
     gp_ordinal_fit: bool = True   # each ordered field's term, ordinal or Hamming, by marginal likelihood (False: ordinal throughout)
 
-    # Twenty-fourth design pass (README "Twenty-fourth pass"; gp_model.alignment_columns)
-    # Eighteenth design pass (options, off by default: README "Eighteenth pass"; the seventeenth pass's lead)
-    global_warp: str | None = None  # y_warp of the GP's global steps only (restart points too); the fit and the local steps keep y_warp / local_warp
-    global_fit: bool = False      # with global_warp: the global steps use a second GP with its own kernel fit on global_warp's targets
-    global_share: float = 1.0     # with global_warp: the share of global steps that use it (the others keep y_warp)
-    gp_align: bool = False        # integer fields not all powers of two get a power-of-two alignment column in the GP's kernel
+    # Twenty-fourth design pass (adopted: README "Twenty-fourth pass"; gp_model.alignment_columns)
+    gp_align: bool = True         # integer fields not all powers of two get a power-of-two alignment column in the GP's kernel
 
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
@@ -103,9 +99,5 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if not 0.0 <= self.gp_ordinal <= 2.0:
             raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
-        if self.global_fit and (self.global_warp is None or self.model != "gp"):
-            raise KerntuneError("auto: global_fit fits a second GP on global_warp's targets; it needs global_warp and model \"gp\"")
-        if not 0.0 <= self.global_share <= 1.0:
-            raise KerntuneError(f"auto: global_share must be in [0, 1], not {self.global_share}")
         if self.model != "gp" and self.ts_share > 0:
             raise KerntuneError("auto: ts_share samples the GP's joint posterior; it needs model \"gp\"")
