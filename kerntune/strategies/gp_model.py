@@ -53,13 +53,7 @@ def ordinal_steps(space: Space) -> np.ndarray:
 
 def _valuation(x: int, cap: int = 10) -> int:
     """How many times 2 divides ``x`` (its trailing zero bits), at most ``cap``; 0 divides by anything."""
-    if x == 0:
-        return cap
-    v = 0
-    while x % 2 == 0 and v < cap:
-        x //= 2
-        v += 1
-    return v
+    return cap if x == 0 else min((x & -x).bit_length() - 1, cap)
 
 
 def alignment_columns(space: Space) -> list[tuple[int, np.ndarray]]:
