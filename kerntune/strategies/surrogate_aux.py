@@ -211,7 +211,7 @@ def one_blas_thread() -> Iterator[None]:
     idle.  threadpoolctl is optional: without it nothing changes.
 
     The controller (which BLAS libraries the process holds) is found once: looking them up on every
-    call read the process's memory map each time and took a fifth of a 200-evaluation replay run."""
+    call read the process's memory map each time, a visible share of a replay run's profile."""
     global _BLAS
     if _BLAS is None:
         try:
