@@ -28,6 +28,10 @@ Options (``-o NAME=VALUE``; unknown names stop the run with one line):
   ``rf_spread`` ("trees": the spread of the tree means; "total": plus the within-leaf variance, SMAC's);
   the twenty-fourth pass's ``gp_align`` (true: integer fields whose values are not all powers of two
   get a power-of-two alignment column in the GP's kernel);
+  the eighteenth pass's, on by default since the twenty-fifth: ``global_warp`` ("log": the GP's global
+  steps predict from these targets while its fit and local steps keep ``y_warp``; null: off),
+  ``global_fit`` (true: those steps use a second GP fitted on those targets), ``global_share`` (0.5:
+  the share of global steps that use them); the GP's only (ignored with ``model`` "rf" or "et");
   and ``batch_size`` (1 on a recording, up to 8 on GPUs);
 * with a model only: ``initial`` (25), ``refine`` (15), ``max_calls`` (6), ``screen_keep`` (0.6),
   ``temperature`` (0.7), ``max_tokens``, ``include_source``/``include_hardware``/``include_hints``,

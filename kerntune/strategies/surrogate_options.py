@@ -80,6 +80,20 @@ class SurrogateOptions:
     # Twenty-fourth design pass (adopted: README "Twenty-fourth pass"; gp_model.alignment_columns)
     gp_align: bool = True         # integer fields not all powers of two get a power-of-two alignment column in the GP's kernel
 
+    # Eighteenth design pass, adopted with gp_align in the twenty-fifth (README "Eighteenth pass", "Twenty-fifth pass"):
+    # half of the GP's global steps predict from log-times with a second GP fitted on them, so that a
+    # landscape told apart by magnitude (an isolated optimum) and one told apart by rank both have a model.
+    # Only with model "gp" and a global_warp other than y_warp (else ignored).
+    global_warp: str | None = "log"  # y_warp of the GP's global steps only (restart points too); the fit and the local steps keep y_warp / local_warp
+    global_fit: bool = True       # with global_warp: the global steps use a second GP with its own kernel fit on global_warp's targets
+    global_share: float = 0.5     # with global_warp: the share of global steps that use it (the others keep y_warp)
+
+    @property
+    def global_split(self) -> bool:
+        """Whether the GP's global steps use other targets than its fit (``global_warp``): only
+        with the GP (``model`` "gp") and a ``global_warp`` that differs from ``y_warp``."""
+        return self.model == "gp" and self.global_warp not in (None, self.y_warp)
+
     def kappa_at(self, measured: int) -> float:
         """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
         return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
@@ -99,5 +113,9 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if not 0.0 <= self.gp_ordinal <= 2.0:
             raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
+        if self.global_warp not in (None, "log", "copula", "blend", "clip", "boxcox", "yeojohnson"):
+            raise KerntuneError(f"auto: global_warp must be null, log, copula, blend, clip, boxcox or yeojohnson, not {self.global_warp!r}")
+        if not 0.0 <= self.global_share <= 1.0:
+            raise KerntuneError(f"auto: global_share must be in [0, 1], not {self.global_share}")
         if self.model != "gp" and self.ts_share > 0:
             raise KerntuneError("auto: ts_share samples the GP's joint posterior; it needs model \"gp\"")
