@@ -90,6 +90,18 @@ def main() -> None:
         strat, _, name = key.partition(".")
         opts.setdefault(strat, {})[name] = json.loads(value)
     jobs = [(sp, st) for st in a.strategies.split(",") for sp in a.spaces.split(",")]
+
+    def write(rows: list[dict[str, Any]], summary: dict[str, Any], partial: bool) -> None:
+        """The result file; rewritten after every row (``"partial": true``), so a run stopped
+        part-way (hours with a model on the CPU) keeps the spaces it finished."""
+        if a.out:
+            a.out.parent.mkdir(parents=True, exist_ok=True)
+            doc = {"command": " ".join(["python"] + sys.argv), "budget": a.budget, "llm": a.llm, "repeats": a.repeats,
+                   "seed": a.seed, "options": opts, "summary": summary, "rows": rows}
+            if partial:
+                doc["partial"] = True
+            a.out.write_text(json.dumps(doc, indent=1) + "\n")
+
     with ProcessPoolExecutor(a.jobs) as pool:
         futs = [pool.submit(one, sp, st, a.budget, a.repeats, a.seed, opts.get(st, {}), a.llm, a.llm_timeout, a.space_dir) for sp, st in jobs]
         rows = []
@@ -99,15 +111,14 @@ def main() -> None:
             print(f"{row['strategy']:>10} {row['space']:<28} score {row['score']:6.3f} +- {row['stderr']:.3f} "
                   f"[{row['ci95'][0]:.2f}, {row['ci95'][1]:.2f}]  best/opt@40 {row['best_over_opt_at'].get(40, float('nan')):.3f} "
                   f"@200 {row['best_over_opt_at'].get(200, float('nan')):.3f}  {row['wall_s']:.0f}s", flush=True)
+            if len(rows) < len(jobs):
+                write(rows, {}, partial=True)
     summary = {}
     for st in a.strategies.split(","):
         scores = [r["score"] for r in rows if r["strategy"] == st]
         summary[st] = {"mean_score": float(np.mean(scores)), "min_score": float(np.min(scores))}
         print(f"{st}: mean {summary[st]['mean_score']:.3f} min {summary[st]['min_score']:.3f}")
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps({"command": " ".join(["python"] + sys.argv), "budget": a.budget, "llm": a.llm, "repeats": a.repeats,
-                                     "seed": a.seed, "options": opts, "summary": summary, "rows": rows}, indent=1) + "\n")
+    write(rows, summary, partial=False)
 
 
 if __name__ == "__main__":
