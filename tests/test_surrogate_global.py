@@ -66,7 +66,6 @@ def test_global_fit_keeps_a_second_gp_fitted_on_the_global_targets(tmp_path: Pat
     assert pick == _argmin(engine, *engine.gmodel.predict(engine._targets("log")))
 
 
-
 def test_the_default_splits_the_global_steps_and_only_for_the_gp() -> None:
     assert SurrogateOptions().global_split and SurrogateOptions().global_fit and SurrogateOptions().global_share == 0.5
     assert not SurrogateOptions(global_warp="copula").global_split  # the same targets as the fit: nothing to split

@@ -120,17 +120,17 @@ class SurrogateSearch(PerturbSteps):
         space = ctx.space
         self.cap = min(ctx.remaining_evals or _MAX_OBS, _MAX_OBS)
         self.budget0 = ctx.remaining_evals  # evaluations this engine may spend (None: a time budget)
+        self.gmodel: _GP | None = None
         if self.opts.model != "gp":  # the eleventh pass's random forest (forest_model.py)
             self.model = forest(space.encoded_width, self.cap, self.opts, ctx.rng)
         else:
-            self.model = _GP(space.encoded_width, self.cap, _NOISE if self.opts.noise is None else self.opts.noise,
-                             steps=ordinal_steps(space), alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit,
-                             aux=alignment_columns(space) if self.opts.gp_align else None)
-        # global_fit (eighteenth pass): the global steps' own GP, the same kernel family fitted on global_warp's targets
-        self.gmodel = (_GP(space.encoded_width, self.cap, self.model.noise, steps=ordinal_steps(space),
-                           alpha=self.opts.gp_ordinal, adaptive=self.opts.gp_ordinal_fit,
-                           aux=alignment_columns(space) if self.opts.gp_align else None)
-                       if self.opts.global_fit and self.opts.global_split else None)
+            noise = _NOISE if self.opts.noise is None else self.opts.noise
+            kernel = {"steps": ordinal_steps(space), "alpha": self.opts.gp_ordinal, "adaptive": self.opts.gp_ordinal_fit,
+                      "aux": alignment_columns(space) if self.opts.gp_align else None}
+            self.model = _GP(space.encoded_width, self.cap, noise, **kernel)  # type: ignore[arg-type]
+            if self.opts.global_fit and self.opts.global_split:
+                # global_fit (eighteenth pass): the global steps' own GP, the same kernel family fitted on global_warp's targets
+                self.gmodel = _GP(space.encoded_width, self.cap, noise, **kernel)  # type: ignore[arg-type]
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -186,8 +186,8 @@ class SurrogateSearch(PerturbSteps):
         if new:
             f = feats[new] if feats is not None else _encode(space, [cfgs[i] for i in new])
             self.model.add_pool(f)
-            if getattr(self, "gmodel", None) is not None:
-                self.gmodel.add_pool(f)  # type: ignore[union-attr]
+            if self.gmodel is not None:
+                self.gmodel.add_pool(f)
             if hasattr(self, "tabu_mask"):
                 extra = np.zeros(len(new), dtype=bool)
                 for c in self.tabu:

@@ -18,6 +18,9 @@ import numpy as np
 _ND = NormalDist()
 
 
+WARPS = ("log", "copula", "blend", "clip", "boxcox", "yeojohnson")  # the names ``warp`` takes
+
+
 def warp(y: np.ndarray, how: str, q: float = 0.5) -> np.ndarray:
     """The GP's targets before standardising (``SurrogateOptions.y_warp``).
 
@@ -44,7 +47,7 @@ def warp(y: np.ndarray, how: str, q: float = 0.5) -> np.ndarray:
         if (counts > 1).any():
             ranks = (np.bincount(inv, weights=ranks) / counts)[inv]
         return np.array([_ND.inv_cdf((r + 0.5) / len(y)) for r in ranks])
-    raise ValueError(f"auto: y_warp must be log, copula, blend, clip, boxcox or yeojohnson, not {how!r}")
+    raise ValueError(f"auto: y_warp must be one of {', '.join(WARPS)}, not {how!r}")
 
 
 _LAMBDAS = np.linspace(-3.0, 2.0, 51)

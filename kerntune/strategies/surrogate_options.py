@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kerntune.errors import KerntuneError
+from kerntune.strategies.surrogate_aux import WARPS
 
 
 @dataclass
@@ -113,8 +114,8 @@ class SurrogateOptions:
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if not 0.0 <= self.gp_ordinal <= 2.0:
             raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
-        if self.global_warp not in (None, "log", "copula", "blend", "clip", "boxcox", "yeojohnson"):
-            raise KerntuneError(f"auto: global_warp must be null, log, copula, blend, clip, boxcox or yeojohnson, not {self.global_warp!r}")
+        if self.global_warp is not None and self.global_warp not in WARPS:
+            raise KerntuneError(f"auto: global_warp must be null or one of {', '.join(WARPS)}, not {self.global_warp!r}")
         if not 0.0 <= self.global_share <= 1.0:
             raise KerntuneError(f"auto: global_share must be in [0, 1], not {self.global_share}")
         if self.model != "gp" and self.ts_share > 0:
