@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -56,10 +57,23 @@ def _valuation(x: int, cap: int = 10) -> int:
     return cap if x == 0 else min((x & -x).bit_length() - 1, cap)
 
 
-def alignment_columns(space: Space) -> list[tuple[int, np.ndarray]]:
-    """Per ordered integer field whose values are not a run of powers of two: (its encoded column,
-    the encoded alignment level of each of its values).  The level is the value's power-of-two
-    divisibility (2-adic valuation), ranked among the levels the field has and scaled to [0, 1].
+@dataclass(frozen=True)
+class Derived:
+    """A column the GP's kernel adds to the space's encoding: ``column`` maps encoded rows to one
+    value each, and ``steps`` is its span in ordinal steps (the ordinal term's scale)."""
+
+    column: Callable[[np.ndarray], np.ndarray]
+    steps: float
+
+
+def _table_column(col: int, table: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda feats: table[np.rint(feats[:, col] * (len(table) - 1)).astype(int)]
+
+
+def alignment_columns(space: Space) -> list[Derived]:
+    """Per ordered integer field whose values are not a run of powers of two: a column holding
+    the alignment level of its value.  The level is the value's power-of-two divisibility (2-adic
+    valuation), ranked among the levels the field has and scaled to [0, 1].
 
     Why: on a GPU, sizes that are multiples of the warp or wavefront width, of a memory transaction
     or of the shared-memory bank count behave alike whatever their magnitude, so a block size of 32,
@@ -68,7 +82,7 @@ def alignment_columns(space: Space) -> list[tuple[int, np.ndarray]]:
     aligned size to the others; its length-scale is fitted like any field's, and zero switches it off.
     A field of powers of two only gets none: its level order is its value order, which the field's
     own column already holds."""
-    out: list[tuple[int, np.ndarray]] = []
+    out: list[Derived] = []
     col = 0
     for p in space.params:
         vals = p.values() if p.width == 1 else ()
@@ -79,9 +93,42 @@ def alignment_columns(space: Space) -> list[tuple[int, np.ndarray]]:
             monotone = all(a < b for a, b in zip(levels, levels[1:])) or all(a > b for a, b in zip(levels, levels[1:]))
             if len(distinct) > 1 and not monotone:
                 rank = {lv: i for i, lv in enumerate(distinct)}
-                out.append((col, np.array([rank[lv] / (len(distinct) - 1) for lv in levels])))
+                out.append(Derived(_table_column(col, np.array([rank[lv] / (len(distinct) - 1) for lv in levels])),
+                                   float(len(distinct) - 1)))
         col += p.width
     return out
+
+
+#: Kernel Tuner's default ``block_size_names``: the thread block's dimensions
+THREAD_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
+
+
+def thread_block_column(space: Space) -> list[Derived]:
+    """A column holding log2 of the threads per block (the product of the fields named as Kernel
+    Tuner's thread-block dimensions), scaled to [0, 1]; none unless at least two of them vary.
+
+    Why: occupancy, warps per block and the registers and shared memory each block claims follow
+    the block's thread count, not one of its dimensions, so 32x4 and 64x2 (or 16x8) behave alike
+    in ways the fields' own columns cannot express (a hyperbola across two axes).  The column's
+    length-scale is fitted like any field's, and zero switches it off."""
+    cols: list[tuple[int, np.ndarray]] = []
+    col = 0
+    for p in space.params:
+        vals = p.values() if p.width == 1 else ()
+        if (p.name in THREAD_BLOCK_NAMES and vals
+                and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in vals)):
+            cols.append((col, np.log2(np.array(vals, dtype=float))))
+        col += p.width
+    if sum(len(t) > 1 for _, t in cols) < 2:
+        return []
+    lo = sum(float(t.min()) for _, t in cols)
+    span = sum(float(t.max()) for _, t in cols) - lo
+
+    def column(feats: np.ndarray) -> np.ndarray:
+        total = sum(t[np.rint(feats[:, c] * (len(t) - 1)).astype(int)] for c, t in cols)
+        return (np.asarray(total) - lo) / span
+
+    return [Derived(column, span)]
 
 
 class _GP:
@@ -94,20 +141,21 @@ class _GP:
     the far end of the range (``adaptive``: ordinal or Hamming per field, by the marginal likelihood).
     Unordered fields stay Hamming.
 
-    With ``aux`` (``alignment_columns``; ``auto``'s ``gp_align``), derived columns join the kernel:
+    With ``aux`` (``alignment_columns``, ``thread_block_column``; ``auto``'s ``gp_align``, ``gp_threads``),
+    derived columns join the kernel:
     callers keep passing the space's own encoding (``pool`` stays in it), and the GP appends the
     derived columns itself (``xpool``, ``obs``)."""
 
     def __init__(self, width: int, cap: int, noise: float = _NOISE, steps: np.ndarray | None = None,
                  alpha: float = 0.0, adaptive: bool = False,
-                 aux: list[tuple[int, np.ndarray]] | None = None) -> None:
+                 aux: list[Derived] | None = None) -> None:
         self.cap = cap
         self.noise = noise  # nugget, in units of the standardised targets' variance
         self.aux = aux or []
         self.base_width = width
         steps = steps if (steps is not None and alpha > 0) else np.zeros(width)
         if self.aux:  # a derived column is ordered along its levels (Hamming when alpha is 0)
-            extra = [float(len(set(t.tolist())) - 1) if alpha > 0 else 0.0 for _, t in self.aux]
+            extra = [d.steps if alpha > 0 else 0.0 for d in self.aux]
             steps = np.concatenate([steps, extra])
             width += len(self.aux)
         self.steps = steps
@@ -140,8 +188,7 @@ class _GP:
         """The space's encoding plus the derived columns (``feats`` itself when there are none)."""
         if not self.aux:
             return feats
-        extra = [t[np.rint(feats[:, c] * (len(t) - 1)).astype(int)] for c, t in self.aux]
-        return np.hstack([feats, np.array(extra).T])
+        return np.hstack([feats, np.array([d.column(feats) for d in self.aux]).T])
 
     def kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The kernel between rows in the space's own encoding."""

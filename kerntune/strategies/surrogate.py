@@ -95,7 +95,7 @@ from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
 from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
-from kerntune.strategies.gp_model import _NOISE, alignment_columns, ordinal_steps
+from kerntune.strategies.gp_model import _NOISE, alignment_columns, ordinal_steps, thread_block_column
 from kerntune.strategies.parzen import Parzen
 from kerntune.strategies.surrogate_aux import acquisitions, one_blas_thread, startup_configs, thompson_pick, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
@@ -126,7 +126,8 @@ class SurrogateSearch(PerturbSteps):
         else:
             noise = _NOISE if self.opts.noise is None else self.opts.noise
             kernel = {"steps": ordinal_steps(space), "alpha": self.opts.gp_ordinal, "adaptive": self.opts.gp_ordinal_fit,
-                      "aux": alignment_columns(space) if self.opts.gp_align else None}
+                      "aux": ((alignment_columns(space) if self.opts.gp_align else [])
+                              + (thread_block_column(space) if self.opts.gp_threads else []))}
             self.model = _GP(space.encoded_width, self.cap, noise, **kernel)  # type: ignore[arg-type]
             if self.opts.global_fit and self.opts.global_split:
                 # global_fit (eighteenth pass): the global steps' own GP, the same kernel family fitted on global_warp's targets
