@@ -44,8 +44,6 @@ def test_the_gp_stays_the_default_model() -> None:
         SurrogateOptions(model="svm")
     with pytest.raises(KerntuneError, match="rf_spread"):
         SurrogateOptions(model="rf", rf_spread="wide")
-    with pytest.raises(KerntuneError, match="ts_share"):
-        SurrogateOptions(model="rf", ts_share=0.3)
 
 
 def test_the_forest_predicts_its_targets_and_is_unsure_away_from_them() -> None:

@@ -10,29 +10,26 @@ Options (``-o NAME=VALUE``; unknown names stop the run with one line):
 * the engine's (``SurrogateOptions``): ``kappa`` (2.5), ``explore_kappa`` (50), ``local_share``
   (0.3), ``startup`` (5), ``stall`` (evaluations without gain before a restart; default
   max(15, 2 x parameters)), ``tabu_radius`` (2), ``region_radius``, ``refit_every`` (5),
-  ``explore_share`` (0), ``climb_share`` (0.5), ``min_share`` (0.3), ``credit_rate`` (0.1),
-  ``rank_climb`` (false), ``perturb_share`` (0.5: share of the climber's steps that perturb the
-  best config instead of climbing), ``perturb_guide`` (0.5: chance that a perturbed field's new
-  value comes from the density of that field among the best measured configs, else uniform),
-  the fifth pass's ``elites`` (4), ``elite_distance`` (3), ``elite_from_best`` (0.5), ``elite_stall``
-  (20), ``climb_elites`` (true), ``climb_cap`` (10); ``y_warp`` ("copula": the GP's targets are
-  normal scores of the ranks; "log", "blend", "clip"); the sixth pass's options, off by default
-  (``y_clip``, ``local_warp``, ``noise``, ``lead_climb``, ``lead_stall``, ``lead_perturb``,
-  ``late_climb``, ``late_after``, ``perturb_lcb``, ``credit_mean``: ``SurrogateOptions``); the
-  eighth pass's, off by default (``perturb_warp``, ``perturb_shell``, ``explore_stall``); the
-  ninth pass's, off by default (``climb_stall``, ``climb_max``, ``stalled_climb``, ``stalled_perturb``);
-  the tenth pass's, off by default (``y_warp`` "boxcox" / "yeojohnson", ``ts_share``, ``ts_size``,
-  ``hedge``, ``hedge_eta``); the eleventh pass's, off by default: ``model`` ("gp"; "rf" or "et": a
+  ``climb_share`` (0.5), ``min_share`` (0.3), ``credit_rate`` (0.1), ``climb_max`` (0.15),
+  ``perturb_share`` (0.5: share of the climber's steps that perturb the best config instead of
+  climbing), ``perturb_guide`` (0.5: chance that a perturbed field's new value comes from the
+  density of that field among the best measured configs, else uniform), the fifth pass's ``elites``
+  (4), ``elite_distance`` (3), ``elite_from_best`` (0.5), ``elite_stall`` (20), ``climb_elites``
+  (true), ``climb_cap`` (10); ``y_warp`` ("copula": the GP's targets are normal scores of the ranks;
+  "log", "blend", "clip" with ``y_clip``, "boxcox", "yeojohnson"); ``model`` ("gp"; "rf" or "et": a
   random forest or extra trees in the GP's place, SMAC-style, mean and spread over the trees:
-  ``kerntune.strategies.forest_model``, needs the ``forest`` extra), ``rf_trees`` (32), ``rf_leaf`` (2),
-  ``rf_spread`` ("trees": the spread of the tree means; "total": plus the within-leaf variance, SMAC's);
-  the twenty-fourth pass's ``gp_align`` (true: integer fields whose values are not all powers of two
-  get a power-of-two alignment column in the GP's kernel);
+  ``kerntune.strategies.forest_model``, needs the ``forest`` extra; not adopted), ``rf_trees`` (32),
+  ``rf_leaf`` (2), ``rf_spread`` ("trees": the spread of the tree means; "total": plus the
+  within-leaf variance, SMAC's); the thirteenth pass's ``gp_ordinal`` (1.0) and ``gp_ordinal_fit``
+  (true); the twenty-fourth pass's ``gp_align`` (true: integer fields whose values are not all powers
+  of two get a power-of-two alignment column in the GP's kernel); the twenty-sixth pass's
+  ``gp_threads`` (false: Kernel Tuner's thread-block fields get a threads-per-block column);
   the eighteenth pass's, on by default since the twenty-fifth: ``global_warp`` ("log": the GP's global
   steps predict from these targets while its fit and local steps keep ``y_warp``; null: off),
   ``global_fit`` (true: those steps use a second GP fitted on those targets), ``global_share`` (0.5:
   the share of global steps that use them); the GP's only (ignored with ``model`` "rf" or "et");
-  and ``batch_size`` (1 on a recording, up to 8 on GPUs);
+  and ``batch_size`` (1 on a recording, up to 8 on GPUs).  The options of passes that were not
+  adopted are gone from the tree (``SurrogateOptions``' docstring);
 * with a model only: ``initial`` (25), ``refine`` (15), ``max_calls`` (6), ``screen_keep`` (0.6),
   ``temperature`` (0.7), ``max_tokens``, ``include_source``/``include_hardware``/``include_hints``,
   ``new_region_fields`` (2), ``model_clock_s`` (none).

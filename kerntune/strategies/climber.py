@@ -23,12 +23,9 @@ from kerntune.strategies.base import SearchContext
 
 
 class Climber:
-    def __init__(self, ctx: SearchContext, perturb_fields: int = 3, random_restart_share: float = 0.2,
-                 rank: Callable[[list[Config]], list[float]] | None = None) -> None:
-        """``rank`` (lower first) orders a new neighbourhood, e.g. by a surrogate's bound;
-        without it adjacent values come first, in random order."""
+    def __init__(self, ctx: SearchContext, perturb_fields: int = 3, random_restart_share: float = 0.2) -> None:
+        """A new neighbourhood is visited adjacent values first, in random order, then the others."""
         self.ctx = ctx
-        self.rank = rank
         self.perturb_fields = perturb_fields
         self.random_restart_share = random_restart_share
         self.cur: Config | None = None
@@ -51,15 +48,7 @@ class Climber:
         far = ctx.space.neighbours(cfg, "hamming")
         ctx.rng.shuffle(near)
         ctx.rng.shuffle(far)
-        out = near + far
-        if self.rank is not None:
-            fresh = ctx.unmeasured(out)
-            if fresh:
-                scores = self.rank(fresh)
-                order = sorted(range(len(fresh)), key=lambda i: scores[i])
-                keys = {ctx.space.key(c) for c in fresh}
-                out = [fresh[i] for i in order] + [c for c in out if ctx.space.key(c) not in keys]
-        return out
+        return near + far
 
     def perturb(self, base: Config, draw: Callable[[Param], object] | None = None) -> Config | None:
         """A valid unmeasured config with ``perturb_fields`` random fields of ``base`` redrawn:

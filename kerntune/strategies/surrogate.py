@@ -97,7 +97,7 @@ from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
 from kerntune.strategies.gp_model import _NOISE, alignment_columns, ordinal_steps, thread_block_column
 from kerntune.strategies.parzen import Parzen
-from kerntune.strategies.surrogate_aux import acquisitions, one_blas_thread, startup_configs, thompson_pick, warp
+from kerntune.strategies.surrogate_aux import one_blas_thread, startup_configs, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
 from kerntune.strategies.surrogate_perturb import PerturbSteps
 
@@ -124,7 +124,7 @@ class SurrogateSearch(PerturbSteps):
         if self.opts.model != "gp":  # the eleventh pass's random forest (forest_model.py)
             self.model = forest(space.encoded_width, self.cap, self.opts, ctx.rng)
         else:
-            noise = _NOISE if self.opts.noise is None else self.opts.noise
+            noise = _NOISE
             kernel = {"steps": ordinal_steps(space), "alpha": self.opts.gp_ordinal, "adaptive": self.opts.gp_ordinal_fit,
                       "aux": ((alignment_columns(space) if self.opts.gp_align else [])
                               + (thread_block_column(space) if self.opts.gp_threads else []))}
@@ -155,7 +155,7 @@ class SurrogateSearch(PerturbSteps):
         self.region_radius = self.opts.radius(len(space.params))
         self.restarts = 0
         self._restart_pending = False
-        self.climber = Climber(ctx, rank=self.screen if self.opts.rank_climb else None)
+        self.climber = Climber(ctx)
         self._elite_cache: tuple[int, list[Config]] = (-1, [])
         self.since_best = 0                        # evaluations since the best of all last improved
         if self.opts.climb_elites and self.opts.elites > 0:
@@ -163,12 +163,7 @@ class SurrogateSearch(PerturbSteps):
             self.climber.cap = self.opts.climb_cap
         self.owner: dict[str, str] = {}            # config key -> the member that proposed it
         self.credit = {"gp": 0.0, "climb": 0.0}    # running mean log-time gain per proposal of each member
-        self.hedge_gain = np.zeros(5)              # hedge: each acquisition's summed -mean at its nominees
-        self.hedge_last: list[int] | None = None   # hedge: the last global step's nominees (pool indices)
         self.steps = {"gp": 0, "climb": 0}
-        self.gain_sum = {"gp": 0.0, "climb": 0.0}  # all-time log-time gain of each member's measured proposals
-        self.pulls = {"gp": 0, "climb": 0}
-        self.lead_over = False                     # the GP's lead (lead_climb) has ended for good
         self.parzen = Parzen(self.model.pool) if self.opts.perturb_guide > 0 and self.configs else None
         self.all_feats: list[np.ndarray] = []      # every measured config (failures too), for the good density
         self.all_vals: list[float] = []
@@ -228,8 +223,6 @@ class SurrogateSearch(PerturbSteps):
                 best_before = min(self.ys) if self.ys else math.inf
                 gain = best_before - value if math.isfinite(value) and math.isfinite(best_before) else 0.0
                 self.credit[member] = (1 - self.opts.credit_rate) * self.credit[member] + self.opts.credit_rate * max(gain, 0.0)
-                self.gain_sum[member] += max(gain, 0.0)
-                self.pulls[member] += 1
                 if member == "climb":
                     self.climber.observe(cfg, self.ctx.value(t))
             if t.ok and self.model.n < self.cap:
@@ -278,19 +271,6 @@ class SurrogateSearch(PerturbSteps):
                 self.gmodel.refit(self._targets(self.opts.global_warp), self.live)  # type: ignore[arg-type]
             self.since_fit = 0
 
-    def lcb(self, kappa: float | None = None, how: str | None = None) -> np.ndarray | None:
-        """LCB of every pool entry in standardised log-time units (None before any success);
-        ``how``: predict from targets warped thus instead of ``y_warp`` (the fit stays ``y_warp``'s)."""
-        if not self.ys:
-            return None
-        yn = self._normalised()
-        self._refit(yn)
-        if how is not None and how != self.opts.y_warp:
-            yw = warp(np.array(self.ys), how, self.opts.y_clip)
-            yn = (yw - yw.mean()) / (yw.std() or 1.0)
-        mu, sd = self.model.predict(yn)
-        return mu - (self.opts.kappa if kappa is None else kappa) * sd
-
     def screen(self, cfgs: Sequence[Config]) -> list[float]:
         """The surrogate's LCB for arbitrary configs (a model's proposals), lower is better."""
         if not self.ys or not cfgs:
@@ -309,35 +289,16 @@ class SurrogateSearch(PerturbSteps):
         with one_blas_thread():
             return self._propose(n, taken)
 
-    def leading(self) -> bool:
-        """Whether the GP still leads (``lead_climb``): until the first restart, or until the best
-        first stalls for ``lead_stall`` evaluations; once over, the lead does not come back."""
-        if self.opts.lead_climb is None or self.restarts > 0 or self.lead_over:
-            return False
-        if self.opts.lead_stall is not None and self.since_best >= self.opts.lead_stall and self.ys:
-            self.lead_over = True
-        return not self.lead_over
-
     def climb_probability(self) -> float:
         """The climber's share of the next steps: credit-proportional (probability matching),
-        bounded by ``min_share`` on both sides, the prior share until either has credit."""
-        if self.leading():
-            return self.opts.lead_climb  # type: ignore[return-value]
-        if self.opts.climb_stall is not None and self.since_best < self.opts.climb_stall:
-            return 0.0
+        bounded by ``min_share`` on both sides and capped at ``climb_max``, the prior share until
+        either has credit."""
         credit = self.credit
-        if self.opts.credit_mean:
-            credit = {m: self.gain_sum[m] / max(self.pulls[m], 1) for m in credit}
         total = credit["gp"] + credit["climb"]
         share = credit["climb"] / total if total > 1e-12 else self.opts.climb_share
         share = min(max(share, self.opts.min_share), 1.0 - self.opts.min_share)
         if self.opts.climb_max is not None:
             share = min(share, self.opts.climb_max)
-        if self.opts.stalled_climb is not None and self.since_best >= self.stall_after:
-            share = min(share, self.opts.stalled_climb)
-        if self.opts.late_climb is not None and self.budget0:
-            if len(self.all_vals) >= self.opts.late_after * self.budget0:
-                share = min(share, self.opts.late_climb)
         return share
 
     def _propose(self, n: int, taken: set[str] | None) -> list[Config]:
@@ -348,9 +309,7 @@ class SurrogateSearch(PerturbSteps):
             p = self.climb_probability()
             for _ in range(sum(ctx.rng.random() < p for _ in range(n))):
                 c = None
-                leading = (self.opts.lead_perturb and self.leading()) or (
-                    self.opts.stalled_perturb and self.since_best >= self.stall_after)
-                if (ctx.rng.random() < self.opts.perturb_share or leading) and ctx.best is not None:
+                if ctx.rng.random() < self.opts.perturb_share and ctx.best is not None:
                     c = self.perturb(self._perturb_origin())
                 if c is None or space.key(space.canonical(c)) in taken:
                     c = self.climber.propose(taken)
@@ -390,16 +349,11 @@ class SurrogateSearch(PerturbSteps):
         centre_feat = _encode(space, [anchor])[0] if anchor is not None else None
         for q in range(n):
             mu, sd = self.model.predict(yn)
-            mu_g, sd_g, yg_q = mu, sd, yn
+            mu_g, sd_g = mu, sd
             if split and (self.opts.global_share >= 1.0 or ctx.rng.random() < self.opts.global_share):
-                (mu_g, sd_g), yg_q = gmodel.predict(yg), yg
-            if q == 0 and self.hedge_last is not None:
-                self.hedge_gain -= mu[self.hedge_last]  # Hedge's reward: the updated mean at each nominee
-                self.hedge_last = None
-            restart = (self._restart_pending and q == 0) or (
-                self.opts.explore_share > 0 and (self.opts.explore_stall is None or self.since_best >= self.opts.explore_stall)
-                and ctx.rng.random() < self.opts.explore_share)
-            kappa_q = self.opts.explore_kappa if restart else self.opts.kappa_at(len(self.all_vals))
+                mu_g, sd_g = gmodel.predict(yg)
+            restart = self._restart_pending and q == 0
+            kappa_q = self.opts.explore_kappa if restart else self.opts.kappa
             score = mu_g - kappa_q * sd_g
             blocked = mask | self.tabu_mask
             if self.restarts and centre_feat is not None:
@@ -409,28 +363,18 @@ class SurrogateSearch(PerturbSteps):
             if blocked.all():
                 blocked = mask  # every region searched: the tabu yields
             centre = self.region.best_config
-            local_step = False
             if not restart and centre is not None and ctx.rng.random() < self.opts.local_share:
                 near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
                 near = [i for i in near if not mask[i]]
                 if near:
                     if mu_g is not mu:
                         score = mu - kappa_q * sd
-                    if self.opts.local_warp not in (None, self.opts.y_warp) and fantasies == 0:
-                        # Local steps order near-equal configs around the best: the top's
-                        # ordering (ranks) matters there, the global steps want magnitudes.
-                        yl = warp(np.array(self.ys), self.opts.local_warp, self.opts.y_clip)
-                        mu_l, sd_l = self.model.predict((yl - yl.mean()) / (yl.std() or 1.0))
-                        score = mu_l - self.opts.kappa * sd_l
                     local = np.ones(len(mask), dtype=bool)
                     local[near] = False
                     score[local] = np.inf
                     blocked = mask
-                    local_step = True
             score[blocked] = np.inf
-            pick = self._global_pick(mu_g, sd_g, yg_q, score, blocked, q) if not (restart or local_step) else None
-            if pick is None:
-                pick = int(np.argmin(score))
+            pick = int(np.argmin(score))
             if not np.isfinite(score[pick]):
                 score = mu - self.opts.kappa * sd
                 score[mask] = np.inf
@@ -454,29 +398,6 @@ class SurrogateSearch(PerturbSteps):
         if self.gmodel is not None:
             self.gmodel.drop_last(fantasies)
         return [self.configs[i] for i in picks]
-
-
-    def _global_pick(self, mu: np.ndarray, sd: np.ndarray, yn: np.ndarray, score: np.ndarray,
-                     blocked: np.ndarray, q: int) -> int | None:
-        """The tenth pass's global steps (None: the LCB's argmin): a Thompson pick with chance
-        ``ts_share``, or with ``hedge`` one acquisition's pick, chosen by Hedge."""
-        rng = self.ctx.rng
-        allowed = ~blocked
-        if not allowed.any():
-            return None
-        if self.opts.ts_share > 0 and rng.random() < self.opts.ts_share:
-            return thompson_pick(self.model, yn, allowed, score, self.opts.ts_size, rng)
-        if not self.opts.hedge:
-            return None
-        k = self.opts.kappa
-        nominees = [int(np.argmin(np.where(allowed, a, np.inf)))
-                    for a in acquisitions(mu, sd, float(np.min(yn)), (0.4 * k, k, 2.0 * k))]
-        g = self.opts.hedge_eta * (self.hedge_gain - self.hedge_gain.max())
-        p = np.exp(g) / np.exp(g).sum()
-        j = min(int(np.searchsorted(np.cumsum(p), rng.random())), len(p) - 1)
-        if q == 0:
-            self.hedge_last = nominees
-        return nominees[j]
 
 
 def run(ctx: SearchContext, opts: SurrogateOptions | None = None, batch_size: int | None = None) -> None:

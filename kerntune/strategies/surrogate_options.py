@@ -1,6 +1,10 @@
 """The options of ``auto``'s surrogate engine (``kerntune.strategies.surrogate``), apart from the
-engine so that each pass's opt-in designs are listed in one place: ``-o auto.NAME=VALUE`` sets them.
-Why the defaults are what they are: the engine's docstring and ``benchmarks/search_quality/README.md``."""
+engine so that they are listed in one place: ``-o auto.NAME=VALUE`` sets them.  Why the defaults are
+what they are: the engine's docstring and ``benchmarks/search_quality/README.md``.  The options of
+design passes that were not adopted (lead/late climber shares, subspace and shell perturbations,
+Thompson and Hedge acquisitions, space-filling starts, an early bound, a fitted nugget, ...) left the
+tree once their conclusions were written down; the README says at which commit each pass's commands
+run."""
 
 from __future__ import annotations
 
@@ -22,11 +26,9 @@ class SurrogateOptions:
     tabu_radius: int = 2          # fields within which a tabu centre's region is closed
     region_radius: int | None = None  # after a restart, fields within which the region's search stays
     refit_every: int = 5
-    explore_share: float = 0.0    # share of steps that take the most uncertain config (pure exploration)
     climb_share: float = 0.5      # the climber's share of steps before either member has earned credit
     min_share: float = 0.3        # neither member's share falls below this
     credit_rate: float = 0.1      # weight of a proposal's gain in its member's running mean gain
-    rank_climb: bool = False      # the GP's bound orders the climber's neighbourhoods (measured: no gain)
     perturb_share: float = 0.5    # share of the climber's steps that perturb the best config instead of climbing
     perturb_guide: float = 0.5    # chance that a perturbed field's value is drawn from the good density (parzen.py)
     elites: int = 4               # size of the archive of diverse good configs (0: none; perturbations start from the best)
@@ -35,44 +37,16 @@ class SurrogateOptions:
     elite_stall: int = 20         # other elites serve as origins only after this many evaluations without a new best
     climb_elites: bool = True     # at a local optimum (or after climb_cap fruitless steps) climb on from an unvisited elite
     climb_cap: int = 10           # fruitless neighbours before the climber moves to the next elite (0: only at a local optimum)
-    # Sixth design pass (options, none adopted: README "Sixth pass"; each lifted one space and cost another)
-    y_warp: str = "copula"        # GP targets: copula (seventh pass), log, blend or clip (surrogate_aux.warp)
+    # The GP's targets (sixth, seventh and tenth passes; surrogate_aux.warp)
+    y_warp: str = "copula"        # copula (normal scores of the ranks), log, blend, clip, boxcox or yeojohnson
     y_clip: float = 0.5           # quantile above which "clip" caps the log-times
-    local_warp: str | None = None  # y_warp of the GP's local steps only (None: y_warp)
-    noise: float | None = None    # the GP's nugget (None: gp's 1e-3)
-    lead_climb: float | None = None  # the climber's share until the first restart (None: no GP lead)
-    lead_stall: int | None = None  # the GP's lead also ends once the best has not improved for this many evaluations
-    lead_perturb: bool = False    # while the GP leads, the climber member's steps are all perturbations
-    late_climb: float | None = None  # after late_after of the evaluation budget the climber's share is at most this
-    late_after: float = 0.5
-    perturb_lcb: float = 0.0      # chance that a perturbation's redrawn fields take the GP's best LCB in that subspace
-    credit_mean: bool = False     # credit = each member's mean log-time gain over all its proposals (no decay)
-    # Eighth design pass (options, off by default: README "Eighth pass")
-    perturb_warp: str | None = None  # y_warp of perturb_lcb's subspace pick only (None: y_warp); the model's fit is unchanged
-    explore_stall: int | None = None  # explore_share applies only once the best has not improved for this many evaluations
-    perturb_shell: int = 0        # > 0: perturb_lcb's pick is the lowest-LCB unmeasured config 2..perturb_shell fields from the origin (the GP picks the fields too)
-    # Ninth design pass (options, off by default: README "Ninth pass"; each lifted convolution_A100 and cost convolution_A4000)
-    climb_stall: int | None = None  # the climber member proposes only once the best has not improved for this many evaluations
+    # Ninth design pass (README "Ninth pass")
     climb_max: float | None = 0.15  # the climber's share is at most this (after min_share); default since the thirteenth pass (None before)
-    stalled_climb: float | None = None  # the climber's share is at most this while the best has not improved for stall_after evaluations
-    stalled_perturb: bool = False  # while the best has not improved for stall_after evaluations, the climber member only perturbs
-    # Tenth design pass (options, off by default: README "Tenth pass"); y_warp also takes "boxcox" and "yeojohnson"
-    ts_share: float = 0.0         # share of the GP's global steps that take the argmin of a joint posterior sample (Thompson)
-    ts_size: int = 300            # Thompson candidates: this many of lowest LCB plus as many random allowed configs
-    hedge: bool = False           # the GP's global steps pick among LCB (0.4, 1, 2 x kappa), EI and PI by Hedge (GP-Hedge)
-    hedge_eta: float = 1.0        # Hedge's learning rate on the summed posterior means at each acquisition's nominees
     # Eleventh design pass (options, off by default: README "Eleventh pass"; forest_model.py)
     model: str = "gp"             # the engine's surrogate: "gp" (Hamming-kernel GP) or "rf" / "et" (random forest / extra trees, SMAC-style)
     rf_trees: int = 32            # trees of "rf" / "et"
     rf_leaf: int = 2              # minimum samples per leaf of "rf" / "et"
     rf_spread: str = "trees"      # the forest's uncertainty: "trees" (spread of the tree means) or "total" (plus the within-leaf variance, SMAC)
-
-    # Twelfth design pass (options, off by default: README "Twelfth pass"; the start of a run)
-    startup_default: bool = True  # the space's default config is the first of the startup (False: all random)
-    startup_design: str = "random"  # the startup's random configs: "random" (independent draws), "maximin" (fields far from the default and each other, surrogate_aux.maximin_pick) or "spread" (far from each other only)
-    startup_pool: int = 20        # "maximin" picks from this many random candidates per startup config
-    early_kappa: float | None = None  # the LCB's width while fewer than early_until configs are measured (None: kappa)
-    early_until: int = 20
 
     # Thirteenth design pass (adopted with climb_max 0.15: README "Thirteenth pass"; gp_model._GP)
     gp_ordinal: float = 1.0       # > 0: ordered fields may enter the GP's kernel as |index difference| ** this (0: Hamming only)
@@ -87,7 +61,7 @@ class SurrogateOptions:
     # half of the GP's global steps predict from log-times with a second GP fitted on them, so that a
     # landscape told apart by magnitude (an isolated optimum) and one told apart by rank both have a model.
     # Only with model "gp" and a global_warp other than y_warp (else ignored).
-    global_warp: str | None = "log"  # y_warp of the GP's global steps only (restart points too); the fit and the local steps keep y_warp / local_warp
+    global_warp: str | None = "log"  # y_warp of the GP's global steps only (restart points too); the fit and the local steps keep y_warp
     global_fit: bool = True       # with global_warp: the global steps use a second GP with its own kernel fit on global_warp's targets
     global_share: float = 0.5     # with global_warp: the share of global steps that use it (the others keep y_warp)
 
@@ -96,10 +70,6 @@ class SurrogateOptions:
         """Whether the GP's global steps use other targets than its fit (``global_warp``): only
         with the GP (``model`` "gp") and a ``global_warp`` that differs from ``y_warp``."""
         return self.model == "gp" and self.global_warp not in (None, self.y_warp)
-
-    def kappa_at(self, measured: int) -> float:
-        """The LCB's width of a global step after ``measured`` configs (``early_kappa`` early)."""
-        return self.early_kappa if self.early_kappa is not None and measured < self.early_until else self.kappa
 
     def stall_after(self, n_params: int) -> int:
         return self.stall if self.stall is not None else max(15, 2 * n_params)
@@ -110,8 +80,6 @@ class SurrogateOptions:
     def __post_init__(self) -> None:
         if self.model not in ("gp", "rf", "et"):
             raise KerntuneError(f'auto: model must be "gp", "rf" or "et", not {self.model!r}')
-        if self.startup_design not in ("random", "maximin", "spread"):
-            raise KerntuneError(f'auto: startup_design must be "random", "maximin" or "spread", not {self.startup_design!r}')
         if self.rf_spread not in ("trees", "total"):
             raise KerntuneError(f'auto: rf_spread must be "trees" or "total", not {self.rf_spread!r}')
         if not 0.0 <= self.gp_ordinal <= 2.0:
@@ -120,5 +88,3 @@ class SurrogateOptions:
             raise KerntuneError(f"auto: global_warp must be null or one of {', '.join(WARPS)}, not {self.global_warp!r}")
         if not 0.0 <= self.global_share <= 1.0:
             raise KerntuneError(f"auto: global_share must be in [0, 1], not {self.global_share}")
-        if self.model != "gp" and self.ts_share > 0:
-            raise KerntuneError("auto: ts_share samples the GP's joint posterior; it needs model \"gp\"")

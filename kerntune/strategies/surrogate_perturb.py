@@ -1,6 +1,6 @@
 """The perturbation steps of ``auto``'s surrogate engine (``kerntune.strategies.surrogate``): where a
 perturbation starts (the best config or another elite of a diverse archive) and how its redrawn fields
-take their values (the good density of ``parzen.py``, or the GP's bound within a subspace).  A mixin of
+take their values (the good density of ``parzen.py``).  A mixin of
 ``SurrogateSearch``, apart so that the engine's module stays about its GP steps; why each piece is as it
 is: the engine's docstring ("Why perturbation steps", "Why an archive of diverse elites")."""
 
@@ -11,8 +11,6 @@ from typing import Any
 import numpy as np
 
 from kerntune.space import Config, Param
-from kerntune.strategies.gp_model import _encode
-from kerntune.strategies.surrogate_aux import shell_best, subspace_best
 
 
 class PerturbSteps:
@@ -50,10 +48,6 @@ class PerturbSteps:
     def perturb(self, base: Config) -> Config | None:
         """The climber's perturbation of ``base``, each redrawn field's value from the good density
         with probability ``perturb_guide`` (an estimation-of-distribution mutation), else uniform."""
-        if self.opts.perturb_lcb > 0 and self.ys and self.ctx.rng.random() < self.opts.perturb_lcb:
-            c = self._subspace_lcb(base)
-            if c is not None:
-                return c
         if self.parzen is None or len(self.all_vals) < 2:
             return self.climber.perturb(base)
         obs, vals = np.array(self.all_feats), np.array(self.all_vals)
@@ -72,17 +66,3 @@ class PerturbSteps:
             return values[int(round(lv[j] * (len(values) - 1)))]
 
         return self.climber.perturb(base, draw)
-
-    def _subspace_lcb(self, base: Config) -> Config | None:
-        """``perturb_lcb``: ``perturb_fields`` random fields of ``base`` take the values of the
-        lowest-LCB unmeasured config that keeps every other field (``surrogate_aux.subspace_best``)."""
-        space = self.ctx.space
-        if self.opts.perturb_shell > 0:
-            pick = shell_best(self.model.pool, self.widths, _encode(space, [base])[0], 2, self.opts.perturb_shell,
-                              np.array(self.measured, dtype=bool), lambda: self.lcb(how=self.opts.perturb_warp))  # type: ignore[arg-type,return-value]
-            return None if pick is None else dict(self.configs[pick])
-        chosen = {p.name for p in self.ctx.rng.sample(space.params, min(self.climber.perturb_fields, len(space.params)))}
-        free = np.concatenate([np.full(w, p.name in chosen) for p, w in zip(space.params, self.widths)])
-        pick = subspace_best(self.model.pool, free, _encode(space, [base])[0], np.array(self.measured, dtype=bool),
-                             lambda: self.lcb(how=self.opts.perturb_warp))  # type: ignore[arg-type,return-value]
-        return None if pick is None else dict(self.configs[pick])
