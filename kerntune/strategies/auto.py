@@ -22,8 +22,7 @@ Options (``-o NAME=VALUE``; unknown names stop the run with one line):
   ``rf_leaf`` (2), ``rf_spread`` ("trees": the spread of the tree means; "total": plus the
   within-leaf variance, SMAC's); the thirteenth pass's ``gp_ordinal`` (1.0) and ``gp_ordinal_fit``
   (true); the twenty-fourth pass's ``gp_align`` (true: integer fields whose values are not all powers
-  of two get a power-of-two alignment column in the GP's kernel); the twenty-sixth pass's
-  ``gp_threads`` (false: Kernel Tuner's thread-block fields get a threads-per-block column);
+  of two get a power-of-two alignment column in the GP's kernel);
   the eighteenth pass's, on by default since the twenty-fifth: ``global_warp`` ("log": the GP's global
   steps predict from these targets while its fit and local steps keep ``y_warp``; null: off),
   ``global_fit`` (true: those steps use a second GP fitted on those targets), ``global_share`` (0.5:

@@ -99,38 +99,6 @@ def alignment_columns(space: Space) -> list[Derived]:
     return out
 
 
-#: Kernel Tuner's default ``block_size_names``: the thread block's dimensions
-THREAD_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
-
-
-def thread_block_column(space: Space) -> list[Derived]:
-    """A column holding log2 of the threads per block (the product of the fields named as Kernel
-    Tuner's thread-block dimensions), scaled to [0, 1]; none unless at least two of them vary.
-
-    Why: occupancy, warps per block and the registers and shared memory each block claims follow
-    the block's thread count, not one of its dimensions, so 32x4 and 64x2 (or 16x8) behave alike
-    in ways the fields' own columns cannot express (a hyperbola across two axes).  The column's
-    length-scale is fitted like any field's, and zero switches it off."""
-    cols: list[tuple[int, np.ndarray]] = []
-    col = 0
-    for p in space.params:
-        vals = p.values() if p.width == 1 else ()
-        if (p.name in THREAD_BLOCK_NAMES and vals
-                and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in vals)):
-            cols.append((col, np.log2(np.array(vals, dtype=float))))
-        col += p.width
-    if sum(len(t) > 1 for _, t in cols) < 2:
-        return []
-    lo = sum(float(t.min()) for _, t in cols)
-    span = sum(float(t.max()) for _, t in cols) - lo
-
-    def column(feats: np.ndarray) -> np.ndarray:
-        total = sum(t[np.rint(feats[:, c] * (len(t) - 1)).astype(int)] for c, t in cols)
-        return (np.asarray(total) - lo) / span
-
-    return [Derived(column, span)]
-
-
 class _GP:
     """Zero-mean GP with a Hamming ARD kernel, predicting over a growable pool.
 
@@ -141,8 +109,7 @@ class _GP:
     the far end of the range (``adaptive``: ordinal or Hamming per field, by the marginal likelihood).
     Unordered fields stay Hamming.
 
-    With ``aux`` (``alignment_columns``, ``thread_block_column``; ``auto``'s ``gp_align``, ``gp_threads``),
-    derived columns join the kernel:
+    With ``aux`` (``alignment_columns``; ``auto``'s ``gp_align``), derived columns join the kernel:
     callers keep passing the space's own encoding (``pool`` stays in it), and the GP appends the
     derived columns itself (``xpool``, ``obs``)."""
 

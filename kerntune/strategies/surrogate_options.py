@@ -54,8 +54,6 @@ class SurrogateOptions:
 
     # Twenty-fourth design pass (adopted: README "Twenty-fourth pass"; gp_model.alignment_columns)
     gp_align: bool = True         # integer fields not all powers of two get a power-of-two alignment column in the GP's kernel
-    # Twenty-sixth design pass (README "Twenty-sixth pass"; gp_model.thread_block_column)
-    gp_threads: bool = False      # Kernel Tuner's thread-block fields (block_size_x/y/z) get a log2 threads-per-block column in the GP's kernel
 
     # Eighteenth design pass, adopted with gp_align in the twenty-fifth (README "Eighteenth pass", "Twenty-fifth pass"):
     # half of the GP's global steps predict from log-times with a second GP fitted on them, so that a
