@@ -122,7 +122,9 @@ def corpus(d: Path, store: Path) -> list[Case]:
                                ("tpe", "multivariate=1", "multivariate"), ("pattern", "initial=-1", "initial"),
                                ("pattern", "random_restart_share=2", "random_restart_share"),
                                ("random", "batch_size=0", "batch_size"), ("exhaustive", "batch_size=true", "batch_size"),
-                               ("bayes", "population=3", "unknown option")]:
+                               ("bayes", "population=3", "unknown option"), ("auto", "kappa=NaN", "kappa"),
+                               ("auto", "local_share=2", "local_share"), ("auto", "stall=0", "stall"),
+                               ("auto", "ts_share=0.3", "unknown option"), ("auto", "global_share=-1", "global_share")]:
         cases.append(Case(f"tune-o:{strat}:{opt}", tune + g + ["--strategy", strat, "-o", opt], needles=(needle,)))
     for args, needle in [(["--seed", "-1"], "--seed"), (["--seed", str(2**63)], "--seed"), (["--seed", "abc"], "--seed"),
                          (["--seed", "1.5"], "--seed"), (["--budget", "0"], "budget"), (["--budget", "-5"], "budget"),

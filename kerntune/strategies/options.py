@@ -114,9 +114,69 @@ class LLMSeededOptions(LLMOptions):
         return self
 
 
+_Warp = Literal["log", "copula", "blend", "clip", "boxcox", "yeojohnson"]  # surrogate_aux.WARPS (a test keeps them equal)
+
+
+class AutoOptions(_Options):
+    """``auto``: its engine's options (``SurrogateOptions``, whose defaults are the ones used; a test
+    keeps these equal to them) and, with a model, the cooperation's (``auto_model.run_with_model``)."""
+
+    # the GP and its steps
+    kappa: float = Field(2.5, ge=0, le=100, description="exploration weight of the GP's lower confidence bound")
+    explore_kappa: float = Field(50.0, ge=0, le=10_000, description="that weight for a restart's first config")
+    local_share: float = Field(0.3, ge=0, le=1, description="share of GP steps among the one-field neighbours of the region's best")
+    startup: int = Field(5, ge=0, le=_BIG, description="the default config plus random ones before the model decides")
+    refit_every: int = Field(5, ge=1, le=_BIG, description="observations between refits of the kernel")
+    y_warp: _Warp = Field("copula", description="the GP's targets: copula (normal scores of the ranks), log, ...")
+    y_clip: float = Field(0.5, gt=0, lt=1, description="quantile above which y_warp clip caps the log-times")
+    global_warp: Optional[_Warp] = Field("log", description="targets that global_share of the GP's global steps predict from (null: y_warp's)")
+    global_fit: bool = Field(True, description="those steps use a second GP fitted on those targets (false: the main GP predicts from them)")
+    global_share: float = Field(0.5, ge=0, le=1, description="share of global steps that use global_warp's targets")
+    gp_ordinal: float = Field(1.0, ge=0, le=2, description="ordered fields may enter the kernel as |index difference| ** this (0: Hamming)")
+    gp_ordinal_fit: bool = Field(True, description="ordinal or Hamming per field by the marginal likelihood")
+    gp_align: bool = Field(True, description="integer fields not all powers of two get a power-of-two alignment column")
+    model: Literal["gp", "rf", "et"] = Field("gp", description="the surrogate: gp, or a random forest / extra trees (the forest extra)")
+    rf_trees: int = Field(32, ge=1, le=10_000, description="trees of rf / et")
+    rf_leaf: int = Field(2, ge=1, le=_BIG, description="minimum samples per leaf of rf / et")
+    rf_spread: Literal["trees", "total"] = Field("trees", description="the forest's uncertainty: spread of the tree means, or plus the leaves' variance")
+    # restarts
+    stall: Optional[int] = Field(None, ge=1, le=_BIG, description="evaluations without gain before a restart (default max(15, 2 x parameters))")
+    tabu_radius: int = Field(2, ge=0, le=1000, description="fields within which a left basin is closed to global steps")
+    region_radius: Optional[int] = Field(None, ge=0, le=1000, description="after a restart, fields within which the search stays (default: all)")
+    # the climber member
+    climb_share: float = Field(0.5, ge=0, le=1, description="the climber's share before either member has earned credit (0: no climber)")
+    min_share: float = Field(0.3, ge=0, le=0.5, description="neither member's share falls below this (before climb_max)")
+    climb_max: Optional[float] = Field(0.15, ge=0, le=1, description="the climber's share is at most this (null: no cap)")
+    credit_rate: float = Field(0.1, gt=0, le=1, description="weight of a proposal's gain in its member's running credit")
+    perturb_share: float = Field(0.5, ge=0, le=1, description="share of climber steps that perturb a good config instead of climbing")
+    perturb_guide: float = Field(0.5, ge=0, le=1, description="chance that a perturbed field's value comes from the good configs' density")
+    elites: int = Field(4, ge=0, le=1000, description="archive of diverse good configs that perturbations may start from (0: none)")
+    elite_distance: int = Field(3, ge=0, le=1000, description="fields between any two configs of the archive, at least")
+    elite_from_best: float = Field(0.5, ge=0, le=1, description="chance that a perturbation starts from the best rather than another elite")
+    elite_stall: int = Field(20, ge=0, le=_BIG, description="evaluations without a new best before other elites serve as origins")
+    climb_elites: bool = Field(True, description="at a local optimum the climber climbs on from an unvisited elite")
+    climb_cap: int = Field(10, ge=0, le=_BIG, description="fruitless neighbours before the climber moves to the next elite (0: only at a local optimum)")
+    batch_size: Optional[int] = Field(None, ge=1, le=1024, description="configs proposed at once (default 1 on a recording, up to 8 on GPUs)")
+    # with a model (--llm) only
+    initial: int = Field(25, ge=1, le=10_000, description="with a model: configs of its first answer")
+    refine: int = Field(15, ge=1, le=10_000, description="with a model: configs of each later answer")
+    max_calls: int = Field(6, ge=1, le=10_000, description="with a model: calls at most (the first included)")
+    screen_keep: float = Field(0.6, ge=0, le=1, description="with a model: share of a later answer the surrogate lets through")
+    temperature: float = Field(0.7, ge=0, le=2, description="with a model: its sampling temperature")
+    max_tokens: int = Field(6000, ge=1, le=1_000_000, description="with a model: answer length cap per call")
+    include_source: bool = Field(True, description="with a model: show the kernel source in the prompt")
+    include_hardware: bool = Field(True, description="with a model: show the GPU's facts in the prompt")
+    include_hints: bool = Field(True, description="with a model: show tuning hints in the prompt")
+    new_region_fields: int = Field(2, ge=1, le=1000, description="with a model: ask again once the best moved this many fields from what it saw")
+    model_clock_s: Optional[float] = Field(None, gt=0, description="with a model, on a recording: charge each call as this many seconds")
+    overlap_first: int = Field(10, ge=0, le=_BIG, description="with a model: evaluations the surrogate may spend while the first call is out")
+    overlap_later: Optional[int] = Field(None, ge=0, le=_BIG, description="with a model: the same for later calls (default refine)")
+
+
 MODELS: dict[str, type[_Options]] = {
     "exhaustive": ExhaustiveOptions, "random": RandomOptions, "pattern": PatternOptions, "genetic": GeneticOptions,
     "bayes": BayesOptions, "gp": GPOptions, "tpe": TPEOptions, "llm": LLMOptions, "llm-seeded": LLMSeededOptions,
+    "auto": AutoOptions,
 }
 
 
@@ -160,7 +220,7 @@ def describe_options(strategy: str) -> list[tuple[str, str, str, str]]:
     """(name, type, default, what it does) of each option, from the model itself."""
     model = MODELS.get(strategy_name(strategy))
     if model is None:
-        return []   # a strategy that checks its own options (auto: its engine's dataclass)
+        return []   # a strategy that checks its own options
     out = []
     for name, f in model.model_fields.items():
         bounds = [f"{k} {getattr(m, k)}" for m in f.metadata for k in ("ge", "gt", "le", "lt") if getattr(m, k, None) is not None]
