@@ -1,0 +1,67 @@
+"""The engine's tabu after a restart (``SurrogateSearch._restart``) and the twenty-seventh pass's
+``tabu_until``: a real engine on the synthetic recording, its restart forced, its global steps read."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+
+from kerntune.strategies import Budget
+from kerntune.strategies.base import SearchContext
+from kerntune.strategies.surrogate import SurrogateOptions, SurrogateSearch
+from tests.scripted import synthetic_evaluator, synthetic_time
+
+
+def _restarted(tmp_path: Path, **opts: object) -> tuple[SurrogateSearch, SearchContext]:
+    """An engine told 12 configs, then restarted: its incumbent's two-field ball is tabu."""
+    ev = synthetic_evaluator(tmp_path)
+    ctx = SearchContext(ev.space, ev, Budget(max_evals=40), seed=0)
+    engine = SurrogateSearch(ctx, SurrogateOptions(climb_share=0.0, local_share=0.0, **opts))  # type: ignore[arg-type]
+    ok = [c for c in ev.space.enumerate() if synthetic_time(c) is not None]
+    sample = random.Random(3).sample(ok, 12)
+    engine.tell(sample, ctx.evaluate(sample))
+    engine._restart()
+    engine._restart_pending = False  # the next global step is an ordinary one
+    return engine, ctx
+
+
+def _ball_only(engine: SurrogateSearch) -> None:
+    """Measured-mark everything outside the tabu ball, so that a global step must pick inside it or nothing."""
+    for i, closed in enumerate(engine.tabu_mask):
+        if not closed:
+            engine.measured[i] = True
+
+
+def test_the_tabu_closes_the_ball_to_global_steps_until_tabu_until(tmp_path: Path) -> None:
+    engine, _ = _restarted(tmp_path)
+    assert engine.tabu_mask.sum() > 1
+    _ball_only(engine)
+    # every config is either measured or tabu: the tabu yields rather than stop the search (as before)
+    pick = engine._gp_propose(1, set())
+    assert pick and engine.tabu_mask[engine.index[engine.ctx.space.key(pick[0])]]
+
+    engine, _ = _restarted(tmp_path, tabu_until=0.9)   # 12 of 40 evaluations spent: still closed
+    assert not engine._tabu_lifted()
+    engine, _ = _restarted(tmp_path, tabu_until=0.25)  # past a quarter of the budget: lifted
+    assert engine._tabu_lifted()
+
+
+def test_a_lifted_tabu_lets_the_global_steps_back_into_the_ball(tmp_path: Path) -> None:
+    closed, _ = _restarted(tmp_path)
+    lifted, _ = _restarted(tmp_path, tabu_until=0.25)
+    picks = {}
+    for name, engine in (("closed", closed), ("lifted", lifted)):
+        yn = engine._normalised()
+        engine._refit(yn)
+        mu, sd = engine.model.predict(yn)
+        score = mu - engine.opts.kappa * sd
+        score[np.array(engine.measured)] = np.inf
+        best_anywhere = int(np.argmin(score))
+        picks[name] = (engine.index[engine.ctx.space.key(engine._gp_propose(1, set())[0])], best_anywhere,
+                       bool(engine.tabu_mask[best_anywhere]))
+    pick, best, _ = picks["lifted"]
+    assert pick == best  # the LCB's argmin over every unmeasured config, tabu or not
+    pick, best, best_is_tabu = picks["closed"]
+    assert best_is_tabu and pick != best  # this history's best bound lies in the ball: closed to the step
