@@ -124,13 +124,12 @@ class SurrogateSearch(PerturbSteps):
         if self.opts.model != "gp":  # the eleventh pass's random forest (forest_model.py)
             self.model = forest(space.encoded_width, self.cap, self.opts, ctx.rng)
         else:
-            noise = _NOISE
             kernel = {"steps": ordinal_steps(space), "alpha": self.opts.gp_ordinal, "adaptive": self.opts.gp_ordinal_fit,
                       "aux": alignment_columns(space) if self.opts.gp_align else None}
-            self.model = _GP(space.encoded_width, self.cap, noise, **kernel)  # type: ignore[arg-type]
+            self.model = _GP(space.encoded_width, self.cap, _NOISE, **kernel)  # type: ignore[arg-type]
             if self.opts.global_fit and self.opts.global_split:
                 # global_fit (eighteenth pass): the global steps' own GP, the same kernel family fitted on global_warp's targets
-                self.gmodel = _GP(space.encoded_width, self.cap, noise, **kernel)  # type: ignore[arg-type]
+                self.gmodel = _GP(space.encoded_width, self.cap, _NOISE, **kernel)  # type: ignore[arg-type]
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
