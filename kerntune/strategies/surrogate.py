@@ -49,7 +49,8 @@ and length-scales, while the search only needs the good configs in order.  Over 
 8 seeds; the worst space did not move beyond noise (0.53 +- 0.02 both; the isolated optimum of
 convolution_A100 is told apart by magnitude, which ranks flatten).  The sixth pass's other options
 (a GP lead until the first restart, a late cap on the climber, subspace-LCB perturbations,
-undecayed credit) stay off: none raised the worst space beyond noise at 60 repeats a seed.
+undecayed credit) were not adopted: none raised the worst space beyond noise at 60 repeats a seed
+(they left the tree with the other passes' unadopted options; the benchmarks README says where they run).
 
 The start stays the default plus random draws (twelfth pass, ``surrogate_aux.startup_configs``):
 space-filling starts and an early bound moved the first evaluations, not the score.
