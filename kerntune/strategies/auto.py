@@ -5,7 +5,8 @@ Without a model it is the surrogate engine (``kerntune.strategies.surrogate``: t
 hold it).  With a model (``--llm``) the model and the engine share one budget
 (``kerntune.strategies.auto_model``).
 
-Options (``-o NAME=VALUE``; unknown names stop the run with one line):
+Options (``-o NAME=VALUE``; checked before anything is measured and listed with their bounds by
+``kerntune options auto``: ``strategies.options.AutoOptions``; unknown names stop the run with one line):
 
 * the engine's (``SurrogateOptions``): ``kappa`` (2.5), ``explore_kappa`` (50), ``local_share``
   (0.3), ``startup`` (5), ``stall`` (evaluations without gain before a restart; default
