@@ -359,7 +359,7 @@ class SurrogateSearch(PerturbSteps):
             restart = self._restart_pending and q == 0
             kappa_q = self.opts.explore_kappa if restart else self.opts.kappa
             score = mu_g - kappa_q * sd_g
-            blocked = mask | self.tabu_mask if not self._tabu_lifted() else mask.copy()
+            blocked = mask if self._tabu_lifted() else mask | self.tabu_mask
             if self.restarts and centre_feat is not None:
                 # A restarted region searches near its own start: the global model would pull
                 # it back towards the regions it knows, which is what the restart escapes.
