@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "transform"
 # Tests that need the tiled rewrite to come out faster time each config 20 times (about 2 ms each at
 # N=128): PoCL runs on every core, and with 3 the test files running beside this one once made the
-# 1.6x-faster rewrite read "not faster".
+# 1.6x-faster rewrite read "not faster".  Its screening on a loaded CI machine once read 8% slower
+# still; the acceptance is now decided on side-by-side turns (TransformContext.side_by_side).
 NAIVE = (DATA / "matmul_naive.cl").read_text()
 ORIGINAL = {"block_size_x": [16], "block_size_y": [16]}
 N = 128
@@ -74,6 +75,9 @@ def test_scripted_model_autonomous_tiles_naive_matmul_rejects_wrong_and_non_tuni
     assert any("TILE_SIZE" in n and "dropped" in n for n in tiled.notes)
     assert tiled.restrictions == ["block_size_y * WPT <= 16"] and tiled.statuses == {"ok": 6}
     assert result.accepted == ["s3"] and result.speedup > 1.0 and tiled.speedup > 1.0
+    # judged side by side with the original (3 rounds in one worker), not on screening minutes apart
+    assert any(n.startswith("side by side (3 rounds") for n in tiled.notes), tiled.notes
+    assert result.speedup == pytest.approx(tiled.speedup)
     assert "__local float As" in result.kernel_source and "#define TILE_K" not in result.kernel_source
     assert result.grid_div == {"y": ["block_size_y", "WPT"]}
 

@@ -65,8 +65,10 @@ def transform(
                                            "combined file go (default .kerntune/transform/NAME-TIME)"),
     fix_rounds: int = typer.Option(1, "--fix-rounds", min=0, help="Triton: times a rewrite rejected as wrong, "
                                    "unloadable or crashing goes back to the model with the reason"),
-    retime_rounds: Optional[int] = typer.Option(None, "--retime-rounds", help="Triton: rounds re-timing the winner "
-                                                "against the original side by side (0: none; default the protocol's)"),
+    retime_rounds: Optional[int] = typer.Option(None, "--retime-rounds", help="Rounds re-timing kernels side by "
+                                                "side (0: none). Kernel Tuner: every correct rewrite against the "
+                                                "current and original kernels, default 3; Triton: the winner against "
+                                                "the original, default the protocol's"),
     rep_ms: Optional[int] = typer.Option(None, "--rep-ms", help="Triton: timing window per config in ms "
                                          "(default the protocol's)"),
 ) -> None:
@@ -108,7 +110,7 @@ def transform(
                                search=search or "exhaustive", budget=budget, budget_seconds=seconds,
                                performance_threshold=performance_threshold, iterations=iterations, timeout_s=timeout,
                                memory_mb=memory_mb, store=st, seed=seed,
-                               on_event=events)
+                               confirm_rounds=3 if retime_rounds is None else retime_rounds, on_event=events)
         result = kt.run()
     finally:
         st.close()

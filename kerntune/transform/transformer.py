@@ -104,7 +104,9 @@ class KernelTransformer:
     describe how the original kernel is launched (Kernel Tuner's conventions).  Every rewrite's space is
     searched with the kerntune strategy ``search`` (default exhaustive) under ``budget`` evaluations
     and ``budget_seconds``; a rewrite is accepted when correct and ``performance_threshold`` percent
-    faster than the best kernel so far.  Trials go to ``store`` (a kerntune Store) when given.
+    faster than the best kernel so far, timed side by side with it (and the original) in turns for
+    ``confirm_rounds`` rounds (0: on the screening times alone).  Trials go to ``store`` (a kerntune
+    Store) when given.
     """
 
     def __init__(self, kernel_source: str, strategy: str | TuningStrategy = "autonomous", llm: Any = None,
@@ -119,7 +121,7 @@ class KernelTransformer:
                  temperature: float = 0.2, max_tokens: int = 8192, workdir: str | Path | None = None,
                  platform: int = 0, device: int = 0,
                  compiler_options: Sequence[str] = (), strategy_options: Mapping[str, Any] | None = None,
-                 on_event: Callable[[str], None] | None = None) -> None:
+                 confirm_rounds: int = 3, on_event: Callable[[str], None] | None = None) -> None:
         self.strategy = make_strategy(strategy, **dict(strategy_options or {}))
         self.llm = make_client(llm)
         self.session_kwargs = dict(workdir=workdir, iterations=iterations, timeout_s=timeout_s, memory_mb=memory_mb,
@@ -145,7 +147,7 @@ class KernelTransformer:
         self.ctx_kwargs = dict(search=search, budget=budget, budget_seconds=budget_seconds,
                                performance_threshold=performance_threshold, search_options=search_options,
                                store=store, seed=seed, temperature=temperature, max_tokens=max_tokens,
-                               on_event=on_event)
+                               confirm_rounds=confirm_rounds, on_event=on_event)
         self.ctx: TransformContext | None = None
 
     def run(self) -> TransformResult:

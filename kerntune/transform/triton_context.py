@@ -65,6 +65,9 @@ class TritonTransformContext(TransformContext):
         spec = spec_of(original, session.name, "original")
         self.variants[spec.hash] = original
         super().__init__(spec, session, llm, **kwargs)
+        # a Triton variant is its own harness process: variants are judged on the protocol's screening
+        # (with its runoff of close leaders), and the winner is re-timed against the original at the end
+        self.confirm_rounds = 0
         self.evaluations = 0
 
     # -- the original kernel file -------------------------------------------------------------------
