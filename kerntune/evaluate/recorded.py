@@ -67,7 +67,7 @@ class Recording:
         errors from each config's individual runs (Kernel Tuner's ``times``).  Why: on a space whose
         top is a plateau the methodology score rewards telling apart configs 0.1% apart; when a dozen
         lie inside the measurement's noise, the score near the top measures which one the noise
-        favoured (``benchmarks/search_quality/README.md``, twenty-second pass).  ``None`` when the
+        favoured (``benchmarks/search_quality/PASSES.md``, twenty-second pass).  ``None`` when the
         optimum was recorded without its runs.
         """
         best = self.optimum if self.ok_times else None

@@ -2,7 +2,7 @@
 (Hutter et al. 2011) in the place of the Hamming-kernel GP, with the same portfolio, climber,
 restarts, tabu list and elites around it.
 
-Why try it.  Ten design passes on the GP engine (``benchmarks/search_quality/README.md``) moved
+Why try it.  Ten design passes on the GP engine (``benchmarks/search_quality/PASSES.md``) moved
 portfolio shares, acquisitions, restarts and target warps; none lifted the worst recorded space,
 and the tenth pass put the ceiling on the model itself.  A tree ensemble is the other standard
 model over discrete, partly categorical tuning spaces: splits on a field's position keep the order
@@ -17,7 +17,7 @@ deviation across trees), as SMAC does.  It has ``_GP``'s interface (``add_pool``
 same for both models; the GP path is untouched when ``model`` is "gp".  Trees are seeded from the
 search's RNG, so a run is deterministic for its seed.
 
-What the eleventh pass measured (budget 200, 20 repeats, seed 0; ``benchmarks/search_quality/README.md``,
+What the eleventh pass measured (budget 200, 20 repeats, seed 0; ``benchmarks/search_quality/PASSES.md``,
 "Eleventh pass").  Not adopted: in the default engine the forest lowered the mean score from 0.735 to
 0.693 and the worst space from 0.50 to 0.39; none of the variants (extra trees, LCB width 1, SMAC's
 total-variance spread, log-time targets, one sample a leaf, a smaller climber share) lifted the worst

@@ -6,7 +6,7 @@ the new values uniformly ignores what the run has learnt about each field, and a
 over a field of dozens of values rarely lands on a good one.  Drawing some of them from the
 density of that field's values among the best measured configs (an estimation-of-distribution
 mutation) keeps the jump's randomness but favours values that were good elsewhere.  Measured
-(budget 200, 20 repeats; ``benchmarks/search_quality/README.md``): with half of the climber's
+(budget 200, 20 repeats; ``benchmarks/search_quality/PASSES.md``, second pass): with half of the climber's
 steps perturbations, guiding half the redrawn fields gave a mean score of 0.707 against 0.691
 for uniform draws at seed 0, and 0.735 against 0.694 at seed 100 (dedispersion_MI250X 0.66 / 0.80
 against 0.70 / 0.69; matmul 4096 0.85 / 0.80 against 0.76 / 0.76).  Each space's figure moves by

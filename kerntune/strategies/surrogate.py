@@ -38,7 +38,7 @@ fields apart; once the best has stalled for ``elite_stall`` evaluations, half th
 start from another elite, and the climber, at a local optimum or after ``climb_cap`` fruitless
 neighbours, climbs on from the best elite it has not stood on.  20 repeats, budget 200, seeds
 0 / 100 / 200: mean 0.707 / 0.735 / 0.717 -> 0.725 / 0.747 / 0.718, worst space 0.47 / 0.53 /
-0.49 -> 0.57 / 0.59 / 0.51 (``benchmarks/search_quality/README.md``, fifth pass); perturbing
+0.49 -> 0.57 / 0.59 / 0.51 (``benchmarks/search_quality/PASSES.md``, fifth pass); perturbing
 from other elites always (no stall) cost the deceptive convolution space, whose basin is left
 only by jumps from the incumbent.
 
@@ -72,7 +72,7 @@ the wavefront, a memory transaction) behave alike on a GPU, so along a block siz
 whose values are not a run of powers of two gets a column with its values' power-of-two
 divisibility, whose length-scale the likelihood fits, or switches off, like any field's.  Over 180
 repeats at seeds 1000 / 2000 / 3000 it lifted both convolution spaces at once, where every earlier
-pass traded one for the other (figures: ``benchmarks/search_quality/README.md``, twenty-fourth pass).
+pass traded one for the other (figures: ``benchmarks/search_quality/PASSES.md``, twenty-fourth pass).
 
 Why half of the GP's global steps use a second GP on log-times (``global_warp``, ``global_fit``,
 ``global_share``; eighteenth pass, adopted in the twenty-fifth beside ``gp_align``).  Ranks suit

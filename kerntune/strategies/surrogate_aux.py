@@ -1,5 +1,5 @@
 """Pieces of the surrogate engine apart from its steps: the GP's target warps (``y_warp``; the
-copula warp became the default after the seventh pass, ``benchmarks/search_quality/README.md``),
+copula warp became the default after the seventh pass, ``benchmarks/search_quality/PASSES.md``),
 the startup and the one-BLAS-thread guard.
 """
 

@@ -1,6 +1,6 @@
 """The options of ``auto``'s surrogate engine (``kerntune.strategies.surrogate``), apart from the
 engine so that they are listed in one place: ``-o auto.NAME=VALUE`` sets them.  Why the defaults are
-what they are: the engine's docstring and ``benchmarks/search_quality/README.md``.  The options of
+what they are: the engine's docstring and ``benchmarks/search_quality/PASSES.md``.  The options of
 design passes that were not adopted (lead/late climber shares, subspace and shell perturbations,
 Thompson and Hedge acquisitions, space-filling starts, an early bound, a fitted nugget, ...) left the
 tree once their conclusions were written down; the README says at which commit each pass's commands
