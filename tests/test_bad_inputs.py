@@ -94,6 +94,8 @@ def corpus(d: Path, store: Path) -> list[Case]:
     for extra in ("missing.json", "."):
         cases.append(Case(f"space-info:{extra}", ["space", "info", str(rec / extra)]))
         cases.append(Case(f"tune:{extra}", tune + ["--replay", str(rec / extra)]))
+    # a recording where the kernel file goes: the error names --replay
+    cases.append(Case("tune:recording-as-kernel", tune + [str(good)], needles=("recorded space", "--replay")))
     f = str(fifo(rec))
     cases.append(Case("space-info:fifo", ["space", "info", f], needles=("not a regular file",)))
     cases.append(Case("tune:fifo", tune + ["--replay", f], needles=("not a regular file",)))

@@ -221,6 +221,10 @@ def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Pa
 
         kernel_source, device_info = replay_extras(source, device)
         return ReplayEvaluator.from_file(replay, kernel_source=kernel_source, device_info=device_info)
+    assert kernel is not None
+    if kernel.is_file() and kernel.name.endswith((".json", ".json.gz", ".csv", ".csv.gz", ".t4")):
+        # a recording given where the kernel goes is the likely slip
+        raise KerntuneError(f"{kernel} is a recorded space, not a kernel: tune it with --replay {kernel}")
     if shape is None:
         raise KerntuneError("a kernel file needs --shape, e.g. --shape 4096x4096x4096")
     from kerntune.evaluate.triton_backend.kernel_file import parse_shape
