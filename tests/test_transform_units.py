@@ -306,6 +306,50 @@ def test_a_rewrite_wrong_for_some_parameter_values_is_rejected():
     assert ctx.current.step == "original"
 
 
+class LoadBurstSession(FakeSession):
+    """FakeSession under a load burst while a rewrite's space is screened: the first ``screened`` configs
+    benched of any kernel but the first (the original) run ``burst`` ms slower; what comes after them (the
+    side-by-side turns) sees no load."""
+
+    def __init__(self, burst: float, screened: int):
+        super().__init__()
+        self.burst, self.screened = burst, screened
+        self.seen: dict[str, int] = {}
+
+    def bench(self, spec, configs, save_reference=False):
+        first = next(iter(self.seen), spec.hash)
+        for i, t in super().bench(spec, configs, save_reference):
+            n = self.seen.get(spec.hash, 0)
+            self.seen[spec.hash] = n + 1
+            if spec.hash != first and n < self.screened and t.time_ms is not None:
+                t.time_ms += self.burst
+            yield i, t
+
+
+@pytest.mark.parametrize("rounds", [0, 3])
+def test_fake_session_load_burst_a_rewrite_is_judged_side_by_side_not_on_its_screening(rounds):
+    """A rewrite 1.33x faster screens 25% slower under the burst: with side-by-side turns it is accepted at
+    its true speedup; judged on screening alone (0 rounds) it is rejected."""
+    reply = execute(kernel("tiled", 1.5, "int t = TILE * block_size_x;"), TILE=[1, 2], block_size_x=[16])
+    spec = KernelSpec("matmul", kernel("original", 2.0, "int x = block_size_x;"), {"block_size_x": [16]})
+    session = LoadBurstSession(burst=1.0, screened=2)  # the rewrite's space: TILE 1 and 2
+    ctx = TransformContext(spec, session, LLMClient(ScriptedTransformProvider([{"kind": "one-prompt", "reply": reply}]),
+                                                    retries=0), budget=10, confirm_rounds=rounds)
+    ctx.measure_original()
+    OnePromptTuningStrategy().run(ctx)
+    rec = ctx.records[0]
+    if rounds == 0:
+        assert rec.status == "rejected" and rec.reason.startswith("not faster: 2.517 ms against 2.016 ms"), rec.reason
+        assert ctx.current.step == "original"
+        return
+    assert rec.status == "accepted", rec.reason
+    assert rec.time_ms == pytest.approx(1.517) and rec.speedup == pytest.approx(2.016 / 1.517)
+    assert any(n.startswith("side by side (3 rounds") and "screened 2.517 ms" in n for n in rec.notes), rec.notes
+    singles = [n for _, n in session.benched[-6:]]
+    assert singles == [1] * 6  # 3 rounds x (original, rewrite), one config each
+    assert ctx.current.time_ms == pytest.approx(1.517) and ctx.original_state.time_ms == pytest.approx(2.016)
+
+
 def test_worker_limits_never_raise_an_inherited_hard_limit():
     """A worker started under a tighter hard limit (a batch system, a parent's ulimit) keeps it instead of
     failing in setrlimit, which an unprivileged process may not raise."""
