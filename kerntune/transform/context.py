@@ -362,8 +362,8 @@ class TransformContext:
         ``candidate``.  None when off, or when one of them fails to run.
 
         Why: screening times are taken minutes apart, and on a shared machine the load changes between
-        two searches (a rewrite 1.6x faster once screened 8% slower); turns in one process see the same
-        load, so a rewrite is judged on these."""
+        two searches (a CI run once screened the PoCL test's faster tiled rewrite slower than the
+        original); turns in one process see the same load, so a rewrite is judged on these."""
         cur, orig = self.current, self.original_state
         if self.confirm_rounds == 0 or cur is None or orig is None:
             return None
