@@ -47,7 +47,7 @@ class _Cooperation:
     def __init__(self, ctx: SearchContext, engine: SurrogateSearch, batch_size: int, *, initial: int, refine: int,
                  max_calls: int, screen_keep: float, temperature: float, max_tokens: int, opts: PromptOptions,
                  new_region_fields: int, model_clock_s: float | None, overlap_first: int,
-                 overlap_later: int | None, call_patience: int | None = None, first_keep: float = 1.0) -> None:
+                 overlap_later: int | None) -> None:
         self.ctx, self.engine, self.batch_size = ctx, engine, batch_size
         self.initial, self.refine, self.max_calls = initial, refine, max_calls
         self.screen_keep, self.temperature, self.max_tokens, self.opts = screen_keep, temperature, max_tokens, opts
@@ -61,9 +61,6 @@ class _Cooperation:
         self.hidden_s = 0.0
         self.seen_best: Config | None = None
         self.no_gain_calls = 0
-        self.call_patience = call_patience
-        self.flat_calls = 0
-        self.first_keep = first_keep
         self.pool = ThreadPoolExecutor(max_workers=1)
 
     # -- measuring ------------------------------------------------------------------------
@@ -138,7 +135,6 @@ class _Cooperation:
             # rises sooner where the model ranked its best proposals late
             scores = self.engine.screen(batch)
             batch = [batch[i] for i in sorted(range(len(batch)), key=lambda i: scores[i])]
-            batch = batch[:max(3, int(round(self.first_keep * len(batch))))]
         if round_no > 1 and batch and self.engine.ys:
             keep = max(3, int(round(self.screen_keep * len(batch))))
             scores = self.engine.screen(batch)
@@ -154,7 +150,6 @@ class _Cooperation:
         self.engine.tell(batch, ctx.evaluate(batch, source=f"auto:model{round_no}"), own=False)
         after = ctx.value(ctx.best) if ctx.best is not None else float("inf")
         self.no_gain_calls = 0 if after < before else self.no_gain_calls + 1
-        self.flat_calls = 0 if after < before * 0.99 else self.flat_calls + 1
 
     def mark_seen(self) -> None:
         self.seen_best = dict(self.ctx.best.config) if self.ctx.best is not None else None
@@ -177,8 +172,7 @@ class _Cooperation:
             round_no = 1
             while True:
                 room = ctx.remaining_evals is None or ctx.remaining_evals >= self.refine + self.batch_size
-                paid = self.call_patience is None or self.flat_calls < self.call_patience
-                if room and round_no < self.max_calls and ((self.engine.stalled and paid) or self.new_region()):
+                if room and round_no < self.max_calls and (self.engine.stalled or self.new_region()):
                     round_no += 1
                     reason = "the surrogate stalled" if self.engine.stalled else "a new region"
                     ctx.note(f"auto: model asked again (round {round_no}) after {ctx.evaluations} evaluations: {reason}")
@@ -204,7 +198,7 @@ def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size
                    temperature: float = 0.7, max_tokens: int = 6000, include_source: bool = True,
                    include_hardware: bool = True, include_hints: bool = True, new_region_fields: int = 2,
                    model_clock_s: float | None = None, overlap_first: int = 10,
-                   overlap_later: int | None = None, call_patience: int | None = None, first_keep: float = 1.0) -> None:
+                   overlap_later: int | None = None) -> None:
     """``max_calls`` bounds the model calls (round 1 included); ``screen_keep`` is the share of a
     later round's proposals that the surrogate lets through to measurement (1.0: all).
     ``model_clock_s``: on a recording, charge and overlap each model call as this many seconds
@@ -226,4 +220,4 @@ def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size
                  screen_keep=screen_keep, temperature=temperature, max_tokens=max_tokens,
                  opts=PromptOptions(include_source, include_hardware, include_hints),
                  new_region_fields=new_region_fields, model_clock_s=model_clock_s,
-                 overlap_first=overlap_first, overlap_later=overlap_later, call_patience=call_patience, first_keep=first_keep).run()
+                 overlap_first=overlap_first, overlap_later=overlap_later).run()

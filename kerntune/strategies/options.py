@@ -171,8 +171,6 @@ class AutoOptions(_Options):
     model_clock_s: Optional[float] = Field(None, gt=0, description="with a model, on a recording: charge each call as this many seconds")
     overlap_first: int = Field(10, ge=0, le=_BIG, description="with a model: evaluations the surrogate may spend while the first call is out")
     overlap_later: Optional[int] = Field(None, ge=0, le=_BIG, description="with a model: the same for later calls (default refine)")
-    call_patience: Optional[int] = Field(None, ge=0, le=_BIG, description="with a model: after this many answers in a row that did not lift the best by 1%, a stall no longer asks the model (a new region still does; default: no limit)")
-    first_keep: float = Field(1.0, ge=0, le=1, description="with a model: share of the first answer measured (best first by the surrogate bound)")
 
 
 MODELS: dict[str, type[_Options]] = {
