@@ -43,7 +43,8 @@ def _pad(curve: np.ndarray, n: int) -> np.ndarray:
 
 
 def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options: dict[str, Any],
-        llm: str | None = None, llm_timeout: float = 900.0, space_dir: Path | None = None) -> dict[str, Any]:
+        llm: str | None = None, llm_timeout: float = 900.0, space_dir: Path | None = None,
+        keep_curves: bool = False) -> dict[str, Any]:
     ev = ReplayEvaluator.from_file(str((space_dir or ROOT / "examples" / "spaces") / f"{space}.json.gz"))
     client = None
     if llm:
@@ -66,7 +67,8 @@ def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options
                                  for n in CHECKPOINTS if n <= budget},
             "mean_curve_over_opt": [float(x / ref.optimum) for x in mean],
             "stop_reasons": sorted(set(notes)), "wall_s": time.perf_counter() - t0,
-            **({"extra_per_repeat": extras} if any(extras) else {})}
+            **({"extra_per_repeat": extras} if any(extras) else {}),
+            **({"curves_over_opt": [[round(float(x / ref.optimum), 5) for x in c] for c in curves]} if keep_curves else {})}
 
 
 def main() -> None:
@@ -83,6 +85,8 @@ def main() -> None:
     ap.add_argument("--llm-timeout", type=float, default=900.0)
     ap.add_argument("--space-dir", type=Path, default=None,
                     help="read SPACE.json.gz from here instead of examples/spaces (e.g. noise_floor.py's re-timed copies)")
+    ap.add_argument("--curves", action="store_true",
+                    help="keep every repeat's best-so-far curve (time/optimum) in the result, for vs_gp.py's intervals")
     a = ap.parse_args()
     opts: dict[str, dict[str, Any]] = {}
     for item in a.option:
@@ -103,7 +107,8 @@ def main() -> None:
             a.out.write_text(json.dumps(doc, indent=1) + "\n")
 
     with ProcessPoolExecutor(a.jobs) as pool:
-        futs = [pool.submit(one, sp, st, a.budget, a.repeats, a.seed, opts.get(st, {}), a.llm, a.llm_timeout, a.space_dir) for sp, st in jobs]
+        futs = [pool.submit(one, sp, st, a.budget, a.repeats, a.seed, opts.get(st, {}), a.llm, a.llm_timeout, a.space_dir,
+                           a.curves) for sp, st in jobs]
         rows = []
         for f in futs:
             row = f.result()
