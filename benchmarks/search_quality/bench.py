@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--space-dir", type=Path, default=None,
                     help="read SPACE.json.gz from here instead of examples/spaces (e.g. noise_floor.py's re-timed copies)")
     ap.add_argument("--curves", action="store_true",
-                    help="keep every repeat's best-so-far curve (time/optimum) in the result, for vs_gp.py's intervals")
+                    help="keep every repeat's best-so-far curve (time/optimum) in the result, for vs_gp.py's noise bound")
     a = ap.parse_args()
     opts: dict[str, dict[str, Any]] = {}
     for item in a.option:
