@@ -46,7 +46,9 @@ def gp_noise(curves: Sequence[Sequence[float]], ref_curves: Sequence[Sequence[fl
     is divided by the mean of the GP's other runs; the worst ratio from 25 to 200 evaluations is
     recorded. Its 95th percentile is the noise bound for ``curves``' worst ratio: a calibrated
     test over all budgets at once (a bootstrap of three repeats has too few distinct resamples to
-    give an honest interval). Also the repeats' own best/optimum at their worst budget."""
+    give an honest interval). The drawn runs are held to the mean of the other runs (17 of 20 for three
+    repeats), a little noisier than the mean of all 20 that ``curves`` is held to, so the bound errs
+    slightly on the generous side. Also the repeats' own best/optimum at their worst budget."""
     a, b = np.asarray(curves, dtype=float), np.asarray(ref_curves, dtype=float)
     n = min(a.shape[1], b.shape[1])
     a, b = a[:, 24:n], b[:, 24:n]
