@@ -248,10 +248,7 @@ class SurrogateSearch(PerturbSteps):
     def _restart(self) -> None:
         centre = _encode(self.ctx.space, [self.region.best_config])[0]  # type: ignore[list-item]
         self.tabu.append(centre)
-        radius = self.opts.tabu_radius
-        if self.opts.tabu_radius_best is not None and self.region.best <= self.best_value + 1e-9:
-            radius = self.opts.tabu_radius_best
-        self.tabu_mask |= np.sum(self.model.pool != centre, axis=1) <= radius
+        self.tabu_mask |= np.sum(self.model.pool != centre, axis=1) <= self.opts.tabu_radius
         self.region = _Region()
         self.restarts += 1
         self._restart_pending = True
