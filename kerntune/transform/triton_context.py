@@ -64,10 +64,10 @@ class TritonTransformContext(TransformContext):
         original = session.original_variant()
         spec = spec_of(original, session.name, "original")
         self.variants[spec.hash] = original
-        super().__init__(spec, session, llm, **kwargs)
         # a Triton variant is its own harness process: variants are judged on the protocol's screening
         # (with its runoff of close leaders), and the winner is re-timed against the original at the end
-        self.confirm_rounds = 0
+        # (TritonTransformer.retime_rounds), so the base class's side-by-side turns are off
+        super().__init__(spec, session, llm, confirm_rounds=0, **kwargs)
         self.evaluations = 0
 
     # -- the original kernel file -------------------------------------------------------------------
