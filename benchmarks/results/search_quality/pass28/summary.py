@@ -9,11 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE.parents[3] / "benchmarks/search_quality"))
-from vs_gp import gp_mean_curves  # noqa: E402
-
-gp = gp_mean_curves()
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from model_proxy import stats  # noqa: E402  (the figures of a row, as model_proxy.py prints them)
 
 
 def load(name):
@@ -22,17 +20,11 @@ def load(name):
 
 def row(space, name):
     curves = load(f"{space}_{name}")
-    c = np.array([x[:200] + [x[-1]] * (200 - len(x)) for x in curves])
-    m = c.mean(0)
-    r = m / np.array(gp[space])
-    i = int(np.argmax(r[24:])) + 24
-
-    def hits(thr):
-        h = [next((k + 1 for k, x in enumerate(cv) if x <= thr), None) for cv in curves]
-        return f"{sum(x is not None for x in h)}, {np.median([x or 999 for x in h]):.0f}"
-
-    return (f"| {space} | {name} | {' / '.join(f'{m[k - 1]:.3f}' for k in (40, 60, 100, 200))} | {r[i]:.3f} at {i + 1} "
-            f"| {hits(1.3)} | {hits(1.0001)} | {int(sum(cv[39] <= 1 / 0.98 for cv in curves))} of {len(curves)} |")
+    st = stats(space, curves)
+    hits = {k: f"{st[k][0]}, {st[k][1]:.0f}" for k in ("hits_1.3", "hits_opt")}
+    m = st["mean"]
+    return (f"| {space} | {name} | {' / '.join(f'{m[k - 1]:.3f}' for k in (40, 60, 100, 200))} "
+            f"| {st['worst']:.3f} at {st['at']} | {hits['hits_1.3']} | {hits['hits_opt']} | {st['at_0.98_by_40']} of {len(curves)} |")
 
 
 print("| space | design (seeds) | mean time/opt @40 / 60 / 100 / 200 | worst vs GP mean (25-200) | within 1.3x: runs, median eval "
