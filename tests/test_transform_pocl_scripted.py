@@ -138,7 +138,7 @@ def test_scripted_model_one_prompt_with_model_written_inputs(tmp_path):
     result = KernelTransformer(NAIVE, strategy=OnePromptTuningStrategy(), llm=provider, problem_size=f"{N}x{N}",
                                tune_params=ORIGINAL, iterations=20, budget=4).run()
     assert result.args_source == "model-written generator"
-    assert result.steps[0].status == "accepted" and result.speedup > 1.0
+    assert result.steps[0].status == "accepted" and result.speedup > 1.0, (result.steps[0].reason, result.steps[0].notes)
     assert "float32[128x128], float32[128x128], float32[128x128], int32 scalar" in provider.prompts[-1]
 
 

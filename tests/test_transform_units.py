@@ -344,10 +344,68 @@ def test_fake_session_load_burst_a_rewrite_is_judged_side_by_side_not_on_its_scr
         return
     assert rec.status == "accepted", rec.reason
     assert rec.time_ms == pytest.approx(1.517) and rec.speedup == pytest.approx(2.016 / 1.517)
-    assert any(n.startswith("side by side (3 rounds") and "screened 2.517 ms" in n for n in rec.notes), rec.notes
+    assert any(n.startswith("side by side (3 rounds") and "screened 2.517 ms" in n
+               and "1.329x [1.329, 1.329] paired by round" in n for n in rec.notes), rec.notes
     singles = [n for _, n in session.benched[-6:]]
     assert singles == [1] * 6  # 3 rounds x (original, rewrite), one config each
     assert ctx.current.time_ms == pytest.approx(1.517) and ctx.original_state.time_ms == pytest.approx(2.016)
+
+
+class DriftSession(FakeSession):
+    """FakeSession whose side-by-side turns drift: after the screening, every call to bench a kernel other
+    than the original runs ``factors[k]`` times its code's time on its k-th such call, and the original
+    runs ``orig_factors[k]`` times on its k-th.  Paired rounds share a factor when the two lists match."""
+
+    def __init__(self, screened: int, factors: list[float], orig_factors: list[float]):
+        super().__init__()
+        self.screened, self.factors, self.orig_factors = screened, factors, orig_factors
+        self.calls: dict[str, int] = {}
+
+    def bench(self, spec, configs, save_reference=False):
+        first = next(iter(self.calls), spec.hash)
+        for i, t in super().bench(spec, configs, save_reference):
+            n = self.calls.get(spec.hash, 0)
+            self.calls[spec.hash] = n + 1
+            if spec.hash == first and n >= 1 and t.time_ms is not None:  # the original's turns
+                t.time_ms *= self.orig_factors[n - 1]
+            elif spec.hash != first and n >= self.screened and t.time_ms is not None:
+                t.time_ms *= self.factors[n - self.screened]
+            yield i, t
+
+
+def judged(session) -> tuple:
+    reply = execute(kernel("tiled", 1.5, "int t = TILE * block_size_x;"), TILE=[1, 2], block_size_x=[16])
+    spec = KernelSpec("matmul", kernel("original", 2.0, "int x = block_size_x;"), {"block_size_x": [16]})
+    ctx = TransformContext(spec, session, LLMClient(ScriptedTransformProvider([{"kind": "one-prompt", "reply": reply}]),
+                                                    retries=0), budget=10, confirm_rounds=3)
+    ctx.measure_original()
+    OnePromptTuningStrategy().run(ctx)
+    return ctx, ctx.records[0]
+
+
+def test_fake_session_drift_between_rounds_cancels_in_the_paired_speedup():
+    """The GPU (here: a fake) slows by 1.0x, 1.6x, 1.3x from round to round, the same for both kernels
+    of a round: the step's speedup is the per-round ratio, 2.016/1.517 in every round, its interval has
+    no width, and the result's speedup is the same paired figure."""
+    drift = [1.0, 1.6, 1.3]
+    ctx, rec = judged(DriftSession(screened=2, factors=drift, orig_factors=drift))
+    assert rec.status == "accepted", rec.reason
+    assert rec.speedup == pytest.approx(2.016 / 1.517)
+    assert any("1.329x [1.329, 1.329] paired by round" in n for n in rec.notes), rec.notes
+    assert rec.time_ms == pytest.approx(1.517 * 1.3) and ctx.original_state.time_ms == pytest.approx(2.016 * 1.3)
+    assert ctx.speedup_over_original() == pytest.approx(2.016 / 1.517)
+    assert not any("within the rounds' noise" in n for n in rec.notes)
+
+
+def test_fake_session_a_round_against_the_rewrite_is_accepted_on_its_median_and_says_so():
+    """One round of three reads the rewrite 1.5x slower than the others (a load burst in its window
+    alone): the paired median still clears the threshold, so the step is accepted, and its notes say
+    that its interval reaches 1."""
+    ctx, rec = judged(DriftSession(screened=2, factors=[1.0, 1.5, 1.0], orig_factors=[1.0, 1.0, 1.0]))
+    assert rec.status == "accepted", rec.reason
+    assert rec.speedup == pytest.approx(2.016 / 1.517)
+    assert any("within the rounds' noise (same within noise)" in n for n in rec.notes), rec.notes
+    assert any(f"[{2.016 / (1.517 * 1.5):.3f}, 1.329]" in n for n in rec.notes), rec.notes
 
 
 def test_worker_limits_never_raise_an_inherited_hard_limit():

@@ -5,7 +5,9 @@ tunable parameters (JSON, validated, one repair round), the parameters are fixed
 code, the model lists restrictions, the new space is searched with a kerntune strategy through
 Kernel Tuner in a worker (every trial checked against the original kernel's outputs and stored),
 and the kernel is accepted only if it is correct and at least ``performance_threshold`` percent
-faster than the current best.  Strategies decide which steps to ask for; the context does the rest.
+faster than the current best (where the two are re-timed side by side, by the median of the per-round
+ratios, the protocol of ``kerntune.evaluate.protocol``; a step whose interval reaches 1 says so).
+Strategies decide which steps to ask for; the context does the rest.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import statistics
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -21,6 +22,7 @@ from string import Template
 from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.errors import KerntuneError
+from kerntune.evaluate.protocol import Estimate, estimate, speedup, verdict
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.llm.types import LLMError, Message
 from kerntune.run.search import RunOptions, run_search
@@ -53,6 +55,9 @@ class KernelState:
     config: dict[str, Any]
     time_ms: float
     step: str = "original"
+    #: over the original, the median of per-round ratios where the two were timed side by side
+    #: (None: the ratio of the two times)
+    speedup: float | None = None
 
 
 @dataclass
@@ -156,12 +161,20 @@ class TransformContext:
         self.on_event(f"original kernel: {best.time_ms:.4g} ms at {json.dumps(jsonable(best.config))}")
         return self.current
 
+    def speedup_over_original(self) -> float:
+        """The current kernel's speedup over the original: paired by round where the two were last timed
+        side by side, else the ratio of their times."""
+        cur, orig = self.current, self.original_state
+        if cur is None or orig is None:
+            return 1.0
+        return cur.speedup if cur.speedup is not None else orig.time_ms / cur.time_ms
+
     # -- talking to the model --------------------------------------------------------------------
     def fields(self, spec: KernelSpec | None = None) -> dict[str, str]:
         cur = self.current
         spec = spec or (cur.spec if cur else self.original)
         tag = {"OpenCL": "c", "CUDA": "cuda", "C": "c"}[family(self.lang)]
-        speedup = (self.original_state.time_ms / cur.time_ms) if cur and self.original_state else 1.0
+        speedup = self.speedup_over_original()
         return {
             "language": {"OpenCL": "OpenCL", "CUDA": "CUDA", "C": "C"}[family(self.lang)],
             "kernel_name": spec.name, "kernel_string": spec.source.strip(), "code_tag": tag,
@@ -337,17 +350,21 @@ class TransformContext:
                                f" {cur.time_ms:.4g} ms)")
             return
         rec.best_config, rec.time_ms = dict(best.config), float(best.time_ms)  # type: ignore[arg-type]
+        paired = over_original = None
         if rec.time_ms <= 2 * cur.time_ms:  # a rewrite screened over twice as slow is not worth re-timing
-            self._confirm(spec, rec)
-        rec.speedup = cur.time_ms / rec.time_ms
+            paired, over_original = self._confirm(spec, rec) or (None, None)
+        rec.speedup = paired.median if paired is not None else cur.time_ms / rec.time_ms
         if len(res.history) < space.count():
             rec.notes.append(f"{len(res.history)} of {space.count()} configs measured (budget): the others are"
                              " unchecked")
-        needed = cur.time_ms * (1 - self.performance_threshold / 100.0)
-        if rec.time_ms <= needed:
+        needed = 1 / (1 - self.performance_threshold / 100.0)
+        if rec.speedup >= needed:
             rec.status = "accepted"
             rec.reason = f"{rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms"
-            self.current = KernelState(spec, dict(best.config), rec.time_ms, rec.id)
+            if paired is not None and paired.lo <= 1:
+                rec.notes.append(f"accepted on its median; within the rounds' noise ({verdict(paired)})")
+            self.current = KernelState(spec, dict(best.config), rec.time_ms, rec.id,
+                                       over_original.median if over_original is not None else None)
             self.accepted.append(rec.id)
             self._accepted(spec, rec)
         else:
@@ -355,15 +372,17 @@ class TransformContext:
             rec.reason = (f"not faster: {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms (needs at least"
                           f" {self.performance_threshold:g}% less)")
 
-    def side_by_side(self, spec: KernelSpec, config: Mapping[str, Any]) -> dict[str, float] | None:
+    def side_by_side(self, spec: KernelSpec, config: Mapping[str, Any]) -> dict[str, list[float]] | None:
         """The original kernel, the current one and a candidate, each at its best config, timed in turns in
-        the same worker for ``confirm_rounds`` rounds (the order rotating every round); the median ms of
-        each, keyed ``original``, ``current`` (absent while the current kernel is the original) and
-        ``candidate``.  None when off, or when one of them fails to run.
+        the same worker for ``confirm_rounds`` rounds (the order rotating every round); each one's time in
+        every round (ms), keyed ``original``, ``current`` (absent while the current kernel is the original)
+        and ``candidate``.  None when off, or when one of them fails to run.
 
         Why: screening times are taken minutes apart, and on a shared machine the load changes between
         two searches (a CI run once screened the PoCL test's faster tiled rewrite slower than the
-        original); turns in one process see the same load, so a rewrite is judged on these."""
+        original); turns in one process see the same load, so a rewrite is judged on these, by the
+        protocol the Triton judge uses (``kerntune.evaluate.protocol``): medians of the rounds, and a
+        speedup that is the median of per-round ratios with its interval."""
         cur, orig = self.current, self.original_state
         if self.confirm_rounds == 0 or cur is None or orig is None:
             return None
@@ -382,24 +401,30 @@ class TransformContext:
                     times[name].append(float(trial.time_ms))
         except KerntuneError:
             return None
-        return {name: statistics.median(v) for name, v in times.items()}
+        return times
 
-    def _confirm(self, spec: KernelSpec, rec: StepRecord) -> None:
+    def _confirm(self, spec: KernelSpec, rec: StepRecord) -> tuple[Estimate, Estimate] | None:
         """Replace the screening times the acceptance compares by side-by-side ones (``side_by_side``):
         the candidate's, the current kernel's and the original's all come from the same turns, so the
-        step's speedup and the result's are ratios of times taken under the same load."""
+        step's speedup and the result's are ratios of times taken under the same load.  Returns the
+        candidate's paired speedups over the current kernel and over the original (None: judged on
+        screening times)."""
         assert rec.best_config is not None and rec.time_ms is not None
         cur, orig = self.current, self.original_state
         assert cur is not None and orig is not None
-        sbs = self.side_by_side(spec, rec.best_config)
-        if sbs is None:
+        rounds = self.side_by_side(spec, rec.best_config)
+        if rounds is None:
             if self.confirm_rounds:
                 rec.notes.append("side-by-side re-time failed: judged on screening times")
-            return
-        cur_ms = sbs.get("current", sbs["original"])
-        rec.notes.append(f"side by side ({self.confirm_rounds} rounds, one worker): {sbs['candidate']:.4g} ms against"
-                         f" {cur_ms:.4g} ms (screened {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms)")
-        orig.time_ms, cur.time_ms, rec.time_ms = sbs["original"], cur_ms, sbs["candidate"]
+            return None
+        cur_rounds = rounds.get("current", rounds["original"])
+        paired = speedup(cur_rounds, rounds["candidate"])
+        cand_ms, cur_ms = estimate(rounds["candidate"]).median, estimate(cur_rounds).median
+        rec.notes.append(f"side by side ({self.confirm_rounds} rounds, one worker): {cand_ms:.4g} ms against"
+                         f" {cur_ms:.4g} ms, {paired.median:.3f}x [{paired.lo:.3f}, {paired.hi:.3f}] paired by round"
+                         f" (screened {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms)")
+        orig.time_ms, cur.time_ms, rec.time_ms = estimate(rounds["original"]).median, cur_ms, cand_ms
+        return paired, speedup(rounds["original"], rounds["candidate"])
 
     def variant_space(self, spec: KernelSpec) -> Any:
         """The space a variant is searched in (Kernel Tuner: its tune_params, restrictions and the

@@ -165,7 +165,7 @@ class KernelTransformer:
         return TransformResult(
             kernel_name=cur.spec.name, kernel_source=cur.spec.source, tune_params=dict(cur.spec.tune_params),
             restrictions=list(cur.spec.restrictions), grid_div=dict(cur.spec.grid_div), best_config=dict(cur.config),
-            best_time_ms=cur.time_ms, original_time_ms=orig.time_ms, speedup=orig.time_ms / cur.time_ms,
+            best_time_ms=cur.time_ms, original_time_ms=orig.time_ms, speedup=ctx.speedup_over_original(),
             strategy=self.strategy.name, backend=self.backend, device=session.device_name,
             problem_size=list(self.problem_size), steps=list(ctx.records), accepted=list(ctx.accepted),
             args_source=source, llm_calls=ctx.llm_calls, llm_seconds=ctx.llm_seconds,

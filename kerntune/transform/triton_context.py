@@ -299,7 +299,7 @@ class TritonTransformer:
         result = TritonTransformResult(
             kernel_name=cur.spec.name, kernel_file=str(winner.path), kernel_source=winner.code, space=winner.space,
             best_config=dict(cur.config), best_time_ms=cur.time_ms, original_time_ms=orig.time_ms,
-            speedup=orig.time_ms / cur.time_ms, strategy=self.strategy.name, device=session.device_name,
+            speedup=ctx.speedup_over_original(), strategy=self.strategy.name, device=session.device_name,
             shape=list(self.shape), steps=list(ctx.records), accepted=list(ctx.accepted),
             combined_file=str(combined) if combined else None, retimed=retimed, llm_calls=ctx.llm_calls,
             llm_seconds=ctx.llm_seconds, evaluations=ctx.evaluations + (2 * retimed["rounds"] if retimed else 0),
