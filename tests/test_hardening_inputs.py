@@ -73,12 +73,22 @@ def test_item4_a_resume_against_another_recording_or_other_options_is_refused(tm
     # The same file rewritten in place is another recording too.
     a.write_text(json.dumps(b_data))
     one_line(cli(tmp_path, "tune", "--replay", str(a), "--resume", rid, "--no-report"), "cannot resume")
+    one_line(cli(tmp_path, "tune", "--resume", rid, "--no-report"), "cannot resume")  # by the id alone too
     assert trial_rows(tmp_path / "store.db", rid) == before   # nothing was mixed in
     comp = run_id(cli(tmp_path, "compare", "--space", str(b), "--strategies", "random", "--budget", "5",
                       "--repeats", "1", "--no-report"))
     b.write_text(json.dumps(kt_cache()))
     one_line(cli(tmp_path, "compare", "--resume", comp, "--no-report"), "cannot resume")
     one_line(cli(tmp_path, "tune", "--replay", str(b), "--resume", comp, "--no-report"), "compare --resume")
+    one_line(cli(tmp_path, "tune", "--resume", comp, "--no-report"), "compare --resume")
+    a.unlink()
+    one_line(cli(tmp_path, "tune", "--resume", rid, "--no-report"), "recording", "is gone")
+
+
+def test_tune_says_what_it_needs_and_refuses_a_shape_for_a_recording(tmp_path) -> None:
+    one_line(cli(tmp_path, "tune", "--no-report"), "nothing to tune", "--resume")
+    a = write(tmp_path / "a.json", kt_cache())
+    one_line(cli(tmp_path, "tune", "--replay", str(a), "--shape", "64x64", "--no-report"), "--shape", "recording")
 
 
 # -- item 12 --------------------------------------------------------------------------------------------

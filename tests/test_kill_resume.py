@@ -1,7 +1,7 @@
 """Kill and resume, a full disk and a read-only store, with the real command line.
 
 * A replay run is SIGKILLed at seeded random points, six times, and resumed each
-  time: three kills a random number of new trials in (plus a random few
+  time (by its id alone, or with the recording given again): three kills a random number of new trials in (plus a random few
   milliseconds, so mid-commit too), three blind and early (start-up, or the replay
   of the stored trials by a resumed run).  Every trial committed before each kill is still there with
   the same seq, status and time; no config is stored twice; the finished run is the
@@ -118,7 +118,9 @@ def test_repeated_sigkill_and_resume_lose_and_repeat_nothing(tmp_path: Path, ref
     kills = 0
     for k in range(6):
         run_id = _run_id(db) if db.exists() else None
-        args = TUNE if run_id is None else ["tune", "--replay", str(CONV), "--resume", run_id]
+        # resumed with the recording given again, or by the id alone (the store knows the recording)
+        args = TUNE if run_id is None else ["tune", "--replay", str(CONV), "--resume", run_id] if k % 2 else \
+            ["tune", "--resume", run_id]
         before = len(_rows(db))
         proc = subprocess.Popen(KERNTUNE + args + ["--store", str(db)], cwd=tmp_path, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
@@ -145,7 +147,7 @@ def test_repeated_sigkill_and_resume_lose_and_repeat_nothing(tmp_path: Path, ref
     assert kills == 6, "the run finished before it could be killed six times"
     assert len(snapshots[-1]) < BUDGET
 
-    done = _cli(["tune", "--replay", str(CONV), "--resume", _run_id(db)], tmp_path, db)  # type: ignore[list-item]
+    done = _cli(["tune", "--resume", _run_id(db)], tmp_path, db)  # type: ignore[list-item]
     assert done.returncode == 0, done.stderr
     final = _rows(db)
     keys = [key for _, key, _, _ in final]
@@ -196,7 +198,7 @@ def test_a_file_size_limit_is_reported_as_disk_full_and_the_run_resumes(tmp_path
     proc = _cli(TUNE, tmp_path, db, preexec=_fsize_limit(300_000))
     _assert_error_line(proc, str(db), "disk full", "--resume")
     _assert_consistent_prefix(db, reference)
-    done = _cli(["tune", "--replay", str(CONV), "--resume", _run_id(db)], tmp_path, db)  # type: ignore[list-item]
+    done = _cli(["tune", "--resume", _run_id(db)], tmp_path, db)  # type: ignore[list-item]
     assert done.returncode == 0, done.stderr
     assert _rows(db) == reference
 
@@ -222,7 +224,7 @@ def test_a_full_filesystem_is_reported_as_disk_full_and_the_run_resumes(tmp_path
         _assert_error_line(proc, str(db), "disk full")
         _assert_consistent_prefix(db, reference)
         subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], check=True)  # room again
-        done = _cli(["tune", "--replay", str(CONV), "--resume", _run_id(db)], tmp_path, db)  # type: ignore[list-item]
+        done = _cli(["tune", "--resume", _run_id(db)], tmp_path, db)  # type: ignore[list-item]
         assert done.returncode == 0, done.stderr
         assert _rows(db) == reference
     finally:

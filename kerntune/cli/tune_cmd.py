@@ -75,10 +75,12 @@ def tune(
             raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
         tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option)
         return
+    st = open_store(store)
+    if resume and kernel is None and replay is None:
+        kernel, shape, replay = _stored_target(st, resume, shape)
     if (source is not None or device is not None) and replay is None:
         raise KerntuneError("--source and --device describe a replayed space: use them with --replay")
     evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address, source, device)
-    st = open_store(store)
     given_options = parse_options(option)
     if resume:
         strategy, seed, b, options = _resumed(st, resume, evaluator, strategy, seed,
@@ -136,6 +138,33 @@ def tune(
     if not no_report and res.run_id is not None:
         write_after_run(st, res.run_id, report)
     st.close()
+
+
+def _stored_target(st, run_id: str, shape: Optional[str]) -> tuple[Optional[Path], Optional[str], Optional[Path]]:  # noqa: ANN001
+    """``tune --resume ID`` alone: the kernel file and shape, or the recording, the run was started on."""
+    from kerntune.store.resume import check_kind
+
+    run = st.get_run(run_id)
+    check_kind(run, "tune")
+    ev = run.evaluator or {}
+    if ev.get("kernel_file"):
+        stored_shape = "x".join(map(str, ev.get("shape") or []))
+        if shape is not None and shape != stored_shape:
+            raise KerntuneError(f"cannot resume {run_id}: it was started with --shape {stored_shape}, not {shape}")
+        path = Path(ev["kernel_file"])
+        if not path.is_file():
+            raise KerntuneError(f"cannot resume {run_id}: its kernel file {path} is gone (give the kernel file again)")
+        return path, stored_shape, None
+    if ev.get("source"):
+        path = Path(ev["source"])
+        if not path.is_file():
+            raise KerntuneError(f"cannot resume {run_id}: its recording {path} is gone (give --replay FILE again)")
+        if ev.get("kernel_source_chars"):
+            raise KerntuneError(f"cannot resume {run_id} alone: it was started with --source; give --replay {path}"
+                                " and --source again")
+        return None, None, path
+    raise KerntuneError(f"cannot resume {run_id} alone: the store does not say what it measured (give the kernel"
+                        " file and --shape, or --replay FILE, again)")
 
 
 def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None, budget: Budget,  # noqa: ANN001
@@ -208,9 +237,13 @@ def _parse_gpus(text: str) -> int | None:
 def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Path], compile_timeout: float,
                gpus: int | None = None, ray_address: str | None = None, source: Optional[Path] = None,
                device: Optional[str] = None):
-    if (kernel is None) == (replay is None):
+    if kernel is None and replay is None:
+        raise KerntuneError("nothing to tune: give a kernel file (with --shape), --replay RECORDING, or --resume RUN_ID")
+    if kernel is not None and replay is not None:
         raise KerntuneError("give a kernel file (with --shape) or --replay RECORDING, not both")
     if replay is not None:
+        if shape is not None:
+            raise KerntuneError("--shape is for a kernel file; a recording's shape is the one it was recorded at")
         if not replay.exists():
             raise KerntuneError(f"file not found: {replay}")
         if ray_address:
