@@ -284,3 +284,16 @@ def test_item16_a_kernel_file_on_a_machine_without_torch_is_one_line(tmp_path) -
     broken.write_text("space = {}\nraise RuntimeError('the author left a bug here')\n")
     one_line(cli(tmp_path, "tune", str(broken), "--shape", "4", "--budget", "2"), "broken.py", "RuntimeError",
              "the author left a bug here")
+
+
+def test_a_kernel_file_whose_configs_all_fail_alike_stops_early_with_one_line(tmp_path) -> None:
+    """Without a GPU every config of the example matmul fails with the same error: the run stops after
+    the first few instead of spending its whole budget, and says why in one line (exit 2)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the example's configs run")
+    proc = cli(tmp_path, "tune", str(ROOT / "examples/triton/matmul.py"), "--shape", "64x64x64", "--budget", "100",
+               "--no-report")
+    one_line(proc, "nothing ran", "every config failed with")
+    assert "the first 8 configs all failed the same way" in " ".join(proc.stdout.split()), proc.stdout

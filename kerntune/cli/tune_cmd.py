@@ -19,7 +19,7 @@ from kerntune.hardware import device_facts
 from kerntune.run.search import RunOptions, run_search
 from kerntune.space import jsonable
 from kerntune.llm import LLMClient
-from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
+from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, BudgetExhausted, get_strategy
 from kerntune.strategies.base import check_seed
 from kerntune.strategies.options import validate_options
 
@@ -91,6 +91,8 @@ def tune(
         b = Budget(max_evals=budget if budget is not None else 100, max_seconds=seconds, target_ms=target_ms)
 
     def progress(ctx) -> None:  # noqa: ANN001 - SearchContext
+        if kernel is not None:
+            _give_up_on_one_failure(ctx)
         if ctx.evaluations % 25 == 0:
             best = f"{ctx.best.time_ms:.4g} ms" if ctx.best else "none yet"
             if log.plain:
@@ -122,6 +124,14 @@ def tune(
         best = _confirm(evaluator, res.history, retime) or best
     if best is None:
         console.print(f"no successful config in {len(res.history)} evaluations ({res.stop_reason})")
+        errors = {(t.error or t.status.value).strip().splitlines()[-1] if (t.error or "").strip() else t.status.value
+                  for t in res.history}
+        console.print(f"run id: {res.run_id} (store {st.path})")
+        evaluator.close()
+        st.close()
+        raise KerntuneError("nothing ran" + (f"; every config failed with: {next(iter(errors))}" if len(errors) == 1
+                                             else f" ({len(errors)} different errors: `kerntune store export"
+                                             f" {res.run_id} --csv FILE` lists them)"))
     else:
         cfg = json.dumps({k: jsonable(v) for k, v in best.config.items()})
         console.print(f"best: {best.time_ms:.6g} ms after {len(res.history)} evaluations ({res.stop_reason})")
@@ -138,6 +148,26 @@ def tune(
     if not no_report and res.run_id is not None:
         write_after_run(st, res.run_id, report)
     st.close()
+
+
+#: A kernel file whose first this-many configs all fail with one and the same error is not tuned on:
+#: the cause is the machine (no GPU, a missing package), not the configs.
+GIVE_UP_AFTER = 8
+
+
+def _give_up_on_one_failure(ctx) -> None:  # noqa: ANN001 - SearchContext
+    """Stop a search whose first ``GIVE_UP_AFTER`` trials failed, all with the same error."""
+    hist = ctx.history
+    if len(hist) < GIVE_UP_AFTER or any(t.ok for t in hist):
+        return
+    errors = {(t.status.value, (t.error or "").strip()) for t in hist[:GIVE_UP_AFTER]}
+    if len(errors) == 1:
+        status, error = next(iter(errors))
+        last = error.splitlines()[-1] if error else status
+        hint = " (no CUDA GPU here: tune a recording with --replay, or run on a GPU machine)" \
+            if "cuda" in error.lower() else ""
+        raise BudgetExhausted(f"stopped: the first {GIVE_UP_AFTER} configs all failed the same way,"
+                              f" {status}: {last}{hint}")
 
 
 def _stored_target(st, run_id: str, shape: Optional[str]) -> tuple[Optional[Path], Optional[str], Optional[Path]]:  # noqa: ANN001
