@@ -4,6 +4,7 @@ behaviour each fix promised."""
 
 from __future__ import annotations
 
+import csv
 import gzip
 import hashlib
 import inspect
@@ -154,6 +155,36 @@ def test_item14_space_info_reads_what_store_export_table_writes(tmp_path) -> Non
     facts = json.loads(info.stdout)
     assert facts["format"] == "kerntune-table" and facts["recorded"] == 12
     assert facts["optimum_ms"] == min(t for _, _, t in trial_rows(tmp_path / "store.db", rid) if t)
+
+
+def test_store_export_and_prompt_show_take_last_or_a_prefix_and_a_comparison(tmp_path) -> None:
+    """A comparison exports whole: its CSV names each row's repeat, its table is the stored space's;
+    ``last`` and an id prefix work as in ``report``; ``prompt show`` refuses a comparison and a run on
+    another space with one line each."""
+    rec = write(tmp_path / "r.json", kt_cache())
+    comp = run_id(cli(tmp_path, "compare", "--space", str(rec), "--strategies", "random,genetic", "--budget", "6",
+                      "--repeats", "2", "--no-report"))
+    proc = cli(tmp_path, "store", "export", "last", "--csv", "c.csv", "--table", "t.json")
+    assert proc.returncode == 0, proc.stderr
+    with open(tmp_path / "c.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 24 and len({r["repeat"] for r in rows}) == 4, {r["repeat"] for r in rows}
+    facts = json.loads(cli(tmp_path, "space", "info", "t.json", "--json").stdout)
+    assert facts["format"] == "kerntune-table" and 6 <= facts["recorded"] <= 24
+    assert cli(tmp_path, "store", "export", comp[:6], "--csv", "c2.csv").returncode == 0
+    assert (tmp_path / "c2.csv").read_text() == (tmp_path / "c.csv").read_text()
+    one_line(cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", comp), "comparison",
+             "repeat")
+    other = kt_cache()
+    other["tune_params"] = {("other_" + k): v for k, v in other["tune_params"].items()}
+    other["tune_params_keys"] = list(other["tune_params"])
+    other["cache"] = {k: {("other_" + f if f in kt_cache()["tune_params"] else f): v for f, v in e.items()}
+                      for k, e in other["cache"].items()}
+    tune = run_id(cli(tmp_path, "tune", "--replay", str(write(tmp_path / "o.json", other)), "--budget", "4",
+                      "--no-report", "--retime", "0"))
+    one_line(cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", tune), "another space")
+    shown = cli(tmp_path, "prompt", "show", "--space", str(tmp_path / "o.json"), "--round", "2", "--run", "last")
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
 
 
 # -- item 15 --------------------------------------------------------------------------------------------

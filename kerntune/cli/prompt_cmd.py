@@ -18,7 +18,8 @@ app = typer.Typer(no_args_is_help=True, help="Prompts of the LLM strategies.")
 @app.command("show")
 def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel Tuner cache, T4, kerntune table)"),
          round_no: int = typer.Option(1, "--round", help="1 = first batch; 2+ = refinement after a run's trials"),
-         run: Optional[str] = typer.Option(None, "--run", help="Run whose trials feed a refinement prompt"),
+         run: Optional[str] = typer.Option(None, "--run", help="Run whose trials feed a refinement prompt (an id,"
+                                            " a unique prefix, or 'last')"),
          n: Optional[int] = typer.Option(None, "--n", help="Configs asked for (default 25, later rounds 15)"),
          no_source: bool = typer.Option(False, "--no-source", help="Leave the kernel source out"),
          source: Optional[Path] = typer.Option(None, "--source", help="The kernel's source file, shown to the model"),
@@ -40,9 +41,20 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
         if not run:
             raise KerntuneError("a refinement prompt needs --run RUN_ID (the trials it reports on)")
         st = open_store(store, readonly=True)
+        run = st.resolve_run_id(run)
+        record = st.get_run(run)
+        if record.kind == "compare":
+            children = st.child_runs(run)
+            raise KerntuneError(f"run {run} is a comparison of {len(children)} repeats: give one repeat's id"
+                                + (f", e.g. {children[0].id} ({children[0].label})" if children else ""))
         history = [t for _, t, _ in st.trials(run)]
         if not history:
             raise KerntuneError(f"run {run} has no trials")
+        names = set(ev.space.names)
+        other = next((t.config for t in history if set(t.config) != names), None)
+        if other is not None:
+            raise KerntuneError(f"run {run} measured another space (parameters {', '.join(sorted(other))}; this"
+                                f" recording's are {', '.join(ev.space.names)})")
         history = [t.__class__(ev.space.canonical(t.config), t.status, t.time_ms, t.times_ms, t.compile_s,
                                t.bench_s, t.error, t.extra) for t in history]
         messages = refine_round(ev.space, ev.workload(), ev.device(), history, n or 15, round_no - 1, False, opts)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from kerntune.cli.common import check_output, console, open_store, write_output
 from kerntune.errors import KerntuneError
-from kerntune.store.export import export_csv, export_kernel_tuner, export_table
+from kerntune.store.export import check_table, export_csv, export_kernel_tuner, export_table
 
 app = typer.Typer(no_args_is_help=True, help="Runs and trials in the SQLite store.")
 
@@ -32,7 +32,8 @@ def runs(store: Optional[str] = typer.Option(None, "--store"), limit: int = type
 
 
 @app.command("export")
-def export(run_id: str = typer.Argument(..., help="Run id (a comparison exports all its repeats)"),
+def export(run_id: str = typer.Argument(..., help="Run id (a comparison exports all its repeats, one column"
+                                         " naming each), a unique prefix, or 'last'"),
            csv: Optional[Path] = typer.Option(None, "--csv", help="Write trials as CSV"),
            kernel_tuner: Optional[Path] = typer.Option(None, "--kernel-tuner", help="Write a Kernel Tuner cache file"),
            table: Optional[Path] = typer.Option(None, "--table", help="Write a kerntune table (replayable)"),
@@ -43,7 +44,9 @@ def export(run_id: str = typer.Argument(..., help="Run id (a comparison exports 
     for flag, path in (("--csv", csv), ("--kernel-tuner", kernel_tuner), ("--table", table)):
         check_output(flag, path)
     st = open_store(store, readonly=True)
-    st.get_run(run_id)
+    run_id = st.resolve_run_id(run_id)
+    if table:
+        check_table(st, run_id)  # before anything is written: a half-done export is one more thing to clean
     if csv:
         console.print(f"{write_output('--csv', csv, lambda: export_csv(st, run_id, csv))} trials -> {csv}")
     if kernel_tuner:

@@ -122,7 +122,7 @@ def tune(
     best = res.best
     if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
         best = _confirm(evaluator, res.history, retime) or best
-    if best is None:
+    if best is None and kernel is not None:  # a recording of failures replays as one: a finished run
         console.print(f"no successful config in {len(res.history)} evaluations ({res.stop_reason})")
         errors = {(t.error or t.status.value).strip().splitlines()[-1] if (t.error or "").strip() else t.status.value
                   for t in res.history}
@@ -132,6 +132,8 @@ def tune(
         raise KerntuneError("nothing ran" + (f"; every config failed with: {next(iter(errors))}" if len(errors) == 1
                                              else f" ({len(errors)} different errors: `kerntune store export"
                                              f" {res.run_id} --csv FILE` lists them)"))
+    if best is None:
+        console.print(f"no successful config in {len(res.history)} evaluations ({res.stop_reason})")
     else:
         cfg = json.dumps({k: jsonable(v) for k, v in best.config.items()})
         console.print(f"best: {best.time_ms:.6g} ms after {len(res.history)} evaluations ({res.stop_reason})")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from kerntune.compare.metrics import Reference
-from kerntune.errors import KerntuneError
 from kerntune.space.params import jsonable
 from kerntune.store import Store
 
@@ -133,22 +132,8 @@ class ReportData:
 
 
 def resolve_run_id(store: Store, run: str) -> str:
-    """``last`` is the newest top-level run; a unique prefix of an id is accepted too,
-    because ids are printed in full but typed by hand."""
-    if run == "last":
-        runs = store.list_runs(1)
-        if not runs:
-            raise KerntuneError(f"the store {store.path} holds no run")
-        return runs[0].id
-    row = store.conn.execute("SELECT id FROM runs WHERE id=?", (run,)).fetchone()
-    if row is not None:
-        return str(row["id"])
-    rows = store.conn.execute("SELECT id FROM runs WHERE id LIKE ? LIMIT 3", (run.replace("%", "") + "%",)).fetchall()
-    if len(rows) == 1:
-        return str(rows[0]["id"])
-    if len(rows) > 1:
-        raise KerntuneError(f"run id {run!r} is ambiguous in {store.path}: " + ", ".join(r["id"] for r in rows))
-    raise KerntuneError(f"no run {run!r} in {store.path} (see `kerntune store runs`)")
+    """``last``, a unique prefix or a full id (``Store.resolve_run_id``)."""
+    return store.resolve_run_id(run)
 
 
 def load_report(store: Store, run: str) -> ReportData:

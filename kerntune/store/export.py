@@ -21,26 +21,35 @@ _KT_FAILURE = {
 }
 
 
-def _run_trials(store: Store, run_id: str) -> tuple[list[Trial], list[float]]:
-    ids = [run_id] + [c.id for c in store.child_runs(run_id)]
+def _run_trials(store: Store, run_id: str, owners: list[str] | None = None) -> tuple[list[Trial], list[float]]:
+    """The run's trials (a comparison's: all its repeats'); ``owners`` gets each trial's repeat label."""
+    children = store.child_runs(run_id)
+    runs = [(run_id, "")] + [(c.id, c.label or c.id) for c in children]
     trials, clocks = [], []
-    for rid in ids:
+    for rid, label in runs:
         for _, t, clock in store.trials(rid):
             trials.append(t)
             clocks.append(clock)
+            if owners is not None:
+                owners.append(label)
     if not trials:
         raise StoreError(f"run {run_id} has no trials")
     return trials, clocks
 
 
 def export_csv(store: Store, run_id: str, path: str | Path) -> int:
-    trials, clocks = _run_trials(store, run_id)
+    """One row per trial; a comparison's rows start with the repeat they belong to (its label:
+    strategy and seed), since each repeat measures the same configs again."""
+    owners: list[str] = []
+    trials, clocks = _run_trials(store, run_id, owners)
     names = list(trials[0].config)
+    lead = ["repeat"] if any(owners) else []
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(names + ["status", "time_ms", "compile_s", "bench_s", "clock_s", "error"])
-        for t, c in zip(trials, clocks):
-            w.writerow([json.dumps(t.config[n]) if isinstance(t.config[n], list) else t.config[n] for n in names]
+        w.writerow(lead + names + ["status", "time_ms", "compile_s", "bench_s", "clock_s", "error"])
+        for t, c, o in zip(trials, clocks, owners):
+            w.writerow(([o] if lead else [])
+                       + [json.dumps(t.config[n]) if isinstance(t.config[n], list) else t.config[n] for n in names]
                        + [t.status.value, t.time_ms, t.compile_s, t.bench_s, c, t.error or ""])
     return len(trials)
 
@@ -72,12 +81,17 @@ def export_kernel_tuner(store: Store, run_id: str, path: str | Path) -> int:
     return len(cache)
 
 
-def export_table(store: Store, run_id: str, path: str | Path) -> int:
-    row = store.conn.execute("SELECT space_json FROM runs WHERE id=? OR parent_id=? AND space_json IS NOT NULL"
+def check_table(store: Store, run_id: str) -> dict[str, Any]:
+    """The run's stored space (a comparison's: its repeats', which share it), or a StoreError."""
+    row = store.conn.execute("SELECT space_json FROM runs WHERE (id=? OR parent_id=?) AND space_json IS NOT NULL"
                              " ORDER BY parent_id IS NOT NULL LIMIT 1", (run_id, run_id)).fetchone()
     if row is None or not row["space_json"]:
         raise StoreError(f"run {run_id} has no stored space to export a table with")
-    space = space_from_dict(json.loads(row["space_json"]))
+    return dict(json.loads(row["space_json"]))
+
+
+def export_table(store: Store, run_id: str, path: str | Path) -> int:
+    space = space_from_dict(check_table(store, run_id))
     trials, _ = _run_trials(store, run_id)
     unique = {space.key(t.config): t for t in trials}
     row = store.conn.execute("SELECT evaluator_json FROM runs WHERE id=?", (run_id,)).fetchone()

@@ -354,6 +354,23 @@ class Store:
             raise StoreError(f"no run {run_id!r} in {self.path}")
         return self._run(rows[0])
 
+    def resolve_run_id(self, run: str) -> str:
+        """``last`` is the newest top-level run; a unique prefix of an id is accepted too,
+        because ids are printed in full but typed by hand (every command that reads a run)."""
+        if run == "last":
+            runs = self.list_runs(1)
+            if not runs:
+                raise StoreError(f"the store {self.path} holds no run")
+            return runs[0].id
+        if self._read("SELECT id FROM runs WHERE id=?", (run,)):
+            return run
+        rows = self._read("SELECT id FROM runs WHERE id LIKE ? LIMIT 3", (run.replace("%", "").replace("_", "") + "%",))
+        if len(rows) == 1:
+            return str(rows[0]["id"])
+        if len(rows) > 1:
+            raise StoreError(f"run id {run!r} is ambiguous in {self.path}: " + ", ".join(r["id"] for r in rows))
+        raise StoreError(f"no run {run!r} in {self.path} (see `kerntune store runs`)")
+
     def child_runs(self, parent_id: str) -> list[RunRecord]:
         rows = self._read("SELECT * FROM runs WHERE parent_id=? ORDER BY created, id", (parent_id,))
         return [self._run(r) for r in rows]
