@@ -328,3 +328,24 @@ def test_a_kernel_file_whose_configs_all_fail_alike_stops_early_with_one_line(tm
                "--no-report")
     one_line(proc, "nothing ran", "every config failed with")
     assert "the first 8 configs all failed the same way" in " ".join(proc.stdout.split()), proc.stdout
+
+
+def test_first_contact_version_prune_output_and_live_model_lines(tmp_path) -> None:
+    """``--version``; ``space prune -o`` refuses a name that is no space file (tune's ``-o NAME=VALUE`` typed
+    there); a replayed llm run says, as it goes, when it waits for the model and ends with how far the
+    recording's optimum is."""
+    ver = cli(tmp_path, "--version")
+    assert ver.returncode == 0 and ver.stdout.startswith("kerntune 0."), ver.stdout + ver.stderr
+    one_line(cli(tmp_path, "space", "prune", "--space", str(ROOT / "examples/spaces/convolution_A100.json.gz"),
+                 "--rule", "-o", "iterations=3"), "--output", "unknown file type")
+    assert not (tmp_path / "iterations=3").exists()
+    space = ROOT / "examples/spaces/matmul_256x8192x8192_h100.json.gz"
+    transcript = ROOT / "benchmarks/llm/transcripts/matmul_256x8192x8192_h100.llm.jsonl"
+    proc = cli(tmp_path, "tune", "--replay", str(space), "--strategy", "llm", "--llm", f"replay:{transcript}",
+               "--budget", "100", "--no-report", "--retime", "0")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    waits = [i for i, line in enumerate(lines) if line.startswith("progress: waiting for the model's answer (25")]
+    best = next(i for i, line in enumerate(lines) if line.startswith("best:"))
+    assert waits and waits[0] < best, proc.stdout
+    assert "the recording's optimum:" in proc.stdout and "note:" in proc.stderr, proc.stdout + proc.stderr

@@ -41,3 +41,13 @@ def test_llm_check_command_works_with_the_embedded_model(tmp_path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert "provider: local" in proc.stdout and "valid configs:" in proc.stdout
     assert "tokens/s" in proc.stdout
+    assert "Exception ignored" not in proc.stderr, proc.stderr[-2000:]  # the model is freed before exit
+
+
+def test_local_model_obeys_the_timeout_with_one_clear_error() -> None:
+    """llama.cpp has no timeout of its own: a call past ``--llm-timeout`` is cut inside its token loop."""
+    from kerntune.llm import LLMError
+
+    client = LLMClient(make_provider("local:"), retries=0, timeout=0.001)
+    with pytest.raises(LLMError, match="no answer within 0.001 s"):
+        client.complete([Message("user", "Count from 1 to 200.")], temperature=0.0, max_tokens=300)

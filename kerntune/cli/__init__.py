@@ -35,6 +35,18 @@ app.command("transform")(transform_cmd.transform)
 app.command("exec", context_settings={"allow_interspersed_args": False})(exec_cmd.exec_)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from kerntune import __version__
+
+        print(f"kerntune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print kerntune's version and exit")) -> None:
+    """kerntune: GPU kernel autotuning with a language model in the loop."""
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI.  Usage errors (a bad number, an unknown option) are one line too, like

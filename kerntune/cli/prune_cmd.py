@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kerntune.cli.common import console, open_store
+from kerntune.cli.common import check_output, console, open_store
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.prune import evaluate_pruner, llm_pruner, rule_pruner
@@ -63,6 +63,7 @@ def _run(verb: str, space: Path, replay: Optional[Path], output: Optional[Path],
          make_editor, allow_new: list[str]) -> IterationResult:  # type: ignore[no-untyped-def]
     """Load, profile, iterate, print the diff and counts, write the space file and its diff."""
     _check_iterations(iterations, sample)
+    check_output("--output", output, (".json", ".yaml", ".yml"))  # `-o iterations=3` (tune's -o) is no file name
     for src in (space, replay):
         if output is not None and src is not None and src.exists() and output.resolve() == src.resolve():
             raise KerntuneError("--output must not be the input file (it is never modified in place)")

@@ -114,11 +114,17 @@ def tune(
     log.run_id(run_id, st.path)
     # A package kernel: its own choice is measured first, so the search starts from it and can only improve on it.
     shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
+    def status(message: str) -> None:
+        if log.plain:
+            log.line(f"progress: {message}, {log.elapsed():.0f} s")
+        else:
+            err_console.print(f"[dim]{message}[/dim]")
+
     run_options = RunOptions(store=st, run_id=run_id, progress=progress, llm=client, strategy_options=options,
-                             warm_start=[shipped] if shipped else ())
+                             warm_start=[shipped] if shipped else (),
+                             on_note=lambda note: err_console.print(f"[yellow]note:[/yellow] {note}"),
+                             on_status=status)
     res = run_search(evaluator, strategy, b, seed, run_options)
-    for note in res.notes:
-        err_console.print(f"[yellow]note:[/yellow] {note}")
     best = res.best
     if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
         best = _confirm(evaluator, res.history, retime) or best
@@ -315,4 +321,9 @@ def _rates(best, evaluator) -> list[str]:  # noqa: ANN001 - Trial, Evaluator
         bw = facts.get("bandwidth_gbs")
         share = f", {best.extra['GB/s'] / bw:.0%} of the {bw} GB/s memory bandwidth" if bw else ""
         out.append(f"bandwidth: {best.extra['GB/s']:.0f} GB/s{share}")
+    recording = getattr(evaluator, "recording", None)
+    if recording is not None and recording.ok_times and best.time_ms:
+        # a replay knows the answer: say how far the search got, as compare does
+        opt = recording.optimum.time_ms
+        out.append(f"the recording's optimum: {opt:.6g} ms (this config {best.time_ms / opt:.3f}x of it)")
     return out

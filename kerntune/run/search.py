@@ -46,6 +46,9 @@ class RunOptions:
     strategy_options: Mapping[str, Any] | None = None
     #: Called with the search context after every trial (progress lines; may raise BudgetExhausted to stop).
     progress: Callable[[SearchContext], None] | None = None
+    #: Called with each note as the search makes it, and with what a long step waits for (a model).
+    on_note: Callable[[str], None] | None = None
+    on_status: Callable[[str], None] | None = None
     #: The model client (``kerntune.llm.LLMClient``) for strategies that ask one.
     llm: Any = None
     #: Configs measured first (winners of past runs on nearby shapes, see ``kerntune.run.warm_start``,
@@ -166,7 +169,7 @@ def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget
         llm = resumed_client(llm, stored)
     ctx = SearchContext(evaluator.space, evaluator, budget, seed, on_trial=on_trial, prior=prior, llm=llm,
                         on_llm_exchange=on_exchange, transfer=list(run.transfer),
-                        past_winners=list(run.past_winners))
+                        past_winners=list(run.past_winners), on_note=run.on_note, on_status=run.on_status)
     try:
         warm = [c for c in ctx.unmeasured(run.warm_start) if evaluator.space.is_valid(c)]
         if warm:

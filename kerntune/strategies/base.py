@@ -92,6 +92,10 @@ class SearchContext:
     #: Called with one dict per LLM exchange (prompt, response, accepted, rejected, …).
     on_llm_exchange: Callable[[dict[str, Any]], None] | None = None
     notes: list[str] = field(default_factory=list)
+    #: Called with each note as it is made (a command line prints it then, not after the run).
+    on_note: Callable[[str], None] | None = None
+    #: Called with a line on what a long step is waiting for (a model's answer); not stored.
+    on_status: Callable[[str], None] | None = None
     #: Strategy-specific figures for reports (``auto``: model seconds and how many were hidden).
     extra: dict[str, Any] = field(default_factory=dict)
     #: What past runs of this kernel on nearby shapes measured (``kerntune.run.warm_start.transfer_data``),
@@ -155,6 +159,13 @@ class SearchContext:
     def note(self, message: str) -> None:
         """A warning for the user (e.g. 'under half of the LLM batch was valid')."""
         self.notes.append(message)
+        if self.on_note is not None:
+            self.on_note(message)
+
+    def status(self, message: str) -> None:
+        """What the search is waiting for, for a user watching a long step (``on_status``)."""
+        if self.on_status is not None:
+            self.on_status(message)
 
     # -- measuring -------------------------------------------------------------------------
     def is_measured(self, config: Config) -> bool:

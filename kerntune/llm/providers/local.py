@@ -3,17 +3,18 @@ recorded transcript."""
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import hashlib
 import json
 import os
-import re
 import shlex
 import signal
 import stat
 import subprocess
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,23 +59,44 @@ class LocalModelProvider(Provider):
         self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads or os.cpu_count() or 2,
                          verbose=False)
         self.load_seconds = time.perf_counter() - t0
+        ref = weakref.ref(self)
+        atexit.register(lambda: (me := ref()) is not None and me.close())  # before the bindings are torn down
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
         kwargs: dict[str, Any] = {}
         if schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
+        deadline = time.monotonic() + timeout
+        # Streamed so that the timeout can cut the answer between two tokens: llama.cpp has no timeout
+        # of its own, and an exception raised in its sampling hooks (ctypes callbacks) is swallowed.
+        # The prompt's evaluation comes before the first token, so the timeout bounds it plus one token.
+        parts: list[str] = []
+        tokens = 0
         try:
-            out = self.llm.create_chat_completion(messages=[m.to_dict() for m in messages], temperature=temperature,
-                                                  max_tokens=max_tokens, **kwargs)
+            stream = self.llm.create_chat_completion(messages=[m.to_dict() for m in messages], temperature=temperature,
+                                                     max_tokens=max_tokens, stream=True, **kwargs)
+            for chunk in stream:
+                piece = (chunk["choices"][0].get("delta") or {}).get("content")
+                if piece:
+                    parts.append(piece)
+                    tokens += 1
+                if time.monotonic() > deadline:
+                    stream.close()
+                    # not transient: the same prompt on the same cores takes as long again
+                    raise LLMError(f"local: no answer within {timeout:g} s on this machine's cores ({tokens}"
+                                   " tokens so far; --llm-timeout gives it longer)")
         except ValueError as exc:  # prompt longer than the context window, for one
             raise LLMError(f"local: {exc}") from None
-        usage = out.get("usage") or {}
-        text = out["choices"][0]["message"].get("content") or ""
-        return RawReply(text, Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)), self.model)
+        prompt_tokens = max(int(self.llm.n_tokens) - tokens, 0)
+        return RawReply("".join(parts), Usage(prompt_tokens, tokens), self.model)
 
     def close(self) -> None:
-        self.llm = None  # type: ignore[assignment]
+        # Llama's own close frees the model now; left to __del__ at interpreter exit it can run after
+        # llama.cpp's bindings are torn down and print "Exception ignored in: <function Llama.__del__>".
+        llm, self.llm = self.llm, None  # type: ignore[assignment]
+        if llm is not None and hasattr(llm, "close"):
+            llm.close()
 
 
 def default_model_path() -> str:

@@ -77,6 +77,8 @@ def call_model(ctx: SearchContext, messages: list[Message], temperature: float, 
     per_item = len(json.dumps({k: jsonable(v) for k, v in space.default.items()})) // 3 + 40
     max_tokens = min(max_tokens, 200 + int(1.5 * n * per_item))
     t0 = time.perf_counter()
+    ctx.status(f"waiting for the model's answer ({n} configs asked, {len(messages[-1].content):,} characters of"
+               " prompt)")
     try:
         # Ask for at least half the batch: fewer would leave the round to the fallback.
         schema = space.json_schema(min_items=max(1, n // 2), max_items=n)
