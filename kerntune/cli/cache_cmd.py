@@ -75,7 +75,7 @@ def export(triton: bool = typer.Option(False, "--triton", help="Emit a triton.Co
            kernel: Optional[str] = typer.Option(None, "--kernel", help="Only this kernel hash"),
            device: Optional[str] = typer.Option(None, "--device", help="Only winners measured on this device"),
            output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout")) -> None:
-    """Export cached winners: for users who ship plain ``@triton.autotune``."""
+    """Export cached winners: for users who ship plain @triton.autotune."""
     if sum([triton, as_json, kernel_tuner is not None]) != 1:
         raise KerntuneError("choose one export format: --triton, --json or --kernel-tuner DIR")
     st = open_store(store, readonly=True)

@@ -27,7 +27,8 @@ def runs(store: Optional[str] = typer.Option(None, "--store"), limit: int = type
         n = st._read("SELECT COUNT(*) FROM trials WHERE run_id=? OR run_id IN"
                      " (SELECT id FROM runs WHERE parent_id=?)", (r.id, r.id))[0][0]
         when = datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M")
-        table.add_row(r.id, r.kind, r.strategy or "", r.status, when, str(n))
+        strategy = r.strategy or ",".join((r.options or {}).get("strategies") or [])  # a comparison's: all of them
+        table.add_row(r.id, r.kind, strategy, r.status, when, str(n))
     console.print(table)
 
 

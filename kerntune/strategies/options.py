@@ -224,10 +224,28 @@ def describe_options(strategy: str) -> list[tuple[str, str, str, str]]:
     out = []
     for name, f in model.model_fields.items():
         bounds = [f"{k} {getattr(m, k)}" for m in f.metadata for k in ("ge", "gt", "le", "lt") if getattr(m, k, None) is not None]
-        a = f.annotation
-        kind = a.__name__ if isinstance(a, type) else str(a).replace("typing.", "")
+        kind = _type_text(f.annotation)
         out.append((name, kind + (f" ({', '.join(bounds)})" if bounds else ""), repr(f.default), f.description or ""))
     return out
+
+
+def _type_text(a: Any) -> str:
+    """``int``, ``float or null``, ``'log' | 'copula'``: a type as a user types its values."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(a), typing.get_args(a)
+    if origin is typing.Annotated:
+        return _type_text(args[0])
+    if origin in (typing.Union, types.UnionType):
+        inner = [x for x in args if x is not type(None)]
+        text = " | ".join(_type_text(x) for x in inner)
+        return text + " or null" if len(inner) < len(args) else text
+    if origin is typing.Literal:
+        return " | ".join(repr(x) for x in args)
+    if isinstance(a, type):
+        return a.__name__
+    return str(a).replace("typing.", "")
 
 
 def strategy_name(strategy: str) -> str:
