@@ -172,6 +172,8 @@ def test_store_export_and_prompt_show_take_last_or_a_prefix_and_a_comparison(tmp
     facts = json.loads(cli(tmp_path, "space", "info", "t.json", "--json").stdout)
     assert facts["format"] == "kerntune-table" and 6 <= facts["recorded"] <= 24
     assert cli(tmp_path, "store", "export", comp[:6], "--csv", "c2.csv").returncode == 0
+    for wildcard in ("_", "%", comp[:3] + "_"):  # a prefix is a prefix, not a LIKE pattern
+        one_line(cli(tmp_path, "store", "export", wildcard, "--csv", "w.csv"), "no run")
     assert (tmp_path / "c2.csv").read_text() == (tmp_path / "c.csv").read_text()
     one_line(cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", comp), "comparison",
              "repeat")
@@ -320,8 +322,7 @@ def test_item16_a_kernel_file_on_a_machine_without_torch_is_one_line(tmp_path) -
 def test_a_kernel_file_whose_configs_all_fail_alike_stops_early_with_one_line(tmp_path) -> None:
     """Without a GPU every config of the example matmul fails with the same error: the run stops after
     the first few instead of spending its whole budget, and says why in one line (exit 2)."""
-    import torch
-
+    torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the example's configs run")
     proc = cli(tmp_path, "tune", str(ROOT / "examples/triton/matmul.py"), "--shape", "64x64x64", "--budget", "100",
@@ -345,7 +346,21 @@ def test_first_contact_version_prune_output_and_live_model_lines(tmp_path) -> No
                "--budget", "100", "--no-report", "--retime", "0")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    waits = [i for i, line in enumerate(lines) if line.startswith("progress: waiting for the model's answer (25")]
+    waits = [i for i, line in enumerate(lines) if line.startswith("progress: model asked for 25 configs")]
     best = next(i for i, line in enumerate(lines) if line.startswith("best:"))
     assert waits and waits[0] < best, proc.stdout
     assert "the recording's optimum:" in proc.stdout and "note:" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_resume_by_id_alone_from_another_directory_after_a_relative_recording_path(tmp_path) -> None:
+    """The recording was named relative to where the run started; the store keeps it absolute."""
+    start, elsewhere = tmp_path / "start", tmp_path / "elsewhere"
+    start.mkdir()
+    elsewhere.mkdir()
+    write(start / "r.json", kt_cache())
+    rid = run_id(cli(start, "tune", "--replay", "r.json", "--budget", "8", "--no-report", "--retime", "0"))
+    store = ["--store", str(start / "store.db")]
+    done = cli(elsewhere, "tune", "--resume", rid, "--no-report", "--retime", "0", *store)
+    assert done.returncode == 0, done.stderr
+    assert "the recording's optimum" in done.stdout, done.stdout
+    one_line(cli(elsewhere, "tune", "--resume", rid, "--shape", "64", "--no-report", *store), "--shape")

@@ -408,6 +408,48 @@ def test_fake_session_a_round_against_the_rewrite_is_accepted_on_its_median_and_
     assert any(f"[{2.016 / (1.517 * 1.5):.3f}, 1.329]" in n for n in rec.notes), rec.notes
 
 
+def test_fake_session_a_burst_on_the_rewrite_in_one_round_is_paired_out():
+    """Rounds 2 and 3 see a burst on the rewrite, round 3 on the original too: the ratio of the medians
+    (2.016 / 2.276 = 0.886x) would call the rewrite slower; the per-round ratios are 1.329x, 0.886x and
+    1.329x, and their median accepts it."""
+    ctx, rec = judged(DriftSession(screened=2, factors=[1.0, 1.5, 1.5], orig_factors=[1.0, 1.0, 1.5]))
+    assert rec.status == "accepted", rec.reason
+    assert rec.speedup == pytest.approx(2.016 / 1.517)
+    assert rec.time_ms == pytest.approx(1.517 * 1.5) and ctx.original_state.time_ms == pytest.approx(2.016)
+
+
+def test_explicit_steps_result_speedup_matches_its_times_after_a_rejected_step():
+    """The last step is rejected after side-by-side turns in which the original read 2x slower: the
+    original's and the current kernel's times are replaced from those turns, and the current kernel's
+    speedup over the original must come from the same turns, or the result contradicts its own times."""
+    steps = [TuningStep("a", "Step A {kernel_string}", {"T": [2, 4]}, skip_evaluation=True),
+             TuningStep("e", "Step E")]
+    rules = [
+        {"kind": "evaluate-step", "reply": {"apply": True, "reason": "yes"}},
+        {"kind": "execute", "contains": "Step A", "reply": execute(kernel("a", 1.0, "int t = T * block_size_x;"),
+                                                                   T=[8, 9])},
+        {"kind": "execute", "contains": "Step E", "reply": execute(kernel("e", 1.5, "int t = T;"))},
+    ]
+    session = DriftSession(screened=0, factors=[1.0] * 50, orig_factors=[1.0] * 3 + [2.0] * 3)
+    ctx = TransformContext(KernelSpec("matmul", kernel("original", 2.0, "int x = block_size_x;"),
+                                      {"block_size_x": [16]}), session,
+                           LLMClient(ScriptedTransformProvider(rules), retries=0), budget=10, confirm_rounds=3)
+    ctx.measure_original()
+    ExplicitTuningStrategy(steps).run(ctx)
+    status = {r.id: r.status for r in ctx.records}
+    assert status == {"a": "accepted", "e": "rejected"}, [(r.id, r.status, r.reason) for r in ctx.records]
+    assert ctx.original_state.time_ms == pytest.approx(2 * 2.016)  # from e's turns
+    assert ctx.speedup_over_original() == pytest.approx(ctx.original_state.time_ms / ctx.current.time_ms)
+
+
+def test_performance_threshold_is_a_percentage_under_100():
+    spec = KernelSpec("matmul", kernel("original", 2.0, "int x = block_size_x;"), {"block_size_x": [16]})
+    for bad in (100, 150, -1):
+        with pytest.raises(KerntuneError, match="performance_threshold"):
+            TransformContext(spec, FakeSession(), LLMClient(ScriptedTransformProvider([]), retries=0),
+                             performance_threshold=bad)
+
+
 def test_worker_limits_never_raise_an_inherited_hard_limit():
     """A worker started under a tighter hard limit (a batch system, a parent's ulimit) keeps it instead of
     failing in setrlimit, which an unprivileged process may not raise."""

@@ -75,9 +75,13 @@ def tune(
             raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
         tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option)
         return
+    if kernel is None and replay is None and not resume:
+        raise KerntuneError("nothing to tune: give a kernel file (with --shape), --replay RECORDING, or --resume RUN_ID")
     st = open_store(store)
     if resume and kernel is None and replay is None:
-        kernel, shape, replay = _stored_target(st, resume, shape)
+        kernel, shape, replay = _stored_target(st, resume, shape, ray_address)
+    elif resume and shape is not None and kernel is not None:
+        _same_shape(st, resume, shape)
     if (source is not None or device is not None) and replay is None:
         raise KerntuneError("--source and --device describe a replayed space: use them with --replay")
     evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address, source, device)
@@ -169,37 +173,62 @@ def _give_up_on_one_failure(ctx) -> None:  # noqa: ANN001 - SearchContext
     if len(hist) < GIVE_UP_AFTER or any(t.ok for t in hist):
         return
     errors = {(t.status.value, (t.error or "").strip()) for t in hist[:GIVE_UP_AFTER]}
-    if len(errors) == 1:
+    # Only errors raised by the code (a compile or a launch); a timeout or an invalid config reads the
+    # same for every config without saying anything about the machine.
+    if len(errors) == 1 and next(iter(errors))[0] in ("runtime_error", "compile_error") and next(iter(errors))[1]:
         status, error = next(iter(errors))
-        last = error.splitlines()[-1] if error else status
+        last = error.splitlines()[-1]
+        no_gpu = ("not compiled with cuda", "no cuda gpus are available", "found no nvidia driver",
+                  "cuda driver initialization failed", "0 active drivers")
         hint = " (no CUDA GPU here: tune a recording with --replay, or run on a GPU machine)" \
-            if "cuda" in error.lower() else ""
+            if any(m in error.lower() for m in no_gpu) else ""
         raise BudgetExhausted(f"stopped: the first {GIVE_UP_AFTER} configs all failed the same way,"
                               f" {status}: {last}{hint}")
 
 
-def _stored_target(st, run_id: str, shape: Optional[str]) -> tuple[Optional[Path], Optional[str], Optional[Path]]:  # noqa: ANN001
-    """``tune --resume ID`` alone: the kernel file and shape, or the recording, the run was started on."""
+def _same_shape(st, run_id: str, shape: str) -> None:  # noqa: ANN001
+    """``--shape`` typed again on a resume must be the run's (compared as shapes: 64,64,64 is 64x64x64)."""
+    from kerntune.evaluate.triton_backend.kernel_file import parse_shape
+
+    stored = (st.get_run(run_id).evaluator or {}).get("shape")
+    if stored is not None and list(parse_shape(shape)) != list(stored):
+        raise KerntuneError(f"cannot resume {run_id}: it was started with --shape {'x'.join(map(str, stored))},"
+                            f" not {shape}")
+
+
+def _stored_target(st, run_id: str, shape: Optional[str],  # noqa: ANN001
+                   ray_address: Optional[str]) -> tuple[Optional[Path], Optional[str], Optional[Path]]:
+    """``tune --resume ID`` alone: the kernel file (or package adapter) and shape, or the recording,
+    the run was started on."""
+    from kerntune.evaluate.triton_backend.kernel_file import is_adapter_spec
     from kerntune.store.resume import check_kind
 
     run = st.get_run(run_id)
     check_kind(run, "tune")
     ev = run.evaluator or {}
+    if ev.get("ray") and not ray_address:
+        raise KerntuneError(f"cannot resume {run_id} alone: it ran on Ray actors ({ev['ray'].get('address')});"
+                            " give --ray-address again (and the kernel file or recording)")
     if ev.get("kernel_file"):
         stored_shape = "x".join(map(str, ev.get("shape") or []))
-        if shape is not None and shape != stored_shape:
-            raise KerntuneError(f"cannot resume {run_id}: it was started with --shape {stored_shape}, not {shape}")
+        if shape is not None:
+            _same_shape(st, run_id, shape)
         path = Path(ev["kernel_file"])
-        if not path.is_file():
+        if not (path.is_file() or is_adapter_spec(ev["kernel_file"])):
             raise KerntuneError(f"cannot resume {run_id}: its kernel file {path} is gone (give the kernel file again)")
         return path, stored_shape, None
+    if shape is not None:
+        raise KerntuneError("--shape is for a kernel file; a recording's shape is the one it was recorded at")
     if ev.get("source"):
         path = Path(ev["source"])
+        if not path.is_absolute():
+            raise KerntuneError(f"cannot resume {run_id} alone: it names its recording by a relative path ({path});"
+                                " give --replay FILE again")
         if not path.is_file():
             raise KerntuneError(f"cannot resume {run_id}: its recording {path} is gone (give --replay FILE again)")
-        if ev.get("kernel_source_chars"):
-            raise KerntuneError(f"cannot resume {run_id} alone: it was started with --source; give --replay {path}"
-                                " and --source again")
+        if ev.get("kernel_source_chars") or ev.get("device_info"):
+            raise KerntuneError(f"cannot resume {run_id} alone: it was started with --source or --device; give"
+                                f" --replay {path} and them again")
         return None, None, path
     raise KerntuneError(f"cannot resume {run_id} alone: the store does not say what it measured (give the kernel"
                         " file and --shape, or --replay FILE, again)")
@@ -276,7 +305,7 @@ def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Pa
                gpus: int | None = None, ray_address: str | None = None, source: Optional[Path] = None,
                device: Optional[str] = None):
     if kernel is None and replay is None:
-        raise KerntuneError("nothing to tune: give a kernel file (with --shape), --replay RECORDING, or --resume RUN_ID")
+        raise KerntuneError("nothing to tune: give a kernel file (with --shape) or --replay RECORDING")
     if kernel is not None and replay is not None:
         raise KerntuneError("give a kernel file (with --shape) or --replay RECORDING, not both")
     if replay is not None:

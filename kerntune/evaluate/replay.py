@@ -44,7 +44,8 @@ class ReplayEvaluator(Evaluator):
     @classmethod
     def from_file(cls, path: str | Path, delay_s: float = 0.0, realtime: bool = False,
                   kernel_source: str | None = None, device_info: dict[str, Any] | None = None) -> "ReplayEvaluator":
-        return cls(load_recording(path), source=str(path), delay_s=delay_s, realtime=realtime,
+        # absolute, so that `tune --resume ID` alone finds the recording from any directory
+        return cls(load_recording(path), source=str(Path(path).resolve()), delay_s=delay_s, realtime=realtime,
                    kernel_source=kernel_source, device_info=device_info)
 
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:

@@ -38,12 +38,12 @@ def _run_trials(store: Store, run_id: str, owners: list[str] | None = None) -> t
 
 
 def export_csv(store: Store, run_id: str, path: str | Path) -> int:
-    """One row per trial; a comparison's rows start with the repeat they belong to (its label:
-    strategy and seed), since each repeat measures the same configs again."""
+    """One row per trial; a comparison's rows start with the repeat they belong to (its label,
+    ``strategy#index``), since each repeat measures the same configs again."""
     owners: list[str] = []
     trials, clocks = _run_trials(store, run_id, owners)
     names = list(trials[0].config)
-    lead = ["repeat"] if any(owners) else []
+    lead = [("kerntune_repeat" if "repeat" in names else "repeat")] if any(owners) else []
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(lead + names + ["status", "time_ms", "compile_s", "bench_s", "clock_s", "error"])

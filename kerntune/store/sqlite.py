@@ -362,9 +362,11 @@ class Store:
             if not runs:
                 raise StoreError(f"the store {self.path} holds no run")
             return runs[0].id
+        if not run.strip():
+            raise StoreError("an empty run id (`kerntune store runs` lists them)")
         if self._read("SELECT id FROM runs WHERE id=?", (run,)):
             return run
-        rows = self._read("SELECT id FROM runs WHERE id LIKE ? LIMIT 3", (run.replace("%", "").replace("_", "") + "%",))
+        rows = self._read("SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 LIMIT 3", (run,))
         if len(rows) == 1:
             return str(rows[0]["id"])
         if len(rows) > 1:

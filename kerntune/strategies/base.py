@@ -163,9 +163,13 @@ class SearchContext:
             self.on_note(message)
 
     def status(self, message: str) -> None:
-        """What the search is waiting for, for a user watching a long step (``on_status``)."""
+        """What the search is waiting for, for a user watching a long step (``on_status``).  Called
+        from a model call's thread in ``auto``; a failing display (a closed pipe) must not end the run."""
         if self.on_status is not None:
-            self.on_status(message)
+            try:
+                self.on_status(message)
+            except Exception:  # noqa: BLE001 - a status line is never worth a run
+                pass
 
     # -- measuring -------------------------------------------------------------------------
     def is_measured(self, config: Config) -> bool:

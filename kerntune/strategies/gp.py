@@ -145,7 +145,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
         prior = PastPrior(space, ctx.transfer, live) if len(configs) else None
         if prior:
             prior_of = prior.predict(model.pool)
-            ctx.notes.append(f"gp: prior mean from {len(prior.runs)} past run(s) on nearby shapes")
+            ctx.note(f"gp: prior mean from {len(prior.runs)} past run(s) on nearby shapes")
         else:
             prior = None
     failed_before: set[str] = set()
@@ -155,7 +155,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
             model.add_obs(np.append(_encode(space, [cfg])[0], task))
         failed_before = {k for run in ctx.transfer for k, v in run.items() if not math.isfinite(v)}
         failed_before -= {space.key(c) for _, c, _ in past}
-        ctx.notes.append(f"gp: {len(past)} measurements of {len(ctx.transfer)} past run(s) on nearby shapes "
+        ctx.note(f"gp: {len(past)} measurements of {len(ctx.transfer)} past run(s) on nearby shapes "
                          "as a second task")
     ys: list[float] = []
     ys_prior: list[float] = []      # the prior at each of ys's configs

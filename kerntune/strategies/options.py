@@ -11,6 +11,8 @@ checks.
 
 from __future__ import annotations
 
+import json
+
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -225,7 +227,8 @@ def describe_options(strategy: str) -> list[tuple[str, str, str, str]]:
     for name, f in model.model_fields.items():
         bounds = [f"{k} {getattr(m, k)}" for m in f.metadata for k in ("ge", "gt", "le", "lt") if getattr(m, k, None) is not None]
         kind = _type_text(f.annotation)
-        out.append((name, kind + (f" ({', '.join(bounds)})" if bounds else ""), repr(f.default), f.description or ""))
+        default = json.dumps(f.default) if f.default is None or isinstance(f.default, bool) else repr(f.default)
+        out.append((name, kind + (f" ({', '.join(bounds)})" if bounds else ""), default, f.description or ""))
     return out
 
 

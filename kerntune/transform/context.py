@@ -128,6 +128,8 @@ class TransformContext:
                  confirm_rounds: int = 3, on_event: Callable[[str], None] | None = None) -> None:
         if confirm_rounds < 0:
             raise KerntuneError(f"confirm_rounds must be at least 0, got {confirm_rounds}")
+        if not 0 <= performance_threshold < 100:
+            raise KerntuneError(f"performance_threshold is a percentage from 0 to under 100, got {performance_threshold:g}")
         self.original, self.session, self.llm = original, session, llm
         self.confirm_rounds = confirm_rounds
         self.search, self.budget, self.budget_seconds = search, budget, budget_seconds
@@ -424,6 +426,8 @@ class TransformContext:
                          f" {cur_ms:.4g} ms, {paired.median:.3f}x [{paired.lo:.3f}, {paired.hi:.3f}] paired by round"
                          f" (screened {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms)")
         orig.time_ms, cur.time_ms, rec.time_ms = estimate(rounds["original"]).median, cur_ms, cand_ms
+        if "current" in rounds:  # the times were just replaced: the current kernel's speedup comes from the same rounds
+            cur.speedup = speedup(rounds["original"], rounds["current"]).median
         return paired, speedup(rounds["original"], rounds["candidate"])
 
     def variant_space(self, spec: KernelSpec) -> Any:

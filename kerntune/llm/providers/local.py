@@ -76,7 +76,9 @@ class LocalModelProvider(Provider):
         try:
             stream = self.llm.create_chat_completion(messages=[m.to_dict() for m in messages], temperature=temperature,
                                                      max_tokens=max_tokens, stream=True, **kwargs)
+            finish = None
             for chunk in stream:
+                finish = chunk["choices"][0].get("finish_reason") or finish
                 piece = (chunk["choices"][0].get("delta") or {}).get("content")
                 if piece:
                     parts.append(piece)
@@ -88,7 +90,9 @@ class LocalModelProvider(Provider):
                                    " tokens so far; --llm-timeout gives it longer)")
         except ValueError as exc:  # prompt longer than the context window, for one
             raise LLMError(f"local: {exc}") from None
-        prompt_tokens = max(int(self.llm.n_tokens) - tokens, 0)
+        # the context holds the prompt and the answer, less the last token when the answer was cut at
+        # max_tokens (sampled, never evaluated)
+        prompt_tokens = max(int(self.llm.n_tokens) - tokens + (finish == "length"), 0)
         return RawReply("".join(parts), Usage(prompt_tokens, tokens), self.model)
 
     def close(self) -> None:

@@ -63,7 +63,7 @@ class Answer:
 
 def call_model(ctx: SearchContext, messages: list[Message], temperature: float, max_tokens: int,
                exclude: set[str], n: int) -> Answer:
-    """One model call (thread-safe: touches nothing in ``ctx`` but the client)."""
+    """One model call (thread-safe: touches nothing in ``ctx`` but the client and its status line)."""
     space = ctx.space
 
     def problems(value: Any) -> list[str]:
@@ -77,8 +77,7 @@ def call_model(ctx: SearchContext, messages: list[Message], temperature: float, 
     per_item = len(json.dumps({k: jsonable(v) for k, v in space.default.items()})) // 3 + 40
     max_tokens = min(max_tokens, 200 + int(1.5 * n * per_item))
     t0 = time.perf_counter()
-    ctx.status(f"waiting for the model's answer ({n} configs asked, {len(messages[-1].content):,} characters of"
-               " prompt)")
+    ctx.status(f"model asked for {n} configs ({len(messages[-1].content):,} characters of prompt)")
     try:
         # Ask for at least half the batch: fewer would leave the round to the fallback.
         schema = space.json_schema(min_items=max(1, n // 2), max_items=n)
