@@ -118,6 +118,7 @@ def tune(
     log.run_id(run_id, st.path)
     # A package kernel: its own choice is measured first, so the search starts from it and can only improve on it.
     shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
+
     def status(message: str) -> None:
         if log.plain:
             log.line(f"progress: {message}, {log.elapsed():.0f} s")

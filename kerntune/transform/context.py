@@ -371,8 +371,9 @@ class TransformContext:
             self._accepted(spec, rec)
         else:
             rec.status = "rejected"
-            rec.reason = (f"not faster: {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms (needs at least"
-                          f" {self.performance_threshold:g}% less)")
+            rec.reason = (f"not faster: {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms"
+                          + (f", {paired.median:.3f}x paired by round" if paired is not None else "")
+                          + f" (needs at least {self.performance_threshold:g}% less)")
 
     def side_by_side(self, spec: KernelSpec, config: Mapping[str, Any]) -> dict[str, list[float]] | None:
         """The original kernel, the current one and a candidate, each at its best config, timed in turns in
