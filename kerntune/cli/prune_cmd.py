@@ -63,10 +63,10 @@ def _run(verb: str, space: Path, replay: Optional[Path], output: Optional[Path],
          make_editor, allow_new: list[str]) -> IterationResult:  # type: ignore[no-untyped-def]
     """Load, profile, iterate, print the diff and counts, write the space file and its diff."""
     _check_iterations(iterations, sample)
-    check_output("--output", output, (".json", ".yaml", ".yml"))  # `-o iterations=3` (tune's -o) is no file name
     for src in (space, replay):
         if output is not None and src is not None and src.exists() and output.resolve() == src.resolve():
             raise KerntuneError("--output must not be the input file (it is never modified in place)")
+    check_output("--output", output, (".json", ".yaml", ".yml"))  # `-o iterations=3` (tune's -o) is no file name
     state, ev = load_state(space, replay, allow_new)
     if iterations > 1 and ev is None:
         raise KerntuneError("--iterations above 1 measures each edited space: give a recording "
