@@ -306,38 +306,57 @@ def test_a_rewrite_wrong_for_some_parameter_values_is_rejected():
     assert ctx.current.step == "original"
 
 
-class LoadBurstSession(FakeSession):
-    """FakeSession under a load burst while a rewrite's space is screened: the first ``screened`` configs
-    benched of any kernel but the first (the original) run ``burst`` ms slower; what comes after them (the
-    side-by-side turns) sees no load."""
+class CountingSession(FakeSession):
+    """FakeSession that counts each kernel's bench calls and lets ``adjust`` change a trial's time by
+    whether the kernel is the original (the first one benched) and how often it was benched before."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: dict[str, int] = {}
+
+    def bench(self, spec, configs, save_reference=False):
+        first = next(iter(self.calls), spec.hash)
+        for i, t in super().bench(spec, configs, save_reference):
+            n = self.calls.get(spec.hash, 0)
+            self.calls[spec.hash] = n + 1
+            if t.time_ms is not None:
+                t.time_ms = self.adjust(spec.hash == first, n, t.time_ms)
+            yield i, t
+
+    def adjust(self, original: bool, n: int, time_ms: float) -> float:
+        return time_ms
+
+
+class LoadBurstSession(CountingSession):
+    """A load burst while a rewrite's space is screened: the first ``screened`` configs benched of any
+    kernel but the original run ``burst`` ms slower; what comes after them (the side-by-side turns) sees
+    no load."""
 
     def __init__(self, burst: float, screened: int):
         super().__init__()
         self.burst, self.screened = burst, screened
-        self.seen: dict[str, int] = {}
 
-    def bench(self, spec, configs, save_reference=False):
-        first = next(iter(self.seen), spec.hash)
-        for i, t in super().bench(spec, configs, save_reference):
-            n = self.seen.get(spec.hash, 0)
-            self.seen[spec.hash] = n + 1
-            if spec.hash != first and n < self.screened and t.time_ms is not None:
-                t.time_ms += self.burst
-            yield i, t
+    def adjust(self, original: bool, n: int, time_ms: float) -> float:
+        return time_ms + self.burst if not original and n < self.screened else time_ms
+
+
+def judged(session, rounds: int = 3) -> tuple:
+    """The original (2.0 ms) and a one-prompt tiled rewrite (1.5 ms, TILE 1 and 2) through ``session``."""
+    reply = execute(kernel("tiled", 1.5, "int t = TILE * block_size_x;"), TILE=[1, 2], block_size_x=[16])
+    spec = KernelSpec("matmul", kernel("original", 2.0, "int x = block_size_x;"), {"block_size_x": [16]})
+    ctx = TransformContext(spec, session, LLMClient(ScriptedTransformProvider([{"kind": "one-prompt", "reply": reply}]),
+                                                    retries=0), budget=10, confirm_rounds=rounds)
+    ctx.measure_original()
+    OnePromptTuningStrategy().run(ctx)
+    return ctx, ctx.records[0]
 
 
 @pytest.mark.parametrize("rounds", [0, 3])
 def test_fake_session_load_burst_a_rewrite_is_judged_side_by_side_not_on_its_screening(rounds):
     """A rewrite 1.33x faster screens 25% slower under the burst: with side-by-side turns it is accepted at
     its true speedup; judged on screening alone (0 rounds) it is rejected."""
-    reply = execute(kernel("tiled", 1.5, "int t = TILE * block_size_x;"), TILE=[1, 2], block_size_x=[16])
-    spec = KernelSpec("matmul", kernel("original", 2.0, "int x = block_size_x;"), {"block_size_x": [16]})
     session = LoadBurstSession(burst=1.0, screened=2)  # the rewrite's space: TILE 1 and 2
-    ctx = TransformContext(spec, session, LLMClient(ScriptedTransformProvider([{"kind": "one-prompt", "reply": reply}]),
-                                                    retries=0), budget=10, confirm_rounds=rounds)
-    ctx.measure_original()
-    OnePromptTuningStrategy().run(ctx)
-    rec = ctx.records[0]
+    ctx, rec = judged(session, rounds)
     if rounds == 0:
         assert rec.status == "rejected" and rec.reason.startswith("not faster: 2.517 ms against 2.016 ms"), rec.reason
         assert ctx.current.step == "original"
@@ -351,36 +370,19 @@ def test_fake_session_load_burst_a_rewrite_is_judged_side_by_side_not_on_its_scr
     assert ctx.current.time_ms == pytest.approx(1.517) and ctx.original_state.time_ms == pytest.approx(2.016)
 
 
-class DriftSession(FakeSession):
-    """FakeSession whose side-by-side turns drift: after the screening, every call to bench a kernel other
-    than the original runs ``factors[k]`` times its code's time on its k-th such call, and the original
-    runs ``orig_factors[k]`` times on its k-th.  Paired rounds share a factor when the two lists match."""
+class DriftSession(CountingSession):
+    """Side-by-side turns that drift: after the screening, every call to bench a kernel other than the
+    original runs ``factors[k]`` times its code's time on its k-th such call, and the original runs
+    ``orig_factors[k]`` times on its k-th.  Paired rounds share a factor when the two lists match."""
 
     def __init__(self, screened: int, factors: list[float], orig_factors: list[float]):
         super().__init__()
         self.screened, self.factors, self.orig_factors = screened, factors, orig_factors
-        self.calls: dict[str, int] = {}
 
-    def bench(self, spec, configs, save_reference=False):
-        first = next(iter(self.calls), spec.hash)
-        for i, t in super().bench(spec, configs, save_reference):
-            n = self.calls.get(spec.hash, 0)
-            self.calls[spec.hash] = n + 1
-            if spec.hash == first and n >= 1 and t.time_ms is not None:  # the original's turns
-                t.time_ms *= self.orig_factors[n - 1]
-            elif spec.hash != first and n >= self.screened and t.time_ms is not None:
-                t.time_ms *= self.factors[n - self.screened]
-            yield i, t
-
-
-def judged(session) -> tuple:
-    reply = execute(kernel("tiled", 1.5, "int t = TILE * block_size_x;"), TILE=[1, 2], block_size_x=[16])
-    spec = KernelSpec("matmul", kernel("original", 2.0, "int x = block_size_x;"), {"block_size_x": [16]})
-    ctx = TransformContext(spec, session, LLMClient(ScriptedTransformProvider([{"kind": "one-prompt", "reply": reply}]),
-                                                    retries=0), budget=10, confirm_rounds=3)
-    ctx.measure_original()
-    OnePromptTuningStrategy().run(ctx)
-    return ctx, ctx.records[0]
+    def adjust(self, original: bool, n: int, time_ms: float) -> float:
+        if original:
+            return time_ms * self.orig_factors[n - 1] if n >= 1 else time_ms  # call 0: measure_original
+        return time_ms * self.factors[n - self.screened] if n >= self.screened else time_ms
 
 
 def test_fake_session_drift_between_rounds_cancels_in_the_paired_speedup():

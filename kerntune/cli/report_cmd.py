@@ -9,7 +9,6 @@ import typer
 
 from kerntune.cli.common import check_output, console, err_console, open_store, write_output
 from kerntune.report import default_report_path, write_report
-from kerntune.report.data import resolve_run_id
 from kerntune.store import Store
 
 
@@ -24,7 +23,7 @@ def report(
     check_output("--md", md, (".md", ".markdown"))
     st = open_store(store, readonly=True)
     try:
-        run_id = resolve_run_id(st, run)
+        run_id = st.resolve_run_id(run)
         if html is None and md is None:
             html = default_report_path(st, run_id)
         target = html or md

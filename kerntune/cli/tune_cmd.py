@@ -135,8 +135,7 @@ def tune(
         best = _confirm(evaluator, res.history, retime) or best
     if best is None and kernel is not None:  # a recording of failures replays as one: a finished run
         console.print(f"no successful config in {len(res.history)} evaluations ({res.stop_reason})")
-        errors = {(t.error or t.status.value).strip().splitlines()[-1] if (t.error or "").strip() else t.status.value
-                  for t in res.history}
+        errors = {_last_line(t) for t in res.history}
         console.print(f"run id: {res.run_id} (store {st.path})")
         evaluator.close()
         st.close()
@@ -178,13 +177,19 @@ def _give_up_on_one_failure(ctx) -> None:  # noqa: ANN001 - SearchContext
     # same for every config without saying anything about the machine.
     if len(errors) == 1 and next(iter(errors))[0] in ("runtime_error", "compile_error") and next(iter(errors))[1]:
         status, error = next(iter(errors))
-        last = error.splitlines()[-1]
+        last = _last_line(hist[0])
         no_gpu = ("not compiled with cuda", "no cuda gpus are available", "found no nvidia driver",
                   "cuda driver initialization failed", "0 active drivers")
         hint = " (no CUDA GPU here: tune a recording with --replay, or run on a GPU machine)" \
             if any(m in error.lower() for m in no_gpu) else ""
         raise BudgetExhausted(f"stopped: the first {GIVE_UP_AFTER} configs all failed the same way,"
                               f" {status}: {last}{hint}")
+
+
+def _last_line(t) -> str:  # noqa: ANN001 - Trial
+    """A failed trial's error as one line (its last: Python's exception line), else its status."""
+    error = (t.error or "").strip()
+    return error.splitlines()[-1] if error else t.status.value
 
 
 def _same_shape(st, run_id: str, shape: str) -> None:  # noqa: ANN001
@@ -218,8 +223,6 @@ def _stored_target(st, run_id: str, shape: Optional[str],  # noqa: ANN001
         if not (path.is_file() or is_adapter_spec(ev["kernel_file"])):
             raise KerntuneError(f"cannot resume {run_id}: its kernel file {path} is gone (give the kernel file again)")
         return path, stored_shape, None
-    if shape is not None:
-        raise KerntuneError("--shape is for a kernel file; a recording's shape is the one it was recorded at")
     if ev.get("source"):
         path = Path(ev["source"])
         if not path.is_absolute():
@@ -230,7 +233,7 @@ def _stored_target(st, run_id: str, shape: Optional[str],  # noqa: ANN001
         if ev.get("kernel_source_chars") or ev.get("device_info"):
             raise KerntuneError(f"cannot resume {run_id} alone: it was started with --source or --device; give"
                                 f" --replay {path} and them again")
-        return None, None, path
+        return None, shape, path  # a --shape typed here is refused with the recording (_evaluator)
     raise KerntuneError(f"cannot resume {run_id} alone: the store does not say what it measured (give the kernel"
                         " file and --shape, or --replay FILE, again)")
 
@@ -305,8 +308,6 @@ def _parse_gpus(text: str) -> int | None:
 def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Path], compile_timeout: float,
                gpus: int | None = None, ray_address: str | None = None, source: Optional[Path] = None,
                device: Optional[str] = None):
-    if kernel is None and replay is None:
-        raise KerntuneError("nothing to tune: give a kernel file (with --shape) or --replay RECORDING")
     if kernel is not None and replay is not None:
         raise KerntuneError("give a kernel file (with --shape) or --replay RECORDING, not both")
     if replay is not None:

@@ -131,14 +131,9 @@ class ReportData:
         return any(run.exchanges for run in self.runs)
 
 
-def resolve_run_id(store: Store, run: str) -> str:
-    """``last``, a unique prefix or a full id (``Store.resolve_run_id``)."""
-    return store.resolve_run_id(run)
-
-
 def load_report(store: Store, run: str) -> ReportData:
     """Read a run (a ``compare`` run brings all its repeats) and its recording's yardsticks."""
-    run_id = resolve_run_id(store, run)
+    run_id = store.resolve_run_id(run)
     top = store.conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
     rows = store.conn.execute("SELECT * FROM runs WHERE parent_id=? ORDER BY created, id", (run_id,)).fetchall() \
         if top["kind"] == "compare" else [top]
