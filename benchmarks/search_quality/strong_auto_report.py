@@ -37,6 +37,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--transcripts", type=Path, default=ROOT / "benchmarks" / "llm" / "transcripts" / "auto")
     ap.add_argument("--classical", type=Path, default=CLASSICAL)
+    ap.add_argument("--space-dir", type=Path, default=ROOT / "examples" / "spaces",
+                    help="where the recordings are (benchmarks/results/heldout/spaces for the held-out ones)")
     ap.add_argument("--budget", type=int, default=200)
     # auto's options beside model_clock_s=30 and max_calls=4 (those of strong_auto.sh); none: the
     # defaults, under which the committed transcripts were recorded (-o overlap_first=100000
@@ -49,8 +51,8 @@ def main() -> None:
     gp = gp_mean_curves(a.classical)
     rows = []
     for path in sorted(a.transcripts.glob("*.llm.jsonl")):
-        space = path.name.split(".")[0]
-        ev = ReplayEvaluator.from_file(ROOT / "examples" / "spaces" / f"{space}.json.gz")
+        space = path.name[: -len(".llm.jsonl")]  # held-out names hold dots (fla.chunk_o_...)
+        ev = ReplayEvaluator.from_file(a.space_dir / f"{space}.json.gz")
         rec = ev.recording
         ref = Reference.from_times(rec.ok_times, len(rec.trials) - len(rec.ok_times))
         res = run_search(ev, "auto", Budget(max_evals=a.budget), seed=0,
