@@ -5,7 +5,8 @@ answerer working from the ``files:`` prompts alone (benchmarks/search_quality/st
 the older benchmarks/llm/transcripts/*.llm.jsonl were answered the same way for the ``llm``
 strategy, and their first answer is a fair opening for ``auto`` too.  A replay must be
 deterministic, must measure the model's first answer right after the start, and must spend
-the whole budget (the surrogate carries on after the model's last call)."""
+the whole budget (the surrogate carries on after the model's last call).  benchmarks/llm/transcripts/heldout/
+holds the same for the held-out recordings (benchmarks/heldout/strong_auto.sh)."""
 
 from __future__ import annotations
 
@@ -20,20 +21,25 @@ from kerntune.run.search import RunOptions, run_search
 from kerntune.strategies import Budget
 
 ROOT = Path(__file__).resolve().parent.parent
-AUTO = sorted((ROOT / "benchmarks" / "llm" / "transcripts" / "auto").glob("*.llm.jsonl"))
-CASES = [(p.name.split(".")[0], p) for p in AUTO if p.stat().st_size] or []
-CASES.append(("convolution_A100", ROOT / "benchmarks" / "llm" / "transcripts" / "convolution_A100.llm.jsonl"))
+TRANSCRIPTS = ROOT / "benchmarks" / "llm" / "transcripts"
+SHIPPED, HELD_OUT = ROOT / "examples" / "spaces", ROOT / "benchmarks" / "results" / "heldout" / "spaces"
+CASES = [(SHIPPED / f"{p.name[: -len('.llm.jsonl')]}.json.gz", p)
+         for p in sorted((TRANSCRIPTS / "auto").glob("*.llm.jsonl")) if p.stat().st_size]
+CASES += [(HELD_OUT / f"{p.name[: -len('.llm.jsonl')]}.json.gz", p)
+          for p in sorted((TRANSCRIPTS / "heldout").glob("*.llm.jsonl")) if p.stat().st_size]
+CASES.append((SHIPPED / "convolution_A100.json.gz", TRANSCRIPTS / "convolution_A100.llm.jsonl"))
 OPTIONS = {"model_clock_s": 30, "max_calls": 4}
 
 
-def _run(space: str, transcript: Path, budget: int):  # noqa: ANN202
-    ev = ReplayEvaluator.from_file(ROOT / "examples" / "spaces" / f"{space}.json.gz")
+def _run(space: Path, transcript: Path, budget: int):  # noqa: ANN202
+    ev = ReplayEvaluator.from_file(space)
     return run_search(ev, "auto", Budget(max_evals=budget), seed=0,
                       run=RunOptions(llm=LLMClient.from_spec(f"replay:{transcript}"), strategy_options=OPTIONS))
 
 
-@pytest.mark.parametrize("space, transcript", CASES, ids=[f"{s}-{p.parent.name}" for s, p in CASES])
-def test_auto_replays_a_strong_model_transcript(space: str, transcript: Path) -> None:
+@pytest.mark.parametrize("space, transcript", CASES,
+                         ids=[f"{s.name[: -len('.json.gz')]}-{p.parent.name}" for s, p in CASES])
+def test_auto_replays_a_strong_model_transcript(space: Path, transcript: Path) -> None:
     entries = [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
     first = json.loads(entries[0]["response"])["configs"]
     res = _run(space, transcript, 120)
