@@ -3,7 +3,9 @@
 # benchmarks/search_quality/strong_auto.sh does on the eight development recordings: the model is a
 # separate answerer working from the `files:` prompts in $EXCHANGE/<space>/ alone; every run shows
 # the model the kernel's source (`--source`, written by sources.py) as a real run would; each run's
-# exchanges are kept as a transcript that `replay:` re-runs (benchmarks/heldout/report.py).
+# exchanges are kept as a transcript that `replay:` re-runs (tests/test_auto_transcripts.py, and
+# benchmarks/search_quality/strong_auto_report.py --transcripts benchmarks/llm/transcripts/heldout
+# --space-dir benchmarks/results/heldout/spaces --classical benchmarks/results/heldout/classical_200x20_s0.json).
 #   python benchmarks/heldout/sources.py $SRC && benchmarks/heldout/strong_auto.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
