@@ -4,7 +4,7 @@
 # random order (strategy `random` over the whole space), so a run cut by --seconds leaves an unbiased
 # sample of the space, not its first corner in enumeration order.
 # Usage (GPU machine, after `source benchmarks/real_kernels/gpu_setup.sh`):
-#   OUT=DIR SECONDS_EACH=S benchmarks/heldout/record_h100.sh ADAPTER:SHAPE [ADAPTER:SHAPE ...]
+#   OUT=DIR SECONDS_EACH=S benchmarks/heldout/record.sh ADAPTER:SHAPE [ADAPTER:SHAPE ...]
 # writes DIR/<adapter>_<shape>.table.json and DIR/record.log.
 set -uo pipefail
 out=${OUT:?set OUT}; seconds=${SECONDS_EACH:-480}
