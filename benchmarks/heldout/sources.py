@@ -1,6 +1,6 @@
 """Write the kernel source that a real run would show the model, for each held-out recording, into
 DIR/<space>.{py,cu} (``--source`` of ``kerntune tune --replay``): the package's own Triton kernel for
-the H100 recordings (from the pinned packages installed by ``make install``, the `packages` extra),
+the H100 and H200 recordings (from the pinned packages installed by ``make install``, the `packages` extra),
 Kernel Tuner's convolution kernel for the RTX 2080 Ti recording (from the autotuning_methodology 1.1.0
 sdist, which pip downloads here with its hash checked).
 
@@ -25,6 +25,10 @@ ADAPTERS = {  # recording name -> kerntune adapter
     "liger.mlp_swiglu_8192x4096x14336": "liger.mlp_swiglu",
     "liger.moe_down_4096x128x8x2048x768": "liger.moe_down",
     "torchao.fp8_blockwise_mm_4096x18432x7168": "torchao.fp8_blockwise_mm",
+    # the H200 recordings (benchmarks/results/heldout/spaces_h200)
+    "liger.moe_up_swiglu_4096x8x2x4096x14336": "liger.moe_up_swiglu",
+    "fla.l2norm_4x4096x32x128": "fla.l2norm",
+    "liger.cross_entropy_8192x128256": "liger.cross_entropy",
 }
 SDIST = "autotuning_methodology-1.1.0.tar.gz"
 SDIST_SHA256 = "e3fffd803d6f323942fed6cb3b5744fea51b5e6f1490ec82031cfee7dee08e52"

@@ -7,15 +7,18 @@
 # benchmarks/search_quality/strong_auto_report.py --transcripts benchmarks/llm/transcripts/heldout
 # --space-dir benchmarks/results/heldout/spaces --classical benchmarks/results/heldout/classical_200x20_s0.json).
 #   python benchmarks/heldout/sources.py $SRC && benchmarks/heldout/strong_auto.sh
+# The H200 recordings: SPACES=benchmarks/results/heldout/spaces_h200 T=benchmarks/llm/transcripts/heldout_h200
+# EXCHANGE=/work/exchange/heldout_h200 benchmarks/heldout/strong_auto.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 EXCHANGE=${EXCHANGE:-/work/exchange/heldout}
 SRC=${SRC:-/tmp/kerntune-heldout-src}
 PY=${PY:-/work/main/.venv/bin/python}
 LOGS=${LOGS:-/tmp/kerntune-heldout/logs}  # not in $EXCHANGE: the logs show measured times
-T=benchmarks/llm/transcripts/heldout
+SPACES=${SPACES:-benchmarks/results/heldout/spaces}
+T=${T:-benchmarks/llm/transcripts/heldout}
 mkdir -p "$LOGS" "$T" /tmp/kerntune-heldout
-for f in benchmarks/results/heldout/spaces/*.json.gz; do
+for f in "$SPACES"/*.json.gz; do
   s=$(basename "$f" .json.gz)
   src=$(ls "$SRC/$s".* | head -1)
   rm -f "$T/$s.llm.jsonl" "/tmp/kerntune-heldout/$s.db"
