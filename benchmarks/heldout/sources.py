@@ -29,6 +29,7 @@ ADAPTERS = {  # recording name -> kerntune adapter
     "liger.moe_up_swiglu_4096x8x2x4096x14336": "liger.moe_up_swiglu",
     "fla.l2norm_4x4096x32x128": "fla.l2norm",
     "liger.cross_entropy_8192x128256": "liger.cross_entropy",
+    "liger.mlp_swiglu_bwd_dGU_8192x4096x14336": "liger.mlp_swiglu_bwd_dGU",
 }
 SDIST = "autotuning_methodology-1.1.0.tar.gz"
 SDIST_SHA256 = "e3fffd803d6f323942fed6cb3b5744fea51b5e6f1490ec82031cfee7dee08e52"
