@@ -7,7 +7,7 @@ strategy, and their first answer is a fair opening for ``auto`` too.  A replay m
 deterministic, must measure the model's first answer right after the start, and must spend
 the whole budget (the surrogate carries on after the model's last call).  benchmarks/llm/transcripts/heldout/
 holds the same for the held-out recordings (benchmarks/heldout/strong_auto.sh), heldout_h200/ for the
-three recorded on an H200."""
+four recorded on an H200."""
 
 from __future__ import annotations
 
@@ -25,12 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPTS = ROOT / "benchmarks" / "llm" / "transcripts"
 SHIPPED, HELD_OUT = ROOT / "examples" / "spaces", ROOT / "benchmarks" / "results" / "heldout" / "spaces"
 HELD_OUT_H200 = ROOT / "benchmarks" / "results" / "heldout" / "spaces_h200"
-CASES = [(SHIPPED / f"{p.name[: -len('.llm.jsonl')]}.json.gz", p)
-         for p in sorted((TRANSCRIPTS / "auto").glob("*.llm.jsonl")) if p.stat().st_size]
-CASES += [(HELD_OUT / f"{p.name[: -len('.llm.jsonl')]}.json.gz", p)
-          for p in sorted((TRANSCRIPTS / "heldout").glob("*.llm.jsonl")) if p.stat().st_size]
-CASES += [(HELD_OUT_H200 / f"{p.name[: -len('.llm.jsonl')]}.json.gz", p)
-          for p in sorted((TRANSCRIPTS / "heldout_h200").glob("*.llm.jsonl")) if p.stat().st_size]
+
+
+def _cases(folder: str, spaces: Path) -> list[tuple[Path, Path]]:
+    """(recording, transcript) for every non-empty transcript in TRANSCRIPTS/folder, named after its space."""
+    return [(spaces / f"{p.name[: -len('.llm.jsonl')]}.json.gz", p)
+            for p in sorted((TRANSCRIPTS / folder).glob("*.llm.jsonl")) if p.stat().st_size]
+
+
+CASES = _cases("auto", SHIPPED) + _cases("heldout", HELD_OUT) + _cases("heldout_h200", HELD_OUT_H200)
 CASES.append((SHIPPED / "convolution_A100.json.gz", TRANSCRIPTS / "convolution_A100.llm.jsonl"))
 OPTIONS = {"model_clock_s": 30, "max_calls": 4}
 

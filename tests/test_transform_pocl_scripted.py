@@ -128,8 +128,8 @@ def test_scripted_model_explicit_steps_from_yaml_through_the_cli(tmp_path):
            "--params", json.dumps(ORIGINAL), "--budget", "8", "--iterations", "20", "--retime-rounds", str(ROUNDS),
            "-o", str(out), "--json", str(res)]
     for attempt in range(ATTEMPTS):
-        proc = subprocess.run(cmd[:-4] + ["--store", str(tmp_path / f"kt{attempt}.db")] + cmd[-4:], capture_output=True,
-                              text=True, timeout=300, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        proc = subprocess.run(cmd + ["--store", str(tmp_path / f"kt{attempt}.db")], capture_output=True, text=True,
+                              timeout=300, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
         assert proc.returncode == 0, proc.stderr[-3000:]
         data = json.loads(res.read_text())
         tiling = next(s for s in data["steps"] if s["id"] == "tiling")
