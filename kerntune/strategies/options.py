@@ -158,10 +158,6 @@ class AutoOptions(_Options):
     elite_stall: int = Field(20, ge=0, le=_BIG, description="evaluations without a new best before other elites serve as origins")
     climb_elites: bool = Field(True, description="at a local optimum the climber climbs on from an unvisited elite")
     climb_cap: int = Field(10, ge=0, le=_BIG, description="fruitless neighbours before the climber moves to the next elite (0: only at a local optimum)")
-    # the TPE member (thirty-first pass)
-    tpe_share: float = Field(0.0, ge=0, le=1, description="share of the non-climber steps that are TPE proposals over the valid configs")
-    tpe_gamma: float = Field(0.1, gt=0, le=1, description="TPE's good share of the measured configs (at most 25)")
-    tpe_candidates: int = Field(24, ge=1, le=_BIG, description="configs drawn from TPE's good density; the best good/rest ratio is proposed")
     batch_size: Optional[int] = Field(None, ge=1, le=1024, description="configs proposed at once (default 1 on a recording, up to 8 on GPUs)")
     # with a model (--llm) only
     initial: int = Field(25, ge=1, le=10_000, description="with a model: configs of its first answer")

@@ -101,7 +101,6 @@ from kerntune.strategies.parzen import Parzen
 from kerntune.strategies.surrogate_aux import one_blas_thread, startup_configs, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
 from kerntune.strategies.surrogate_perturb import PerturbSteps
-from kerntune.strategies.surrogate_tpe import TpeSteps
 
 
 @dataclass
@@ -114,7 +113,7 @@ class _Region:
     restarts: list[Config] = field(default_factory=list)
 
 
-class SurrogateSearch(PerturbSteps, TpeSteps):
+class SurrogateSearch(PerturbSteps):
     """Proposes configs by GP-LCB within the current region; learns from ``tell``."""
 
     def __init__(self, ctx: SearchContext, opts: SurrogateOptions | None = None) -> None:
@@ -162,8 +161,8 @@ class SurrogateSearch(PerturbSteps, TpeSteps):
             self.climber.elites = self.elites
             self.climber.cap = self.opts.climb_cap
         self.owner: dict[str, str] = {}            # config key -> the member that proposed it
-        self.credit = {"gp": 0.0, "climb": 0.0, "tpe": 0.0}    # running mean log-time gain per proposal of each member
-        self.steps = {"gp": 0, "climb": 0, "tpe": 0}
+        self.credit = {"gp": 0.0, "climb": 0.0}    # running mean log-time gain per proposal of each member
+        self.steps = {"gp": 0, "climb": 0}
         self.parzen = Parzen(self.model.pool) if self.opts.perturb_guide > 0 and self.configs else None
         self.all_feats: list[np.ndarray] = []      # every measured config (failures too), for the good density
         self.all_vals: list[float] = []
@@ -319,21 +318,6 @@ class SurrogateSearch(PerturbSteps, TpeSteps):
                 taken.add(k)
                 self.owner[k] = "climb"
                 self.steps["climb"] += 1
-                out.append(c)
-        if self.ys and self.opts.tpe_share > 0 and self.configs:
-            for _ in range(sum(ctx.rng.random() < self.opts.tpe_share for _ in range(n - len(out)))):
-                blocked = np.array(self.measured, dtype=bool)
-                for k in taken:
-                    if k in self.index:
-                        blocked[self.index[k]] = True
-                i = self.tpe_pick(blocked)
-                if i is None:
-                    break
-                c = self.configs[i]
-                k = space.key(space.canonical(c))
-                taken.add(k)
-                self.owner[k] = "tpe"
-                self.steps["tpe"] += 1
                 out.append(c)
         picks = self._gp_propose(n - len(out), taken)
         for c in picks:

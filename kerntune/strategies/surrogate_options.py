@@ -63,11 +63,6 @@ class SurrogateOptions:
     global_fit: bool = True       # with global_warp: the global steps use a second GP with its own kernel fit on global_warp's targets
     global_share: float = 0.5     # with global_warp: the share of global steps that use it (the others keep y_warp)
 
-    # Thirty-first design pass (README "Thirty-first pass"; surrogate_tpe.py)
-    tpe_share: float = 0.0        # share of the non-climber steps that are TPE proposals over the pool
-    tpe_gamma: float = 0.1        # TPE's good share of the measured configs (at most 25)
-    tpe_candidates: int = 24      # configs drawn from the good density, the best l/g proposed
-
     @property
     def global_split(self) -> bool:
         """Whether the GP's global steps use other targets than its fit (``global_warp``): only
