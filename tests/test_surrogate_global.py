@@ -92,14 +92,3 @@ def test_global_options_run_through_auto(tmp_path: Path, opts: dict) -> None:
     ev = synthetic_evaluator(tmp_path)
     res = run_search(ev, "auto", Budget(max_evals=40), seed=1, run=RunOptions(strategy_options=opts))
     assert len(res.history) == 40 and res.best is not None
-
-
-def test_global_kernel_hamming_gives_the_global_steps_the_plain_gps_kernel(tmp_path: Path) -> None:
-    same, _ = _engine(tmp_path, global_warp="log", global_fit=True)
-    ham, _ = _engine(tmp_path, global_warp="log", global_fit=True, global_kernel="hamming")
-    # the main GP keeps its kernel (ordinal terms and the alignment column); only the global steps' GP changes
-    assert np.array_equal(ham.model.steps, same.model.steps) and ham.model.steps.any()
-    assert same.gmodel is not None and ham.gmodel is not None
-    assert same.gmodel.steps.any() and not ham.gmodel.steps.any() and not ham.gmodel.aux
-    with pytest.raises(KerntuneError, match="global_kernel"):
-        SurrogateOptions(global_kernel="matern")

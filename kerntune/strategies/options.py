@@ -134,7 +134,6 @@ class AutoOptions(_Options):
     global_warp: Optional[_Warp] = Field("log", description="targets that global_share of the GP's global steps predict from (null: y_warp's)")
     global_fit: bool = Field(True, description="those steps use a second GP fitted on those targets (false: the main GP predicts from them)")
     global_share: float = Field(0.5, ge=0, le=1, description="share of global steps that use global_warp's targets")
-    global_kernel: Literal["same", "hamming"] = Field("same", description="kernel of global_fit's GP: the main GP's family, or Hamming terms only (the plain gp's)")
     gp_ordinal: float = Field(1.0, ge=0, le=2, description="ordered fields may enter the kernel as |index difference| ** this (0: Hamming)")
     gp_ordinal_fit: bool = Field(True, description="ordinal or Hamming per field by the marginal likelihood")
     gp_align: bool = Field(True, description="integer fields not all powers of two get a power-of-two alignment column")

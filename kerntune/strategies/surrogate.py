@@ -130,9 +130,7 @@ class SurrogateSearch(PerturbSteps):
             self.model = _GP(space.encoded_width, self.cap, _NOISE, **kernel)  # type: ignore[arg-type]
             if self.opts.global_fit and self.opts.global_split:
                 # global_fit (eighteenth pass): the global steps' own GP, the same kernel family fitted on global_warp's targets
-                # global_kernel "hamming" (thirty-second pass): the plain GP's kernel (no ordinal terms, no alignment column)
-                gkernel = kernel if self.opts.global_kernel == "same" else {}
-                self.gmodel = _GP(space.encoded_width, self.cap, _NOISE, **gkernel)  # type: ignore[arg-type]
+                self.gmodel = _GP(space.encoded_width, self.cap, _NOISE, **kernel)  # type: ignore[arg-type]
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []

@@ -63,9 +63,6 @@ class SurrogateOptions:
     global_fit: bool = True       # with global_warp: the global steps use a second GP with its own kernel fit on global_warp's targets
     global_share: float = 0.5     # with global_warp: the share of global steps that use it (the others keep y_warp)
 
-    # Thirty-second design pass (README "Thirty-second pass"): the kernel of global_fit's GP
-    global_kernel: str = "same"   # "same" (the main GP's kernel family) or "hamming" (the plain GP's: Hamming terms only)
-
     @property
     def global_split(self) -> bool:
         """Whether the GP's global steps use other targets than its fit (``global_warp``): only
@@ -87,7 +84,5 @@ class SurrogateOptions:
             raise KerntuneError(f"auto: gp_ordinal must be in [0, 2] (0: Hamming), not {self.gp_ordinal}")
         if self.global_warp is not None and self.global_warp not in WARPS:
             raise KerntuneError(f"auto: global_warp must be null or one of {', '.join(WARPS)}, not {self.global_warp!r}")
-        if self.global_kernel not in ("same", "hamming"):
-            raise KerntuneError(f'auto: global_kernel must be "same" or "hamming", not {self.global_kernel!r}')
         if not 0.0 <= self.global_share <= 1.0:
             raise KerntuneError(f"auto: global_share must be in [0, 1], not {self.global_share}")
