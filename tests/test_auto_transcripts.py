@@ -7,7 +7,7 @@ strategy, and their first answer is a fair opening for ``auto`` too.  A replay m
 deterministic, must measure the model's first answer right after the start, and must spend
 the whole budget (the surrogate carries on after the model's last call).  benchmarks/llm/transcripts/heldout/
 holds the same for the held-out recordings (benchmarks/heldout/strong_auto.sh), heldout_h200/ for the
-four recorded on an H200."""
+seven recorded on an H200."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_auto_replays_a_strong_model_transcript(space: Path, transcript: Path) -
     entries = [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
     first = json.loads(entries[0]["response"])["configs"]
     res = _run(space, transcript, 120)
-    # the whole budget, or the whole space where it is smaller (two H200 recordings hold 96 and 126 configs)
+    # the whole budget, or the whole space where it is smaller (four H200 recordings hold 48-126 configs)
     assert len(res.history) == min(120, len(ReplayEvaluator.from_file(space).recording.trials)), res.stop_reason
     assert res.llm_exchanges and res.llm_exchanges[0]["response"] == entries[0]["response"]
     assert res.extra["model_calls"] >= 1

@@ -30,6 +30,10 @@ ADAPTERS = {  # recording name -> kerntune adapter
     "fla.l2norm_4x4096x32x128": "fla.l2norm",
     "liger.cross_entropy_8192x128256": "liger.cross_entropy",
     "liger.mlp_swiglu_bwd_dGU_8192x4096x14336": "liger.mlp_swiglu_bwd_dGU",
+    # three more on the H200, recorded 2026-11-29
+    "fla.chunk_h_4x4096x32x128": "fla.chunk_h",
+    "fla.kkt_solve_4x4096x32x128": "fla.kkt_solve",
+    "liger.mlp_swiglu_bwd_dI_8192x4096x14336": "liger.mlp_swiglu_bwd_dI",
 }
 SDIST = "autotuning_methodology-1.1.0.tar.gz"
 SDIST_SHA256 = "e3fffd803d6f323942fed6cb3b5744fea51b5e6f1490ec82031cfee7dee08e52"

@@ -36,7 +36,8 @@ from vs_gp import CLASSICAL, gp_mean_curves, worst_vs  # noqa: E402  (the GP's m
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--transcripts", type=Path, default=ROOT / "benchmarks" / "llm" / "transcripts" / "auto")
-    ap.add_argument("--classical", type=Path, default=CLASSICAL)
+    ap.add_argument("--classical", type=Path, nargs="+", default=[CLASSICAL],
+                    help="bench.py results whose gp rows give the GP's mean curve per space (several: merged)")
     ap.add_argument("--space-dir", type=Path, default=ROOT / "examples" / "spaces",
                     help="where the recordings are (benchmarks/results/heldout/spaces for the held-out ones)")
     ap.add_argument("--budget", type=int, default=200)
@@ -48,7 +49,7 @@ def main() -> None:
     a = ap.parse_args()
     given = a.option or []
     options = {k: json.loads(v) for k, _, v in (o.partition("=") for o in ["model_clock_s=30", "max_calls=4"] + given)}
-    gp = gp_mean_curves(a.classical)
+    gp = {space: curve for f in a.classical for space, curve in gp_mean_curves(f).items()}
     rows = []
     for path in sorted(a.transcripts.glob("*.llm.jsonl")):
         space = path.name[: -len(".llm.jsonl")]  # held-out names hold dots (fla.chunk_o_...)
