@@ -354,12 +354,7 @@ class SurrogateSearch(PerturbSteps):
             restart = self._restart_pending and q == 0
             kappa_q = self.opts.explore_kappa if restart else self.opts.kappa
             score = mu_g - kappa_q * sd_g
-            tabu = self.tabu_mask
-            if self.opts.tabu_aspiration and self.tabu:
-                # aspiration (thirty-third pass): a closed config opens again where the model's mean,
-                # not its optimism, says it beats the best measured value
-                tabu = tabu & ~(mu_g < (yg if mu_g is not mu else yn).min())
-            blocked = mask | tabu
+            blocked = mask | self.tabu_mask
             if self.restarts and centre_feat is not None:
                 # A restarted region searches near its own start: the global model would pull
                 # it back towards the regions it knows, which is what the restart escapes.

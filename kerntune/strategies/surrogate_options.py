@@ -63,9 +63,6 @@ class SurrogateOptions:
     global_fit: bool = True       # with global_warp: the global steps use a second GP with its own kernel fit on global_warp's targets
     global_share: float = 0.5     # with global_warp: the share of global steps that use it (the others keep y_warp)
 
-    # Thirty-third design pass (README "Thirty-third pass"): tabu search's aspiration criterion
-    tabu_aspiration: bool = False  # a tabu-closed config is open to the global steps where the GP's mean predicts a new best
-
     @property
     def global_split(self) -> bool:
         """Whether the GP's global steps use other targets than its fit (``global_warp``): only
