@@ -149,7 +149,6 @@ class AutoOptions(_Options):
     climb_share: float = Field(0.5, ge=0, le=1, description="the climber's share before either member has earned credit (0: no climber)")
     min_share: float = Field(0.3, ge=0, le=0.5, description="neither member's share falls below this (before climb_max)")
     climb_max: Optional[float] = Field(0.15, ge=0, le=1, description="the climber's share is at most this (null: no cap)")
-    climb_cap_after: int = Field(0, ge=0, le=_BIG, description="climb_max applies once this many configs were measured (0: from the start)")
     credit_rate: float = Field(0.1, gt=0, le=1, description="weight of a proposal's gain in its member's running credit")
     perturb_share: float = Field(0.5, ge=0, le=1, description="share of climber steps that perturb a good config instead of climbing")
     perturb_guide: float = Field(0.5, ge=0, le=1, description="chance that a perturbed field's value comes from the good configs' density")

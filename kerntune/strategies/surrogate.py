@@ -296,7 +296,7 @@ class SurrogateSearch(PerturbSteps):
         total = credit["gp"] + credit["climb"]
         share = credit["climb"] / total if total > 1e-12 else self.opts.climb_share
         share = min(max(share, self.opts.min_share), 1.0 - self.opts.min_share)
-        if self.opts.climb_max is not None and len(self.all_vals) >= self.opts.climb_cap_after:
+        if self.opts.climb_max is not None:
             share = min(share, self.opts.climb_max)
         return share
 

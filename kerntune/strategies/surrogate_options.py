@@ -63,9 +63,6 @@ class SurrogateOptions:
     global_fit: bool = True       # with global_warp: the global steps use a second GP with its own kernel fit on global_warp's targets
     global_share: float = 0.5     # with global_warp: the share of global steps that use it (the others keep y_warp)
 
-    # Thirty-fourth design pass (README "Thirty-fourth pass"): the climber's cap only after the first evaluations
-    climb_cap_after: int = 0      # climb_max applies once this many configs were measured (0: from the start)
-
     @property
     def global_split(self) -> bool:
         """Whether the GP's global steps use other targets than its fit (``global_warp``): only
