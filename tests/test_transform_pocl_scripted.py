@@ -2,7 +2,8 @@
 
 The model is scripted (tests/data/transform/scripted_*.yaml: canned replies picked by each
 prompt's marker and text), so what is tested is kerntune, not a model: a naive matmul becomes a
-tiled one with new tunable parameters and is accepted; a planted wrong rewrite is rejected as
+tiled one with new tunable parameters, correct on every config and judged side by side with the
+original (accepted or not as the machine's timings say); a planted wrong rewrite is rejected as
 incorrect; steps that are not tuning are rejected by validation.  Kernels really compile, run, are
 checked against the original kernel's outputs and are timed through Kernel Tuner in the worker.
 """
@@ -38,17 +39,16 @@ from kerntune.transform.scripted import ScriptedTransformProvider  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "transform"
-# Tests that need the tiled rewrite to come out faster time each config 20 times (about 2 ms each at
-# N=128): PoCL runs on every core, and with 3 the test files running beside this one once made the
-# 1.6x-faster rewrite read "not faster".  Its screening on a loaded CI machine once read 8% slower
-# still; the acceptance is now decided on side-by-side turns (TransformContext.side_by_side), here 7 of
-# them (ROUNDS).  Even so, beside the other test files on a 2-core machine the tiled rewrite (2.3x
-# faster unloaded) has read 0.91x and 0.99x paired by round, also with PoCL on one compute unit: how
-# much faster it is depends on what else the machine runs.  So the two tests that need it accepted run
-# the transform again when, and only when, the verdict was "not faster" (at most ATTEMPTS times); a
-# transform that never accepts it still fails them.
+# Whether the tiled rewrite comes out faster is the machine's verdict, not kerntune's: on the 2-core
+# machines this suite runs on it has read 1.5-2.3x faster, 0.91-0.99x beside other test files, and, on a
+# later machine with nothing else running, 0.95x and 0.81x paired by round (its screening equal to the
+# naive kernel's). So these tests check what kerntune does with the rewrite (validated, renamed, checked
+# for correctness on every config, judged side by side with the original over ROUNDS turns) and that its
+# verdict follows the measured paired ratio and the threshold, whichever way the machine decides; the
+# acceptance rule itself is tested with fixed times in tests/test_transform_units.py (a speed target
+# does not belong in a unit test).
 ROUNDS = 7
-ATTEMPTS = 3
+THRESHOLD = 0.5  # percent: performance_threshold's default
 NAIVE = (DATA / "matmul_naive.cl").read_text()
 ORIGINAL = {"block_size_x": [16], "block_size_y": [16]}
 N = 128
@@ -61,42 +61,42 @@ def reference_product(n: int) -> np.ndarray:
     return a, b, a.astype(np.float64) @ b.astype(np.float64)
 
 
-def not_faster(status: str, reason: str | None) -> bool:
-    """A verdict that another run on a less loaded moment may reverse (see ATTEMPTS)."""
-    return status == "rejected" and (reason or "").startswith("not faster")
+def judged_on_speed_alone(status: str, reason: str | None, speedup: float | None) -> bool:
+    """A correct rewrite's verdict follows its paired speedup and the threshold: accepted when it clears
+    it, else rejected as "not faster" (never for another reason)."""
+    clears = speedup is not None and speedup >= 1 / (1 - THRESHOLD / 100)
+    return (status == "accepted") if clears else (status == "rejected" and (reason or "").startswith("not faster"))
 
 
 def test_scripted_model_autonomous_tiles_naive_matmul_rejects_wrong_and_non_tuning_steps(tmp_path):
-    for attempt in range(ATTEMPTS):
-        provider = ScriptedTransformProvider(DATA / "scripted_autonomous.yaml")
-        store = Store(tmp_path / f"kt{attempt}.db")
-        kt = KernelTransformer(NAIVE, strategy=AutonomousTuningStrategy(max_replanning=1), llm=provider,
-                               backend="opencl", problem_size=(N, N), args_generator=DATA / "matmul_args.py",
-                               tune_params=ORIGINAL, iterations=20, budget=8, store=store, memory_mb=4096,
-                               confirm_rounds=ROUNDS)
-        result = kt.run()
-        steps = {s.id: s for s in result.steps}
-        if not not_faster(steps["s3"].status, steps["s3"].reason):
-            break
-        store.close()
+    provider = ScriptedTransformProvider(DATA / "scripted_autonomous.yaml")
+    store = Store(tmp_path / "kt.db")
+    kt = KernelTransformer(NAIVE, strategy=AutonomousTuningStrategy(max_replanning=1), llm=provider,
+                           backend="opencl", problem_size=(N, N), args_generator=DATA / "matmul_args.py",
+                           tune_params=ORIGINAL, iterations=20, budget=8, store=store, memory_mb=4096,
+                           confirm_rounds=ROUNDS)
+    result = kt.run()
+    steps = {s.id: s for s in result.steps}
 
     # steps that are not tuning: one by the rules (profiling), one by the model's validation
     assert steps["s1"].status == "invalid" and "profiling" in steps["s1"].reason
     assert steps["s2"].status == "invalid" and "renaming" in steps["s2"].reason
 
-    # the tiled rewrite: new tunable parameters, names fixed, accepted as correct and faster
+    # the tiled rewrite: new tunable parameters, names fixed, correct on all 6 configs, judged side by side
+    # with the original (ROUNDS rounds in one worker), and its verdict the paired ratio's
     tiled = steps["s3"]
-    assert tiled.status == "accepted", (tiled.reason, tiled.notes)
     assert set(tiled.tune_params) == {"block_size_x", "block_size_y", "WPT", "TILE_K"}
     assert any("BLOCK_SIZE_Y renamed to block_size_y" in n for n in tiled.notes)
     assert any("TILE_SIZE" in n and "dropped" in n for n in tiled.notes)
     assert tiled.restrictions == ["block_size_y * WPT <= 16"] and tiled.statuses == {"ok": 6}
-    assert result.accepted == ["s3"] and result.speedup > 1.0 and tiled.speedup > 1.0
-    # judged side by side with the original (ROUNDS rounds in one worker), not on screening minutes apart
     assert any(n.startswith(f"side by side ({ROUNDS} rounds") for n in tiled.notes), tiled.notes
-    assert result.speedup == pytest.approx(tiled.speedup)
-    assert "__local float As" in result.kernel_source and "#define TILE_K" not in result.kernel_source
-    assert result.grid_div == {"y": ["block_size_y", "WPT"]}
+    assert judged_on_speed_alone(tiled.status, tiled.reason, tiled.speedup), (tiled.status, tiled.reason, tiled.speedup)
+    if tiled.status == "accepted":
+        assert result.accepted == ["s3"] and result.speedup == pytest.approx(tiled.speedup) > 1.0
+        assert "__local float As" in result.kernel_source and "#define TILE_K" not in result.kernel_source
+        assert result.grid_div == {"y": ["block_size_y", "WPT"]}
+    else:  # the original stays the result
+        assert result.accepted == [] and result.speedup == 1.0 and "__local" not in result.kernel_source
 
     # the planted wrong rewrite: rejected as incorrect after its first config
     wrong = steps["s4"]
@@ -110,12 +110,12 @@ def test_scripted_model_autonomous_tiles_naive_matmul_rejects_wrong_and_non_tuni
     assert len(store.trials(runs["transform s3"].id)) == 6
     store.close()
 
-    # the accepted kernel, run on its own through Kernel Tuner, computes A @ B
+    # the result's kernel (the tiled one if accepted, else the original), run on its own through Kernel Tuner, computes A @ B
     a, b, ab = reference_product(N)
     kw = result.kernel_tuner_kwargs()
     out = kernel_tuner.run_kernel(kw["kernel_name"], kw["kernel_source"], (N, N),
                                   [np.zeros((N, N), np.float32), a, b, np.int32(N)], result.best_config, lang="OpenCL",
-                                  grid_div_y=kw["grid_div_y"], quiet=True)
+                                  grid_div_y=kw.get("grid_div_y"), quiet=True)
     assert np.allclose(out[0], ab, rtol=1e-4, atol=1e-3)
 
 
@@ -127,22 +127,22 @@ def test_scripted_model_explicit_steps_from_yaml_through_the_cli(tmp_path):
            "--backend", "opencl", "--problem-size", f"{N}x{N}", "--args-generator", str(DATA / "matmul_args.py"),
            "--params", json.dumps(ORIGINAL), "--budget", "8", "--iterations", "20", "--retime-rounds", str(ROUNDS),
            "-o", str(out), "--json", str(res)]
-    for attempt in range(ATTEMPTS):
-        proc = subprocess.run(cmd + ["--store", str(tmp_path / f"kt{attempt}.db")], capture_output=True, text=True,
-                              timeout=300, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        data = json.loads(res.read_text())
-        tiling = next(s for s in data["steps"] if s["id"] == "tiling")
-        if not not_faster(tiling["status"], tiling["reason"]):
-            break
+    proc = subprocess.run(cmd + ["--store", str(tmp_path / "kt.db")], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(res.read_text())
+    tiling = next(s for s in data["steps"] if s["id"] == "tiling")
     status = {s["id"]: (s["status"], s["reason"]) for s in data["steps"]}
-    assert tiling["status"] == "accepted", (tiling["reason"], tiling["notes"])
+    assert judged_on_speed_alone(tiling["status"], tiling["reason"], tiling["speedup"]), tiling
     assert status["vectorize"] == ("skipped", "the model judged it not worth doing: the loads of B are already "
                                               "coalesced across work-items")
     assert status["vector_width"] == ("skipped", "depends on vectorize, which brought no gain")
-    assert data["tune_params"]["TILE_K"] == [16]  # the step's fixed values
-    assert data["speedup"] > 1.0 and out.read_text() == data["kernel_source"]
-    assert "speedup" in proc.stdout and "[accepted" in proc.stdout
+    assert out.read_text() == data["kernel_source"] and "speedup" in proc.stdout
+    if tiling["status"] == "accepted":
+        assert data["tune_params"]["TILE_K"] == [16]  # the step's fixed values
+        assert data["speedup"] > 1.0 and "[accepted" in proc.stdout
+    else:
+        assert data["accepted"] == [] and "TILE_K" not in data["tune_params"] and "not faster" in proc.stdout
 
 
 def test_scripted_model_one_prompt_with_model_written_inputs(tmp_path):
