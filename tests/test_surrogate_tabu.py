@@ -53,22 +53,3 @@ def test_the_tabu_closes_the_ball_to_global_steps_and_yields_when_nothing_else_i
     _ball_only(engine)
     pick = engine._gp_propose(1, set())
     assert pick and engine.tabu_mask[engine.index[engine.ctx.space.key(pick[0])]]
-
-
-def test_reopen_best_lifts_a_ball_that_still_holds_the_best_of_all_at_the_next_restart(tmp_path: Path) -> None:
-    """``tabu_reopen_best`` (thirty-fifth pass): the first restart closes the best's ball; when the next
-    region stalls without beating it, that ball opens again and the stalled region's closes."""
-    engine, ctx = _restarted(tmp_path, tabu_reopen_best=True)
-    first = engine.tabu[0].copy()
-    ok = [c for c in ctx.space.enumerate() if synthetic_time(c) is not None and synthetic_time(c) > 3.0]
-    worse = random.Random(5).sample(ok, 3)  # a new region whose best is worse than the best of all
-    engine.tell(worse, ctx.evaluate(worse))
-    engine._restart()
-    assert len(engine.tabu) == 1 and not np.array_equal(engine.tabu[0], first)
-    best = engine.index[ctx.space.key(ctx.best.config)]
-    assert not engine.tabu_mask[best]  # the best of all is open to the global steps again
-    # without the option both balls stay closed
-    plain, ctx2 = _restarted(tmp_path)
-    plain.tell(worse, ctx2.evaluate(worse))
-    plain._restart()
-    assert len(plain.tabu) == 2 and plain.tabu_mask[plain.index[ctx2.space.key(ctx2.best.config)]]

@@ -246,16 +246,6 @@ class SurrogateSearch(PerturbSteps):
         return self._restart_pending
 
     def _restart(self) -> None:
-        if self.opts.tabu_reopen_best and self.tabu and self.ctx.best is not None:
-            # thirty-fifth pass: a closed ball that still holds the best of all after the regions since
-            # failed to beat it was no deceptive basin; it opens again to the global steps
-            best = _encode(self.ctx.space, [self.ctx.best.config])[0]
-            keep = [c for c in self.tabu if np.sum(c != best) > self.opts.tabu_radius]
-            if len(keep) < len(self.tabu):
-                self.tabu = keep
-                self.tabu_mask = np.zeros(len(self.configs), dtype=bool)
-                for c in keep:
-                    self.tabu_mask |= np.sum(self.model.pool != c, axis=1) <= self.opts.tabu_radius
         centre = _encode(self.ctx.space, [self.region.best_config])[0]  # type: ignore[list-item]
         self.tabu.append(centre)
         self.tabu_mask |= np.sum(self.model.pool != centre, axis=1) <= self.opts.tabu_radius

@@ -63,9 +63,6 @@ class SurrogateOptions:
     global_fit: bool = True       # with global_warp: the global steps use a second GP with its own kernel fit on global_warp's targets
     global_share: float = 0.5     # with global_warp: the share of global steps that use it (the others keep y_warp)
 
-    # Thirty-fifth design pass (README "Thirty-fifth pass"): reopen a closed ball that still holds the best of all
-    tabu_reopen_best: bool = False  # at a restart, a tabu ball holding the best of all (no region since beat it) opens again
-
     @property
     def global_split(self) -> bool:
         """Whether the GP's global steps use other targets than its fit (``global_warp``): only
