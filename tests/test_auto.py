@@ -8,12 +8,14 @@ time in wall time (``realtime``) while the scripted model really sleeps.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 
 from kerntune.evaluate import ReplayEvaluator, Status, Trial, table_dict
 from kerntune.llm import LLMClient
 from kerntune.run.search import RunOptions, run_search
+from kerntune.store import Store
 from kerntune.strategies import DEFAULT_STRATEGY, Budget
 from tests.scripted import ScriptedProvider, answer, failing, synthetic_evaluator, synthetic_space, synthetic_time
 
@@ -112,6 +114,32 @@ def test_model_time_is_hidden_behind_measurements_in_real_time(tmp_path: Path) -
     assert extra["model_hidden_share"] >= 0.8, extra
     assert any("hidden" in n for n in res.notes)
     assert wall < 60 * 0.05 + 0.2 * extra["model_seconds"] + 1.0
+
+
+def test_under_a_time_budget_alone_the_surrogate_measures_until_the_answer_is_back(tmp_path: Path) -> None:
+    """A model that really waits 2 s, configs that really take 0.03 s: under an evaluation budget the
+    surrogate measures ``overlap_first`` (10) configs, the start included, and then waits for the answer;
+    under a budget of seconds alone nothing caps it, so it measures until the answer is back (read from
+    the sources the store keeps for each trial)."""
+    ev = ReplayEvaluator.from_file(_fast_recording(tmp_path, 0.03), realtime=True)
+    everything = list(synthetic_space().enumerate())
+
+    def slow(n: int, messages) -> str:  # noqa: ANN001
+        time.sleep(2.0)
+        return answer(*everything)  # the whole space: some of it is still unmeasured when the answer comes
+
+    def before_the_answer(budget: Budget, name: str) -> int:
+        store = Store(tmp_path / f"{name}.db")
+        res = run_search(ev, "auto", budget, seed=0,
+                         run=RunOptions(llm=_client(slow), store=store, strategy_options={"max_calls": 1}))
+        store.close()
+        with sqlite3.connect(tmp_path / f"{name}.db") as db:
+            sources = [r[0] for r in db.execute("SELECT source FROM trials WHERE run_id=? ORDER BY seq", (res.run_id,))]
+        assert "auto:model1" in sources, sources
+        return sources.index("auto:model1")
+
+    assert before_the_answer(Budget(max_evals=40), "by_count") <= 10
+    assert before_the_answer(Budget(max_seconds=5.0), "by_time") > 10
 
 
 def test_model_time_overlap_on_a_simulated_clock_is_charged_only_when_unhidden(tmp_path: Path) -> None:

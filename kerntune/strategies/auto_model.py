@@ -95,13 +95,15 @@ class _Cooperation:
 
     def wait(self, fut: Future, source: str, cap: int) -> Answer:
         """Measure surrogate proposals while the model thinks, at most ``cap`` evaluations since the
-        call began; charge only the unhidden time."""
+        call began when the budget counts evaluations (none under a budget of time alone: there an
+        idle GPU only wastes the budget, and the answer is used whenever it comes); charge only the
+        unhidden time."""
         ctx = self.ctx
         clock0 = self.clock_at_submit  # measurements since the call began (round 1: the start too)
-        last = self.evals_at_submit + cap
+        last = self.evals_at_submit + cap if ctx.remaining_evals is not None else None
 
         def more() -> bool:
-            return not ctx.done and ctx.evaluations < last
+            return not ctx.done and (last is None or ctx.evaluations < last)
 
         if ctx.evaluator.simulated_clock:
             answer = fut.result()
@@ -206,7 +208,8 @@ def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size
     take minutes where a hosted model takes 10-60 s; without it such a run would let the
     surrogate spend most of the budget while one answer is being written.
     ``overlap_first`` / ``overlap_later``: the most evaluations the surrogate spends while the
-    first / a later call is out (the start included; default 10 and ``refine``).  Without a
+    first / a later call is out (the start included; default 10 and ``refine``), under a budget
+    that counts evaluations; under a budget of time alone it measures until the answer is back.  Without a
     cap, a kernel whose configs measure in 0.1 s would spend a 200-evaluation budget during one
     30 s call and the model's answer would never be measured (seen on two H100 matmul
     recordings); with it the model opens and keeps its share, and the GPU waits only once the
