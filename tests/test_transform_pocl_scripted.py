@@ -10,6 +10,7 @@ checked against the original kernel's outputs and are timed through Kernel Tuner
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -48,8 +49,9 @@ DATA = ROOT / "tests" / "data" / "transform"
 # acceptance rule itself is tested with fixed times in tests/test_transform_units.py (a speed target
 # does not belong in a unit test).
 ROUNDS = 7
-THRESHOLD = 0.5  # percent: performance_threshold's default
 NAIVE = (DATA / "matmul_naive.cl").read_text()
+# percent: the transformer's default, also passed to the CLI test so both verdicts are read against it
+THRESHOLD = inspect.signature(KernelTransformer).parameters["performance_threshold"].default
 ORIGINAL = {"block_size_x": [16], "block_size_y": [16]}
 N = 128
 
@@ -126,6 +128,7 @@ def test_scripted_model_explicit_steps_from_yaml_through_the_cli(tmp_path):
            "--steps", str(DATA / "steps.yaml"), "--llm", f"cmd:{sys.executable} -m kerntune.transform.scripted {script}",
            "--backend", "opencl", "--problem-size", f"{N}x{N}", "--args-generator", str(DATA / "matmul_args.py"),
            "--params", json.dumps(ORIGINAL), "--budget", "8", "--iterations", "20", "--retime-rounds", str(ROUNDS),
+           "--performance-threshold", str(THRESHOLD),
            "-o", str(out), "--json", str(res)]
     proc = subprocess.run(cmd + ["--store", str(tmp_path / "kt.db")], capture_output=True, text=True,
                           timeout=300, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
