@@ -253,6 +253,11 @@ class SurrogateSearch(PerturbSteps):
         self.restarts += 1
         self._restart_pending = True
 
+    def _tabu_lifted(self) -> bool:
+        """``tabu_until``: past that share of the evaluation budget the tabu balls close nothing."""
+        return (self.opts.tabu_until is not None and bool(self.budget0)
+                and len(self.all_vals) >= self.opts.tabu_until * self.budget0)  # type: ignore[operator]
+
     def _normalised(self) -> np.ndarray:
         """The GP's targets: standardised log-times, optionally warped (``y_warp``,
         ``surrogate_aux.warp``)."""
@@ -354,7 +359,7 @@ class SurrogateSearch(PerturbSteps):
             restart = self._restart_pending and q == 0
             kappa_q = self.opts.explore_kappa if restart else self.opts.kappa
             score = mu_g - kappa_q * sd_g
-            blocked = mask | self.tabu_mask
+            blocked = mask if self._tabu_lifted() else mask | self.tabu_mask
             if self.restarts and centre_feat is not None:
                 # A restarted region searches near its own start: the global model would pull
                 # it back towards the regions it knows, which is what the restart escapes.
