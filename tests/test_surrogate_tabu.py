@@ -1,6 +1,6 @@
-"""The engine's tabu after a restart (``SurrogateSearch._restart``): a real engine on the synthetic
-recording, its restart forced, its global steps read.  (The twenty-seventh pass's ``tabu_until``, which
-lifted the tabu late, was not adopted; its tests are at commit 6103a51.)"""
+"""The engine's tabu after a restart (``SurrogateSearch._restart``) and ``tabu_until`` (the
+twenty-seventh pass's, default 0.5 since the thirty-sixth): a real engine on the synthetic recording,
+its restart forced, its global steps read."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _ball_only(engine: SurrogateSearch) -> None:
 
 
 def test_the_tabu_closes_the_ball_to_global_steps_and_yields_when_nothing_else_is_left(tmp_path: Path) -> None:
-    closed, _ = _restarted(tmp_path)
+    closed, _ = _restarted(tmp_path, tabu_until=None)
     assert closed.tabu_mask.sum() > 1
     # this history's best bound lies in the ball, and the global step does not take it
     yn = closed._normalised()
@@ -53,3 +53,31 @@ def test_the_tabu_closes_the_ball_to_global_steps_and_yields_when_nothing_else_i
     _ball_only(engine)
     pick = engine._gp_propose(1, set())
     assert pick and engine.tabu_mask[engine.index[engine.ctx.space.key(pick[0])]]
+
+
+def test_tabu_until_lifts_the_balls_only_past_its_share_of_the_evaluation_budget(tmp_path: Path) -> None:
+    engine, _ = _restarted(tmp_path)                    # the default, 0.5: 12 of 40 evaluations spent, closed
+    assert engine.opts.tabu_until == 0.5 and not engine._tabu_lifted()
+    engine, _ = _restarted(tmp_path, tabu_until=None)  # never lifted
+    assert not engine._tabu_lifted()
+    engine, _ = _restarted(tmp_path, tabu_until=0.25)  # past a quarter of the budget: lifted
+    assert engine._tabu_lifted()
+
+
+def test_a_lifted_tabu_lets_the_global_steps_back_into_the_ball(tmp_path: Path) -> None:
+    closed, _ = _restarted(tmp_path, tabu_until=None)
+    lifted, _ = _restarted(tmp_path, tabu_until=0.25)
+    picks = {}
+    for name, engine in (("closed", closed), ("lifted", lifted)):
+        yn = engine._normalised()
+        engine._refit(yn)
+        mu, sd = engine.model.predict(yn)
+        score = mu - engine.opts.kappa * sd
+        score[np.array(engine.measured)] = np.inf
+        best_anywhere = int(np.argmin(score))
+        picks[name] = (engine.index[engine.ctx.space.key(engine._gp_propose(1, set())[0])], best_anywhere,
+                       bool(engine.tabu_mask[best_anywhere]))
+    pick, best, _ = picks["lifted"]
+    assert pick == best  # the LCB's argmin over every unmeasured config, tabu or not
+    pick, best, best_is_tabu = picks["closed"]
+    assert best_is_tabu and pick != best  # this history's best bound lies in the ball: closed to the step
