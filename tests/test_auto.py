@@ -8,7 +8,6 @@ time in wall time (``realtime``) while the scripted model really sleeps.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
 
@@ -132,9 +131,8 @@ def test_under_a_time_budget_alone_the_surrogate_measures_until_the_answer_is_ba
         store = Store(tmp_path / f"{name}.db")
         res = run_search(ev, "auto", budget, seed=0,
                          run=RunOptions(llm=_client(slow), store=store, strategy_options={"max_calls": 1}))
+        sources = [r["source"] for r in store.iter_trial_rows([res.run_id])]
         store.close()
-        with sqlite3.connect(tmp_path / f"{name}.db") as db:
-            sources = [r[0] for r in db.execute("SELECT source FROM trials WHERE run_id=? ORDER BY seq", (res.run_id,))]
         assert "auto:model1" in sources, sources
         return sources.index("auto:model1")
 

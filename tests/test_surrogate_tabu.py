@@ -28,6 +28,21 @@ def _restarted(tmp_path: Path, **opts: object) -> tuple[SurrogateSearch, SearchC
     return engine, ctx
 
 
+def _bound_argmin(engine: SurrogateSearch) -> int:
+    """The pool index of the LCB's argmin over every unmeasured config, tabu or not."""
+    yn = engine._normalised()
+    engine._refit(yn)
+    mu, sd = engine.model.predict(yn)
+    score = mu - engine.opts.kappa * sd
+    score[np.array(engine.measured)] = np.inf
+    return int(np.argmin(score))
+
+
+def _global_pick(engine: SurrogateSearch) -> int:
+    """The pool index of the engine's next global step."""
+    return engine.index[engine.ctx.space.key(engine._gp_propose(1, set())[0])]
+
+
 def _ball_only(engine: SurrogateSearch) -> None:
     """Measured-mark everything outside the tabu ball, so that a global step must pick inside it or nothing."""
     for i, closed in enumerate(engine.tabu_mask):
@@ -39,13 +54,8 @@ def test_the_tabu_closes_the_ball_to_global_steps_and_yields_when_nothing_else_i
     closed, _ = _restarted(tmp_path, tabu_until=None)
     assert closed.tabu_mask.sum() > 1
     # this history's best bound lies in the ball, and the global step does not take it
-    yn = closed._normalised()
-    closed._refit(yn)
-    mu, sd = closed.model.predict(yn)
-    score = mu - closed.opts.kappa * sd
-    score[np.array(closed.measured)] = np.inf
-    best_anywhere = int(np.argmin(score))
-    pick = closed.index[closed.ctx.space.key(closed._gp_propose(1, set())[0])]
+    best_anywhere = _bound_argmin(closed)
+    pick = _global_pick(closed)
     assert closed.tabu_mask[best_anywhere] and pick != best_anywhere and not closed.tabu_mask[pick]
 
     # every config is either measured or tabu: the tabu yields rather than stop the search
@@ -65,19 +75,9 @@ def test_tabu_until_lifts_the_balls_only_past_its_share_of_the_evaluation_budget
 
 
 def test_a_lifted_tabu_lets_the_global_steps_back_into_the_ball(tmp_path: Path) -> None:
-    closed, _ = _restarted(tmp_path, tabu_until=None)
     lifted, _ = _restarted(tmp_path, tabu_until=0.25)
-    picks = {}
-    for name, engine in (("closed", closed), ("lifted", lifted)):
-        yn = engine._normalised()
-        engine._refit(yn)
-        mu, sd = engine.model.predict(yn)
-        score = mu - engine.opts.kappa * sd
-        score[np.array(engine.measured)] = np.inf
-        best_anywhere = int(np.argmin(score))
-        picks[name] = (engine.index[engine.ctx.space.key(engine._gp_propose(1, set())[0])], best_anywhere,
-                       bool(engine.tabu_mask[best_anywhere]))
-    pick, best, _ = picks["lifted"]
-    assert pick == best  # the LCB's argmin over every unmeasured config, tabu or not
-    pick, best, best_is_tabu = picks["closed"]
-    assert best_is_tabu and pick != best  # this history's best bound lies in the ball: closed to the step
+    best = _bound_argmin(lifted)
+    assert _global_pick(lifted) == best  # the LCB's argmin over every unmeasured config, tabu or not
+    closed, _ = _restarted(tmp_path, tabu_until=None)
+    best = _bound_argmin(closed)
+    assert closed.tabu_mask[best] and _global_pick(closed) != best  # the best bound lies in the ball: closed to the step
