@@ -94,7 +94,7 @@ def test_scripted_model_autonomous_tiles_naive_matmul_rejects_wrong_and_non_tuni
     assert any(n.startswith(f"side by side ({ROUNDS} rounds") for n in tiled.notes), tiled.notes
     assert judged_on_speed_alone(tiled.status, tiled.reason, tiled.speedup), (tiled.status, tiled.reason, tiled.speedup)
     if tiled.status == "accepted":
-        assert result.accepted == ["s3"] and result.speedup == pytest.approx(tiled.speedup) > 1.0
+        assert result.accepted == ["s3"] and result.speedup == pytest.approx(tiled.speedup) and tiled.speedup > 1.0
         assert "__local float As" in result.kernel_source and "#define TILE_K" not in result.kernel_source
         assert result.grid_div == {"y": ["block_size_y", "WPT"]}
     else:  # the original stays the result
@@ -165,7 +165,7 @@ def test_scripted_model_one_prompt_with_model_written_inputs(tmp_path):
     # What this test is about: the rewrite compiled, ran and was checked on the model-written inputs.
     # Whether it also beat the original depends on the cores PoCL got: with the embedded model's test
     # beside it on a 2-core machine it once read 0.97x in every side-by-side round (the old median
-    # rule said the same); test_scripted_model_autonomous_... holds the speed claim.
+    # rule said the same); test_scripted_model_autonomous_... checks that the verdict follows the paired ratio.
     step = result.steps[0]
     assert step.status == "accepted" or step.reason.startswith("not faster"), (step.reason, step.notes)
     assert step.statuses.get("ok", 0) >= 1 and "wrong_result" not in step.statuses, step.statuses
