@@ -268,10 +268,6 @@ class SurrogateSearch(PerturbSteps):
         return (self.opts.tabu_until is not None and bool(self.budget0)
                 and len(self.all_vals) >= self.opts.tabu_until * self.budget0)  # type: ignore[operator]
 
-    def _local_open(self) -> bool:
-        """``local_after``: before that many evaluations every step is a global GP step."""
-        return len(self.all_vals) >= self.opts.local_after
-
     def _normalised(self) -> np.ndarray:
         """The GP's targets: standardised log-times, optionally warped (``y_warp``,
         ``surrogate_aux.warp``)."""
@@ -323,7 +319,7 @@ class SurrogateSearch(PerturbSteps):
         ctx, space = self.ctx, self.ctx.space
         taken = set(taken or ())
         out: list[Config] = []
-        if self.ys and self.opts.climb_share > 0 and self._local_open():
+        if self.ys and self.opts.climb_share > 0:
             p = self.climb_probability()
             for _ in range(sum(ctx.rng.random() < p for _ in range(n))):
                 c = None
@@ -381,7 +377,7 @@ class SurrogateSearch(PerturbSteps):
             if blocked.all():
                 blocked = mask  # every region searched: the tabu yields
             centre = self.region.best_config
-            if not restart and centre is not None and self._local_open() and ctx.rng.random() < self.opts.local_share:
+            if not restart and centre is not None and ctx.rng.random() < self.opts.local_share:
                 near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
                 near = [i for i in near if not mask[i]]
                 if near:
