@@ -243,9 +243,15 @@ class _GP:
                     v = nll(trial, tkind)
                     if v < best_v:
                         best_v, theta, kind = v, trial, tkind
+        self.set_kernel(theta, kind)
+
+    def set_kernel(self, theta: np.ndarray, kind: np.ndarray) -> None:
+        """Take these length-scales and term kinds (another GP's fit), rebuilding what depends on them."""
         if not np.array_equal(theta, self.theta) or not np.array_equal(kind, self.kind):
-            self.theta, self.kind = theta, kind
+            self.theta, self.kind = theta.copy(), kind.copy()
             n = self.n
+            if n == 0:
+                return
             k = self._xkernel(self.obs[:n], self.obs[:n]) + self.noise * np.eye(n)
             self.linv[:n, :n] = np.linalg.inv(np.linalg.cholesky(k))
             self.v[:, :n] = self._xkernel(self.xpool, self.obs[:n]) @ self.linv[:n, :n].T

@@ -141,6 +141,11 @@ class SurrogateSearch(PerturbSteps):
             if self.opts.global_fit and self.opts.global_split:
                 # global_fit (eighteenth pass): the global steps' own GP, the same kernel family fitted on global_warp's targets
                 self.gmodel = _GP(space.encoded_width, self.cap, _NOISE, **kernel)  # type: ignore[arg-type]
+        #: fail_block: the failure indicator of every measured config, kriged with the main GP's kernel
+        self.fmodel: _GP | None = None
+        self.failed: list[float] = []
+        if self.opts.fail_block is not None and self.opts.model == "gp":
+            self.fmodel = _GP(space.encoded_width, self.cap, _NOISE, **kernel)  # type: ignore[arg-type]
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
         self.measured: list[bool] = []
@@ -193,6 +198,8 @@ class SurrogateSearch(PerturbSteps):
             self.model.add_pool(f)
             if self.gmodel is not None:
                 self.gmodel.add_pool(f)
+            if getattr(self, "fmodel", None) is not None:
+                self.fmodel.add_pool(f)  # type: ignore[union-attr]
             if hasattr(self, "tabu_mask"):
                 extra = np.zeros(len(new), dtype=bool)
                 for c in self.tabu:
@@ -226,6 +233,9 @@ class SurrogateSearch(PerturbSteps):
             value = math.log(max(t.time_ms, 1e-12)) if t.ok else math.inf  # type: ignore[arg-type]
             self.all_feats.append(_encode(space, [cfg])[0])
             self.all_vals.append(value)
+            if self.fmodel is not None and self.fmodel.n < self.cap:
+                self.fmodel.add_obs(self.all_feats[-1])
+                self.failed.append(0.0 if t.ok else 1.0)
             self.since_best = 0 if math.isfinite(value) and value < best_of_all - 1e-9 else self.since_best + 1
             member = self.owner.pop(key, None)
             if member is not None:
@@ -283,7 +293,17 @@ class SurrogateSearch(PerturbSteps):
             self.model.refit(yn, self.live)
             if self.gmodel is not None:
                 self.gmodel.refit(self._targets(self.opts.global_warp), self.live)  # type: ignore[arg-type]
+            if self.fmodel is not None:
+                self.fmodel.set_kernel(self.model.theta, self.model.kind)
             self.since_fit = 0
+
+    def _likely_failures(self) -> np.ndarray | None:
+        """``fail_block``: pool configs whose kriged failure indicator exceeds it (None: none known)."""
+        if self.fmodel is None or not any(self.failed):
+            return None
+        ind = np.array(self.failed)
+        mu, _ = self.fmodel.predict(ind - ind.mean())
+        return mu + ind.mean() > self.opts.fail_block
 
     def screen(self, cfgs: Sequence[Config]) -> list[float]:
         """The surrogate's LCB for arbitrary configs (a model's proposals), lower is better."""
@@ -361,6 +381,7 @@ class SurrogateSearch(PerturbSteps):
         fantasies = 0
         anchor = self.region.best_config or (self.region.restarts[0] if self.region.restarts else None)
         centre_feat = _encode(space, [anchor])[0] if anchor is not None else None
+        likely_fail = self._likely_failures()
         for q in range(n):
             mu, sd = self.model.predict(yn)
             mu_g, sd_g = mu, sd
@@ -370,6 +391,8 @@ class SurrogateSearch(PerturbSteps):
             kappa_q = self.opts.explore_kappa if restart else self.opts.kappa
             score = mu_g - kappa_q * sd_g
             blocked = mask if self._tabu_lifted() else mask | self.tabu_mask
+            if likely_fail is not None:
+                blocked = blocked | likely_fail
             if self.restarts and centre_feat is not None:
                 # A restarted region searches near its own start: the global model would pull
                 # it back towards the regions it knows, which is what the restart escapes.
@@ -379,7 +402,7 @@ class SurrogateSearch(PerturbSteps):
             centre = self.region.best_config
             if not restart and centre is not None and ctx.rng.random() < self.opts.local_share:
                 near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
-                near = [i for i in near if not mask[i]]
+                near = [i for i in near if not mask[i] and (likely_fail is None or not likely_fail[i])]
                 if near:
                     if mu_g is not mu:
                         score = mu - kappa_q * sd
