@@ -30,7 +30,7 @@ def _told(tmp_path: Path, failures: int, **opts: object) -> SurrogateSearch:
 
 def test_likely_failures_are_the_failing_region_and_none_before_a_failure(tmp_path: Path) -> None:
     assert _told(tmp_path, 0, fail_block=0.5)._likely_failures() is None  # nothing failed: nothing left out
-    assert _told(tmp_path, 4)._likely_failures() is None                  # the option off: the same
+    assert _told(tmp_path, 4, fail_block=None)._likely_failures() is None  # the option off: the same
     engine = _told(tmp_path, 4, fail_block=0.5)
     engine._refit(engine._normalised())
     flagged = engine._likely_failures()
