@@ -158,7 +158,6 @@ class SurrogateSearch(PerturbSteps):
         #: fail_block: the failure indicator of every measured config, kriged with the main GP's kernel;
         #: built at the first failure (a space without failures pays nothing for it)
         self.fmodel: _GP | None = None
-        self.failed: list[float] = []
         self._fkernel = kernel if self.opts.fail_block is not None and self.opts.model == "gp" else None
         self.configs: list[Config] = []
         self.index: dict[str, int] = {}
@@ -212,8 +211,8 @@ class SurrogateSearch(PerturbSteps):
             self.model.add_pool(f)
             if self.gmodel is not None:
                 self.gmodel.add_pool(f)
-            if getattr(self, "fmodel", None) is not None:
-                self.fmodel.add_pool(f)  # type: ignore[union-attr]
+            if self.fmodel is not None:
+                self.fmodel.add_pool(f)
             if hasattr(self, "tabu_mask"):
                 extra = np.zeros(len(new), dtype=bool)
                 for c in self.tabu:
@@ -247,7 +246,7 @@ class SurrogateSearch(PerturbSteps):
             value = math.log(max(t.time_ms, 1e-12)) if t.ok else math.inf  # type: ignore[arg-type]
             self.all_feats.append(_encode(space, [cfg])[0])
             self.all_vals.append(value)
-            self._tell_failure_model(not t.ok)
+            self._tell_failure_model()
             self.since_best = 0 if math.isfinite(value) and value < best_of_all - 1e-9 else self.since_best + 1
             member = self.owner.pop(key, None)
             if member is not None:
@@ -309,29 +308,27 @@ class SurrogateSearch(PerturbSteps):
                 self.fmodel.set_kernel(self.model.theta, self.model.kind)
             self.since_fit = 0
 
-    def _tell_failure_model(self, failed: bool) -> None:
-        """Add the config just measured (``all_feats[-1]``) to the failure model; build it at the first failure."""
+    def _tell_failure_model(self) -> None:
+        """Bring the failure model up to ``all_feats`` (its observations are their prefix, failures being the
+        infinite ``all_vals``); it is built at the first failure."""
         if self._fkernel is None:
             return
         if self.fmodel is None:
-            if not failed:
+            if math.isfinite(self.all_vals[-1]):
                 return
             self.fmodel = _GP(self.ctx.space.encoded_width, self.cap, _NOISE, **self._fkernel)  # type: ignore[arg-type]
             self.fmodel.add_pool(self.model.pool)
             self.fmodel.set_kernel(self.model.theta, self.model.kind)
-            for feat, value in zip(self.all_feats[:-1], self.all_vals[:-1]):
-                if self.fmodel.n < self.cap:
-                    self.fmodel.add_obs(feat)
-                    self.failed.append(0.0 if math.isfinite(value) else 1.0)
-        if self.fmodel.n < self.cap:
-            self.fmodel.add_obs(self.all_feats[-1])
-            self.failed.append(1.0 if failed else 0.0)
+        while self.fmodel.n < min(len(self.all_feats), self.cap):
+            self.fmodel.add_obs(self.all_feats[self.fmodel.n])
 
     def _likely_failures(self) -> np.ndarray | None:
         """``fail_block``: pool configs whose kriged failure indicator exceeds it (None: none known)."""
-        if self.fmodel is None or not any(self.failed):
+        if self.fmodel is None:
             return None
-        ind = np.array(self.failed)
+        ind = (~np.isfinite(self.all_vals[: self.fmodel.n])).astype(float)
+        if not ind.any():
+            return None
         mu, _ = self.fmodel.predict(ind - ind.mean())
         return mu + ind.mean() > self.opts.fail_block
 
