@@ -305,7 +305,7 @@ class SurrogateSearch(PerturbSteps):
             if self.gmodel is not None:
                 self.gmodel.refit(self._targets(self.opts.global_warp), self.live)  # type: ignore[arg-type]
             if self.fmodel is not None:
-                self._fit_failure_model()
+                self.fmodel.set_kernel(self.model.theta, self.model.kind)
             self.since_fit = 0
 
     def _tell_failure_model(self) -> None:
@@ -321,19 +321,6 @@ class SurrogateSearch(PerturbSteps):
             self.fmodel.set_kernel(self.model.theta, self.model.kind)
         while self.fmodel.n < min(len(self.all_feats), self.cap):
             self.fmodel.add_obs(self.all_feats[self.fmodel.n])
-
-    def _fit_failure_model(self) -> None:
-        """The failure model's length-scales: its own, fitted to the indicator (``fail_fit``), while it is
-        small enough to fit; else the main GP's."""
-        fm = self.fmodel
-        assert fm is not None
-        if self.opts.fail_fit and fm.n <= _FIT_UNTIL:
-            ind = (~np.isfinite(self.all_vals[: fm.n])).astype(float)
-            if ind.any() and not ind.all():
-                fm.refit(ind - ind.mean(), self.live)
-                return
-        if not self.opts.fail_fit:
-            fm.set_kernel(self.model.theta, self.model.kind)
 
     def _likely_failures(self) -> np.ndarray | None:
         """``fail_block``: pool configs whose kriged failure indicator exceeds it (None: none known)."""

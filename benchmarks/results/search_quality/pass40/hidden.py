@@ -2,7 +2,8 @@
 on a recording, the failures among the first 100 evaluations, the evaluation at which each of the K (5)
 fastest configs was measured (None: never), and in how many proposal calls ``fail_block`` left out at
 least one of them while still unmeasured; OPTS (JSON in the environment) holds auto's options:
-    OPTS='{"fail_fit":true}' python benchmarks/results/search_quality/pass40/hidden.py RECORDING.json.gz"""
+    OPTS='{"fail_fit":true}' python benchmarks/results/search_quality/pass40/hidden.py RECORDING.json.gz
+(`fail_fit` is in the tree at commit 0e6c801 only: the pass was not adopted)."""
 import sys, json, os, numpy as np
 from concurrent.futures import ProcessPoolExecutor
 from kerntune.evaluate import ReplayEvaluator
