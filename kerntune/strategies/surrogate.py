@@ -116,7 +116,7 @@ import numpy as np
 
 from kerntune.evaluate.trial import Trial
 from kerntune.space import Config
-from kerntune.strategies.base import BudgetExhausted, SearchContext
+from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
 from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
@@ -469,8 +469,6 @@ def run(ctx: SearchContext, opts: SurrogateOptions | None = None, batch_size: in
     engine = SurrogateSearch(ctx, opts)
     if batch_size is None:
         batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
-    if engine.opts.tpe_first and not ctx.history:
-        _tpe_phase(ctx, engine.opts, batch_size)
     earlier = list(ctx.history)
     engine.tell([t.config for t in earlier], earlier)
     first = engine.startup_batch()
@@ -486,21 +484,3 @@ def run(ctx: SearchContext, opts: SurrogateOptions | None = None, batch_size: in
     finally:
         if engine.restarts:
             ctx.note(f"auto: {engine.restarts} restart(s) after {engine.stall_after} evaluations without gain")
-
-
-def _tpe_phase(ctx: SearchContext, opts: SurrogateOptions, batch_size: int) -> None:
-    """``tpe_first``: Optuna's TPE (``tpe.search``, the same start) for the run's first evaluations."""
-    from dataclasses import replace
-
-    from kerntune.strategies import tpe
-
-    full = ctx.budget
-    cap = opts.tpe_first if full.max_evals is None else min(opts.tpe_first, full.max_evals)
-    ctx.budget = replace(full, max_evals=cap)
-    try:
-        tpe.search(ctx, startup=opts.startup, batch_size=batch_size)
-    except BudgetExhausted:
-        pass
-    finally:
-        ctx.budget = full
-        ctx.stop_reason = ""
