@@ -12,7 +12,6 @@ for grp,lst in (('TPE',tpe_better),('GP',gp_better)):
     for f in lst:
         rec=ReplayEvaluator.from_file(f+'.json.gz').recording
         sp=rec.space; keys=list(rec.trials)
-        live=sum(1 for p in sp.params if len(getattr(p,'options',()) or [0,1])>1)
         dk=sp.key(sp.canonical(sp.default))
         spreads=[];fails=[];
         for s in range(200):
