@@ -13,8 +13,7 @@ Options (``-o NAME=VALUE``; checked before anything is measured and listed with 
   max(15, 2 x parameters)), ``tabu_radius`` (2), ``tabu_until`` (0.5, the thirty-sixth pass's:
   past that share of an evaluation budget the tabu closes nothing; null: never), ``fail_block`` (0.5, the
   thirty-ninth pass's: configs whose failure, kriged from the measured ones, is more likely than this are
-  left out of the GP's steps; null: none), ``tpe_on_failure`` (0, the forty-second pass's, under trial:
-  when a startup config failed, Optuna's TPE proposes up to this evaluation), ``region_radius``, ``refit_every`` (5),
+  left out of the GP's steps; null: none), ``region_radius``, ``refit_every`` (5),
   ``climb_share`` (0.5), ``min_share`` (0.3), ``credit_rate`` (0.1), ``climb_max`` (0.15),
   ``perturb_share`` (0.5: share of the climber's steps that perturb the best config instead of
   climbing), ``perturb_guide`` (0.5: chance that a perturbed field's new value comes from the

@@ -146,7 +146,6 @@ class AutoOptions(_Options):
     tabu_radius: int = Field(2, ge=0, le=1000, description="fields within which a left basin is closed to global steps")
     tabu_until: Optional[float] = Field(0.5, ge=0, le=1, description="past this share of the evaluation budget the tabu closes nothing (null: never; no effect under a time budget alone)")
     fail_block: Optional[float] = Field(0.5, gt=0, le=1, description="leave out of the GP's steps configs whose kriged chance of failing exceeds this (null: none left out)")
-    tpe_on_failure: int = Field(0, ge=0, le=_BIG, description="when a startup config failed, Optuna's TPE proposes up to this evaluation, then the engine (0: never)")
     region_radius: Optional[int] = Field(None, ge=0, le=1000, description="after a restart, fields within which the search stays (default: all)")
     # the climber member
     climb_share: float = Field(0.5, ge=0, le=1, description="the climber's share before either member has earned credit (0: no climber)")

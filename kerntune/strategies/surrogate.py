@@ -116,7 +116,7 @@ import numpy as np
 
 from kerntune.evaluate.trial import Trial
 from kerntune.space import Config
-from kerntune.strategies.base import BudgetExhausted, SearchContext
+from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
 from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
@@ -474,11 +474,6 @@ def run(ctx: SearchContext, opts: SurrogateOptions | None = None, batch_size: in
     first = engine.startup_batch()
     if first:
         engine.tell(first, ctx.evaluate(first, source="auto:startup"))
-        if engine.opts.tpe_on_failure and not all(map(math.isfinite, engine.all_vals)):
-            n0 = len(ctx.history)
-            _tpe_phase(ctx, engine.opts.tpe_on_failure, engine.opts.startup, batch_size)
-            later = ctx.history[n0:]
-            engine.tell([t.config for t in later], later)
     try:
         while True:
             batch = engine.propose(batch_size)
@@ -489,20 +484,3 @@ def run(ctx: SearchContext, opts: SurrogateOptions | None = None, batch_size: in
     finally:
         if engine.restarts:
             ctx.note(f"auto: {engine.restarts} restart(s) after {engine.stall_after} evaluations without gain")
-
-
-def _tpe_phase(ctx: SearchContext, until: int, startup: int, batch_size: int) -> None:
-    """``tpe_on_failure``: Optuna's TPE (``tpe.search``, told the run so far) up to evaluation ``until``."""
-    from dataclasses import replace
-
-    from kerntune.strategies import tpe
-
-    full = ctx.budget
-    ctx.budget = replace(full, max_evals=until if full.max_evals is None else min(until, full.max_evals))
-    try:
-        tpe.search(ctx, startup=startup, batch_size=batch_size)
-    except BudgetExhausted:
-        pass
-    finally:
-        ctx.budget = full
-        ctx.stop_reason = ""
