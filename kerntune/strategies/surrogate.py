@@ -284,17 +284,6 @@ class SurrogateSearch(PerturbSteps):
         self.restarts += 1
         self._restart_pending = True
 
-    def _local_centre(self, centre: Config) -> Config:
-        """``local_elites``: once the best of all has stalled for ``elite_stall`` evaluations, a local
-        step centres on another elite of the archive with chance 1 - ``elite_from_best`` (the
-        perturbations' rule), else on the region's best."""
-        if not self.opts.local_elites or self.opts.elites <= 0 or self.since_best < self.opts.elite_stall:
-            return centre
-        others = self.elites()[1:]
-        if not others or self.ctx.rng.random() < self.opts.elite_from_best:
-            return centre
-        return self.ctx.rng.choice(others)  # its neighbours outside the pool (a sampled pool) are not scored
-
     def _tabu_lifted(self) -> bool:
         """``tabu_until``: past that share of the evaluation budget the tabu balls close nothing."""
         return (self.opts.tabu_until is not None and bool(self.budget0)
@@ -439,7 +428,6 @@ class SurrogateSearch(PerturbSteps):
                 blocked = mask  # every region searched: the tabu yields
             centre = self.region.best_config
             if not restart and centre is not None and ctx.rng.random() < self.opts.local_share:
-                centre = self._local_centre(centre)
                 near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
                 near = [i for i in near if not mask[i] and (likely_fail is None or not likely_fail[i])]
                 if near:
