@@ -67,6 +67,8 @@ def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options
                                  for n in CHECKPOINTS if n <= budget},
             "mean_curve_over_opt": [float(x / ref.optimum) for x in mean],
             "stop_reasons": sorted(set(notes)), "wall_s": time.perf_counter() - t0,
+            # each repeat's own score (their mean is the score): paired.py compares two runs repeat by repeat
+            "per_repeat": [round(float(x), 6) for x in spread.per_repeat],
             **({"extra_per_repeat": extras} if any(extras) else {}),
             **({"curves_over_opt": [[round(float(x / ref.optimum), 5) for x in c] for c in curves]} if keep_curves else {})}
 
