@@ -146,10 +146,6 @@ class AutoOptions(_Options):
     tabu_radius: int = Field(2, ge=0, le=1000, description="fields within which a left basin is closed to global steps")
     tabu_until: Optional[float] = Field(0.5, ge=0, le=1, description="past this share of the evaluation budget the tabu closes nothing (null: never; no effect under a time budget alone)")
     fail_block: Optional[float] = Field(0.5, gt=0, le=1, description="leave out of the GP's steps configs whose kriged chance of failing exceeds this (null: none left out)")
-    local_elites: bool = Field(False, description="after elite_stall, half the GP's local steps centre on another elite of the archive")
-    tabu_aspiration: bool = Field(False, description="a closed config opens to the global steps where the GP's mean predicts a new best")
-    tabu_reopen_best: bool = Field(False, description="at a restart, a closed ball that still holds the best of all opens again")
-    fail_fit: bool = Field(False, description="the failure model fits its own length-scales to the failure indicator (else it takes the main GP's)")
     region_radius: Optional[int] = Field(None, ge=0, le=1000, description="after a restart, fields within which the search stays (default: all)")
     # the climber member
     climb_share: float = Field(0.5, ge=0, le=1, description="the climber's share before either member has earned credit (0: no climber)")

@@ -277,33 +277,12 @@ class SurrogateSearch(PerturbSteps):
         return self._restart_pending
 
     def _restart(self) -> None:
-        if self.opts.tabu_reopen_best and self.tabu and self.ctx.best is not None:
-            # thirty-fifth pass: a closed ball that still holds the best of all after the regions since
-            # failed to beat it was no deceptive basin; it opens again to the global steps
-            best = _encode(self.ctx.space, [self.ctx.best.config])[0]
-            keep = [c for c in self.tabu if np.sum(c != best) > self.opts.tabu_radius]
-            if len(keep) < len(self.tabu):
-                self.tabu = keep
-                self.tabu_mask = np.zeros(len(self.configs), dtype=bool)
-                for c in keep:
-                    self.tabu_mask |= np.sum(self.model.pool != c, axis=1) <= self.opts.tabu_radius
         centre = _encode(self.ctx.space, [self.region.best_config])[0]  # type: ignore[list-item]
         self.tabu.append(centre)
         self.tabu_mask |= np.sum(self.model.pool != centre, axis=1) <= self.opts.tabu_radius
         self.region = _Region()
         self.restarts += 1
         self._restart_pending = True
-
-    def _local_centre(self, centre: Config) -> Config:
-        """``local_elites``: once the best of all has stalled for ``elite_stall`` evaluations, a local
-        step centres on another elite of the archive with chance 1 - ``elite_from_best`` (the
-        perturbations' rule), else on the region's best."""
-        if not self.opts.local_elites or self.opts.elites <= 0 or self.since_best < self.opts.elite_stall:
-            return centre
-        others = self.elites()[1:]
-        if not others or self.ctx.rng.random() < self.opts.elite_from_best:
-            return centre
-        return self.ctx.rng.choice(others)  # its neighbours outside the pool (a sampled pool) are not scored
 
     def _tabu_lifted(self) -> bool:
         """``tabu_until``: past that share of the evaluation budget the tabu balls close nothing."""
@@ -326,7 +305,7 @@ class SurrogateSearch(PerturbSteps):
             if self.gmodel is not None:
                 self.gmodel.refit(self._targets(self.opts.global_warp), self.live)  # type: ignore[arg-type]
             if self.fmodel is not None:
-                self._fit_failure_model()
+                self.fmodel.set_kernel(self.model.theta, self.model.kind)
             self.since_fit = 0
 
     def _tell_failure_model(self) -> None:
@@ -342,19 +321,6 @@ class SurrogateSearch(PerturbSteps):
             self.fmodel.set_kernel(self.model.theta, self.model.kind)
         while self.fmodel.n < min(len(self.all_feats), self.cap):
             self.fmodel.add_obs(self.all_feats[self.fmodel.n])
-
-    def _fit_failure_model(self) -> None:
-        """The failure model's length-scales: its own, fitted to the indicator (``fail_fit``), while it is
-        small enough to fit; else the main GP's."""
-        fm = self.fmodel
-        assert fm is not None
-        if self.opts.fail_fit and fm.n <= _FIT_UNTIL:
-            ind = (~np.isfinite(self.all_vals[: fm.n])).astype(float)
-            if ind.any() and not ind.all():
-                fm.refit(ind - ind.mean(), self.live)
-                return
-        if not self.opts.fail_fit:
-            fm.set_kernel(self.model.theta, self.model.kind)
 
     def _likely_failures(self) -> np.ndarray | None:
         """``fail_block``: pool configs whose kriged failure indicator exceeds it (None: none known)."""
@@ -451,12 +417,7 @@ class SurrogateSearch(PerturbSteps):
             restart = self._restart_pending and q == 0
             kappa_q = self.opts.explore_kappa if restart else self.opts.kappa
             score = mu_g - kappa_q * sd_g
-            tabu = self.tabu_mask
-            if self.opts.tabu_aspiration and self.tabu:
-                # aspiration (thirty-third pass): a closed config opens again where the model's mean,
-                # not its optimism, says it beats the best measured value
-                tabu = tabu & ~(mu_g < (yg if mu_g is not mu else yn).min())
-            blocked = mask if self._tabu_lifted() else mask | tabu
+            blocked = mask if self._tabu_lifted() else mask | self.tabu_mask
             if likely_fail is not None:
                 blocked = blocked | likely_fail
             if self.restarts and centre_feat is not None:
@@ -467,7 +428,6 @@ class SurrogateSearch(PerturbSteps):
                 blocked = mask  # every region searched: the tabu yields
             centre = self.region.best_config
             if not restart and centre is not None and ctx.rng.random() < self.opts.local_share:
-                centre = self._local_centre(centre)
                 near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
                 near = [i for i in near if not mask[i] and (likely_fail is None or not likely_fail[i])]
                 if near:

@@ -26,11 +26,6 @@ class SurrogateOptions:
     tabu_radius: int = 2          # fields within which a tabu centre's region is closed
     tabu_until: float | None = 0.5  # past this share of the evaluation budget the tabu closes nothing (None: never; thirty-sixth pass)
     fail_block: float | None = 0.5  # leave out of the GP's steps configs whose kriged chance of failing exceeds this (None: none; thirty-ninth pass)
-    local_elites: bool = False    # after elite_stall, half the GP's local steps centre on another elite (forty-third pass)
-    # the forty-fourth pass's stack (each off by default): passes 33, 35 and 40 with the forty-third's local_elites
-    tabu_aspiration: bool = False  # a tabu-closed config is open to the global steps where the GP's mean predicts a new best
-    tabu_reopen_best: bool = False  # at a restart, a tabu ball holding the best of all (no region since beat it) opens again
-    fail_fit: bool = False        # the failure model fits its own length-scales to the failure indicator (else the main GP's)
     region_radius: int | None = None  # after a restart, fields within which the region's search stays
     refit_every: int = 5
     climb_share: float = 0.5      # the climber's share of steps before either member has earned credit
