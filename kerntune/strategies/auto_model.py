@@ -47,7 +47,7 @@ class _Cooperation:
     def __init__(self, ctx: SearchContext, engine: SurrogateSearch, batch_size: int, *, initial: int, refine: int,
                  max_calls: int, screen_keep: float, temperature: float, max_tokens: int, opts: PromptOptions,
                  new_region_fields: int, model_clock_s: float | None, overlap_first: int,
-                 overlap_later: int | None, seen_at_prompt: bool = False) -> None:
+                 overlap_later: int | None) -> None:
         self.ctx, self.engine, self.batch_size = ctx, engine, batch_size
         self.initial, self.refine, self.max_calls = initial, refine, max_calls
         self.screen_keep, self.temperature, self.max_tokens, self.opts = screen_keep, temperature, max_tokens, opts
@@ -60,9 +60,6 @@ class _Cooperation:
         self.model_s = 0.0
         self.hidden_s = 0.0
         self.seen_best: Config | None = None
-        self.seen_at_prompt = seen_at_prompt
-        self.prompt_best: Config | None = None  # the best the last prompt showed
-        self.answer_won = False                 # the last answer measured a new best
         self.no_gain_calls = 0
         self.pool = ThreadPoolExecutor(max_workers=1)
 
@@ -90,7 +87,6 @@ class _Cooperation:
             messages = refine_round(ctx.space, self.workload, self.device, ctx.history, n, round_no - 1,
                                     self.no_gain_calls > 0, self.opts)
         self.calls += 1
-        self.prompt_best = dict(ctx.best.config) if ctx.best is not None else None
         ctx.charge(0.0)  # a real evaluator's clock catches up with the wall: the call starts now
         self.clock_at_submit = ctx.clock_s
         self.evals_at_submit = ctx.evaluations
@@ -130,7 +126,6 @@ class _Cooperation:
 
     def use(self, round_no: int, messages: list[Message], n: int, answer: Answer) -> None:
         ctx = self.ctx
-        self.answer_won = False
         parsed = accept(ctx, round_no, messages, answer)
         if parsed is None:
             ctx.note(f"auto: model call {round_no} failed ({answer.error}); the surrogate goes on")
@@ -157,14 +152,8 @@ class _Cooperation:
         self.engine.tell(batch, ctx.evaluate(batch, source=f"auto:model{round_no}"), own=False)
         after = ctx.value(ctx.best) if ctx.best is not None else float("inf")
         self.no_gain_calls = 0 if after < before else self.no_gain_calls + 1
-        self.answer_won = after < before
 
     def mark_seen(self) -> None:
-        """What the model has seen: the best after its answer, or (``seen_at_prompt``) the best its
-        prompt showed, unless its answer beat everything since."""
-        if self.seen_at_prompt and not self.answer_won:
-            self.seen_best = self.prompt_best
-            return
         self.seen_best = dict(self.ctx.best.config) if self.ctx.best is not None else None
 
     def new_region(self) -> bool:
@@ -211,7 +200,7 @@ def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size
                    temperature: float = 0.7, max_tokens: int = 6000, include_source: bool = True,
                    include_hardware: bool = True, include_hints: bool = True, new_region_fields: int = 2,
                    model_clock_s: float | None = None, overlap_first: int = 10,
-                   overlap_later: int | None = None, seen_at_prompt: bool = False) -> None:
+                   overlap_later: int | None = None) -> None:
     """``max_calls`` bounds the model calls (round 1 included); ``screen_keep`` is the share of a
     later round's proposals that the surrogate lets through to measurement (1.0: all).
     ``model_clock_s``: on a recording, charge and overlap each model call as this many seconds
@@ -234,4 +223,4 @@ def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size
                  screen_keep=screen_keep, temperature=temperature, max_tokens=max_tokens,
                  opts=PromptOptions(include_source, include_hardware, include_hints),
                  new_region_fields=new_region_fields, model_clock_s=model_clock_s,
-                 overlap_first=overlap_first, overlap_later=overlap_later, seen_at_prompt=seen_at_prompt).run()
+                 overlap_first=overlap_first, overlap_later=overlap_later).run()

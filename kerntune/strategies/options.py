@@ -173,7 +173,6 @@ class AutoOptions(_Options):
     include_hints: bool = Field(True, description="with a model: show tuning hints in the prompt")
     new_region_fields: int = Field(2, ge=1, le=1000, description="with a model: ask again once the best moved this many fields from what it saw")
     model_clock_s: Optional[float] = Field(None, gt=0, description="with a model, on a recording: charge each call as this many seconds")
-    seen_at_prompt: bool = Field(False, description="with a model: a best the surrogate found while the model thought counts as unseen, so it can ask again at once")
     overlap_first: int = Field(10, ge=0, le=_BIG, description="with a model, under a budget of evaluations: evaluations the surrogate may spend while the first call is out (no cap under a budget of time alone)")
     overlap_later: Optional[int] = Field(None, ge=0, le=_BIG, description="with a model: the same for later calls (default refine)")
 
