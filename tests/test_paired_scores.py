@@ -5,22 +5,20 @@ two runs of each repeat share their seed."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import numpy as np
 
+from tests.bench_scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks/results/search_quality/pass43"
 
 
 def _paired():
-    spec = importlib.util.spec_from_file_location("paired", ROOT / "benchmarks/search_quality/paired.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
+    return load_script("paired")
 
 
 def _rows(name: str) -> dict[str, dict]:

@@ -5,22 +5,20 @@ time, fall that far behind less than 5 times in 100. Checked on the recorded GP 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.bench_scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 CURVES = ROOT / "benchmarks/results/search_quality/gp_200x20_curves.json"
 
 
 def _vs_gp():
-    spec = importlib.util.spec_from_file_location("vs_gp", ROOT / "benchmarks/search_quality/vs_gp.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
+    return load_script("vs_gp")
 
 
 ROWS = {r["space"]: r["curves_over_opt"] for r in json.loads(CURVES.read_text())["rows"]}
