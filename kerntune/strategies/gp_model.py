@@ -209,10 +209,9 @@ class _GP:
             self.v[:, n] = 0.0
             self.linv[n, :] = 0.0
 
-    def refit(self, yn: np.ndarray, live: np.ndarray, per_field: bool = True) -> None:
+    def refit(self, yn: np.ndarray, live: np.ndarray) -> None:
         """Length-scales by marginal likelihood: best shared grid value, then one pass per field
-        (``adaptive``: each ordered field's pass also tries its ordinal term).  ``per_field`` False:
-        the shared value only (``auto``'s ``iso_until``: too few points to tell the fields apart)."""
+        (``adaptive``: each ordered field's pass also tries its ordinal term)."""
         n = len(yn)
         if self.aux and len(live) == self.base_width:  # a derived column is live where it varies
             live = np.concatenate([live, np.ptp(self.xpool[:, self.base_width:], axis=0) > 0])
@@ -235,7 +234,7 @@ class _GP:
         shared = [np.where(live, g, 0.0) for g in _GRID]
         best_v, best = min(((nll(t, kind), i) for i, t in enumerate(shared)), key=lambda p: p[0])
         theta = shared[best]
-        for e in (np.nonzero(live)[0] if per_field else ()):
+        for e in np.nonzero(live)[0]:
             kinds = (False, True) if self.adaptive and self.steps[e] > 0 else (bool(kind[e]),)
             for g in (_GRID if e < self.base_width else (0.0,) + _GRID):  # a derived column may be off
                 for k_e in kinds:

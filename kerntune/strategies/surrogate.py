@@ -301,11 +301,9 @@ class SurrogateSearch(PerturbSteps):
     def _refit(self, yn: np.ndarray) -> None:
         """Refit the kernel on ``yn`` (and ``global_fit``'s GP on ``global_warp``'s targets) when due."""
         if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
-            # iso_until (forty-seventh pass): one shared length-scale until k observations per live column
-            per_field = self.model.n >= self.opts.iso_until * int(np.sum(self.live))
-            self.model.refit(yn, self.live, per_field)
+            self.model.refit(yn, self.live)
             if self.gmodel is not None:
-                self.gmodel.refit(self._targets(self.opts.global_warp), self.live, per_field)  # type: ignore[arg-type]
+                self.gmodel.refit(self._targets(self.opts.global_warp), self.live)  # type: ignore[arg-type]
             if self.fmodel is not None:
                 self.fmodel.set_kernel(self.model.theta, self.model.kind)
             self.since_fit = 0
