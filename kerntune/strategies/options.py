@@ -129,7 +129,6 @@ class AutoOptions(_Options):
     local_share: float = Field(0.3, ge=0, le=1, description="share of GP steps among the one-field neighbours of the region's best")
     startup: int = Field(5, ge=0, le=_BIG, description="the default config plus random ones before the model decides")
     refit_every: int = Field(5, ge=1, le=_BIG, description="observations between refits of the kernel")
-    refit_early: float = Field(0.0, ge=0, le=100, description="refit at every new observation while the GP holds fewer than this many observations per live encoded column (0: never)")
     y_warp: _Warp = Field("copula", description="the GP's targets: copula (normal scores of the ranks), log, ...")
     y_clip: float = Field(0.5, gt=0, lt=1, description="quantile above which y_warp clip caps the log-times")
     global_warp: Optional[_Warp] = Field("log", description="targets that global_share of the GP's global steps predict from (null: y_warp's)")

@@ -300,9 +300,7 @@ class SurrogateSearch(PerturbSteps):
 
     def _refit(self, yn: np.ndarray) -> None:
         """Refit the kernel on ``yn`` (and ``global_fit``'s GP on ``global_warp``'s targets) when due."""
-        # refit_early (forty-eighth pass): at every new observation while the GP holds few of them
-        early = self.since_fit >= 1 and self.model.n < self.opts.refit_early * int(np.sum(self.live))
-        if (self.since_fit >= self.opts.refit_every or early) and self.model.n <= _FIT_UNTIL:
+        if self.since_fit >= self.opts.refit_every and self.model.n <= _FIT_UNTIL:
             self.model.refit(yn, self.live)
             if self.gmodel is not None:
                 self.gmodel.refit(self._targets(self.opts.global_warp), self.live)  # type: ignore[arg-type]

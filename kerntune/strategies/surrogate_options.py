@@ -28,7 +28,6 @@ class SurrogateOptions:
     fail_block: float | None = 0.5  # leave out of the GP's steps configs whose kriged chance of failing exceeds this (None: none; thirty-ninth pass)
     region_radius: int | None = None  # after a restart, fields within which the region's search stays
     refit_every: int = 5
-    refit_early: float = 0.0      # refit at every new observation while the GP holds fewer than this x live columns (0: never; forty-eighth pass)
     climb_share: float = 0.5      # the climber's share of steps before either member has earned credit
     min_share: float = 0.3        # neither member's share falls below this
     credit_rate: float = 0.1      # weight of a proposal's gain in its member's running mean gain
