@@ -145,7 +145,6 @@ class AutoOptions(_Options):
     stall: Optional[int] = Field(None, ge=1, le=_BIG, description="evaluations without gain before a restart (default max(15, 2 x parameters))")
     tabu_radius: int = Field(2, ge=0, le=1000, description="fields within which a left basin is closed to global steps")
     tabu_until: Optional[float] = Field(0.5, ge=0, le=1, description="past this share of the evaluation budget the tabu closes nothing (null: never; no effect under a time budget alone)")
-    fail_mode: Literal["block", "expect"] = Field("block", description="block: leave out configs over fail_block; expect: weigh the GP's bound by the kriged chance of failing")
     fail_block: Optional[float] = Field(0.5, gt=0, le=1, description="leave out of the GP's steps configs whose kriged chance of failing exceeds this (null: none left out)")
     region_radius: Optional[int] = Field(None, ge=0, le=1000, description="after a restart, fields within which the search stays (default: all)")
     # the climber member

@@ -322,20 +322,15 @@ class SurrogateSearch(PerturbSteps):
         while self.fmodel.n < min(len(self.all_feats), self.cap):
             self.fmodel.add_obs(self.all_feats[self.fmodel.n])
 
-    def _fail_chance(self) -> np.ndarray | None:
-        """The kriged failure indicator of every pool config, clipped to [0, 1] (None: none known)."""
+    def _likely_failures(self) -> np.ndarray | None:
+        """``fail_block``: pool configs whose kriged failure indicator exceeds it (None: none known)."""
         if self.fmodel is None:
             return None
         ind = (~np.isfinite(self.all_vals[: self.fmodel.n])).astype(float)
         if not ind.any():
             return None
         mu, _ = self.fmodel.predict(ind - ind.mean())
-        return np.clip(mu + ind.mean(), 0.0, 1.0)
-
-    def _likely_failures(self) -> np.ndarray | None:
-        """``fail_block``: pool configs whose kriged failure indicator exceeds it (None: none known)."""
-        p = self._fail_chance()
-        return None if p is None else p > self.opts.fail_block
+        return mu + ind.mean() > self.opts.fail_block
 
     def screen(self, cfgs: Sequence[Config]) -> list[float]:
         """The surrogate's LCB for arbitrary configs (a model's proposals), lower is better."""
@@ -413,9 +408,7 @@ class SurrogateSearch(PerturbSteps):
         fantasies = 0
         anchor = self.region.best_config or (self.region.restarts[0] if self.region.restarts else None)
         centre_feat = _encode(space, [anchor])[0] if anchor is not None else None
-        # fail_mode "expect" (fiftieth pass): the chance of failing weighs the bound instead of a threshold
-        pfail = self._fail_chance() if self.opts.fail_mode == "expect" else None
-        likely_fail = self._likely_failures() if pfail is None else None
+        likely_fail = self._likely_failures()
         for q in range(n):
             mu, sd = self.model.predict(yn)
             mu_g, sd_g = mu, sd
@@ -424,8 +417,6 @@ class SurrogateSearch(PerturbSteps):
             restart = self._restart_pending and q == 0
             kappa_q = self.opts.explore_kappa if restart else self.opts.kappa
             score = mu_g - kappa_q * sd_g
-            if pfail is not None:
-                score = (1.0 - pfail) * score + pfail * float(np.max(yg if mu_g is not mu else yn))
             blocked = mask if self._tabu_lifted() else mask | self.tabu_mask
             if likely_fail is not None:
                 blocked = blocked | likely_fail
@@ -442,8 +433,6 @@ class SurrogateSearch(PerturbSteps):
                 if near:
                     if mu_g is not mu:
                         score = mu - kappa_q * sd
-                        if pfail is not None:
-                            score = (1.0 - pfail) * score + pfail * float(np.max(yn))
                     local = np.ones(len(mask), dtype=bool)
                     local[near] = False
                     score[local] = np.inf

@@ -25,7 +25,6 @@ class SurrogateOptions:
     stall: int | None = None      # evaluations without gain before a restart (None: from the dimension)
     tabu_radius: int = 2          # fields within which a tabu centre's region is closed
     tabu_until: float | None = 0.5  # past this share of the evaluation budget the tabu closes nothing (None: never; thirty-sixth pass)
-    fail_mode: str = "block"      # "block": leave out configs over fail_block; "expect": weigh the bound by the chance of failing (fiftieth pass)
     fail_block: float | None = 0.5  # leave out of the GP's steps configs whose kriged chance of failing exceeds this (None: none; thirty-ninth pass)
     region_radius: int | None = None  # after a restart, fields within which the region's search stays
     refit_every: int = 5
@@ -79,8 +78,6 @@ class SurrogateOptions:
         return self.region_radius if self.region_radius is not None else n_params
 
     def __post_init__(self) -> None:
-        if self.fail_mode not in ("block", "expect"):
-            raise KerntuneError(f'auto: fail_mode must be "block" or "expect", not {self.fail_mode!r}')
         if self.model not in ("gp", "rf", "et"):
             raise KerntuneError(f'auto: model must be "gp", "rf" or "et", not {self.model!r}')
         if self.rf_spread not in ("trees", "total"):
