@@ -73,6 +73,25 @@ def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options
             **({"curves_over_opt": [[round(float(x / ref.optimum), 5) for x in c] for c in curves]} if keep_curves else {})}
 
 
+def environment() -> dict[str, Any]:
+    """What the scores depend on besides the command: the libraries whose floating point the GP and
+    TPE use (another installation gives other trajectories in the last digits, PASSES.md), the tree's
+    commit and the machine (CPU replays: no GPU is involved)."""
+    import platform
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version
+
+    libs = {}
+    for name in ("numpy", "scipy", "optuna"):
+        try:
+            libs[name] = version(name)
+        except PackageNotFoundError:
+            libs[name] = None
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return {"python": platform.python_version(), **libs, "commit": commit or None,
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--strategies", default="auto,gp,genetic,random")
@@ -97,13 +116,15 @@ def main() -> None:
         opts.setdefault(strat, {})[name] = json.loads(value)
     jobs = [(sp, st) for st in a.strategies.split(",") for sp in a.spaces.split(",")]
 
+    env = environment()
+
     def write(rows: list[dict[str, Any]], summary: dict[str, Any], partial: bool) -> None:
         """The result file; rewritten after every row (``"partial": true``), so a run stopped
         part-way (hours with a model on the CPU) keeps the spaces it finished."""
         if a.out:
             a.out.parent.mkdir(parents=True, exist_ok=True)
             doc = {"command": " ".join(["python"] + sys.argv), "budget": a.budget, "llm": a.llm, "repeats": a.repeats,
-                   "seed": a.seed, "options": opts, "summary": summary, "rows": rows}
+                   "seed": a.seed, "options": opts, "environment": env, "summary": summary, "rows": rows}
             if partial:
                 doc["partial"] = True
             a.out.write_text(json.dumps(doc, indent=1) + "\n")
