@@ -41,3 +41,16 @@ def test_the_gps_own_runs_are_mostly_within_the_bound_and_a_slower_copy_is_not(s
 def test_more_repeats_than_gp_runs_is_an_error() -> None:
     with pytest.raises(ValueError, match="more GP runs"):
         _vs_gp().gp_noise([[1.0] * 200] * 5, [[1.0] * 200] * 5)
+
+
+def test_single_runs_hold_each_gp_run_to_the_others_and_flag_a_slower_copy() -> None:
+    vs_gp = _vs_gp()
+    runs = ROWS["dedispersion_A4000"]
+    own = vs_gp.single_runs(runs, runs, same=True)
+    assert own["runs"] == len(runs) and own["within"] >= len(runs) - 2
+    slow = vs_gp.single_runs((np.asarray(runs) * 1.05).tolist(), runs)
+    assert slow["within"] == 0 and slow["median_worst"] > 1.03
+    # Held to a mean it is part of, a run looks closer to it than held to the others' mean.
+    conv = ROWS["convolution_A100"]
+    loo = vs_gp.single_runs(conv, conv, same=True)["median_worst"]
+    assert vs_gp.single_runs(conv, conv)["median_worst"] <= loo
