@@ -99,31 +99,6 @@ def alignment_columns(space: Space) -> list[Derived]:
     return out
 
 
-def path_columns(space: Space) -> list[Derived]:
-    """One column holding the joint setting of the space's two-valued fields, compared equal or not,
-    when there are at least two of them (``auto``'s ``gp_paths``, fifty-first pass).
-
-    Why: two-valued fields (a flag for the read-only cache, for shared memory, for padding) often
-    switch a kernel between code paths, and each path has its own landscape over the other fields.
-    Under the product kernel a config that differs in one flag still correlates with its twin at
-    that flag's length-scale, however different the two paths are; this column adds one shared
-    penalty for being on another path at all, whose length-scale the likelihood fits (or switches
-    off at zero), so that what the GP learns on one path need not carry to the others."""
-    cols = [i for i, p in enumerate(_columns(space)) if p is not None and len(p.values()) == 2]
-    if len(cols) < 2:
-        return []
-    weights = np.array([2.0 ** k for k in range(len(cols))])
-    return [Derived(lambda feats, c=np.array(cols), w=weights: np.rint(feats[:, c]) @ w, 0.0)]
-
-
-def _columns(space: Space) -> list:
-    """Per encoded column: the one-column parameter it encodes, or None (a column of a wider one)."""
-    out: list = []
-    for p in space.params:
-        out.extend([p] if p.width == 1 else [None] * p.width)
-    return out
-
-
 class _GP:
     """Zero-mean GP with a Hamming ARD kernel, predicting over a growable pool.
 

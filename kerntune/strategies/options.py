@@ -137,7 +137,6 @@ class AutoOptions(_Options):
     gp_ordinal: float = Field(1.0, ge=0, le=2, description="ordered fields may enter the kernel as |index difference| ** this (0: Hamming)")
     gp_ordinal_fit: bool = Field(True, description="ordinal or Hamming per field by the marginal likelihood")
     gp_align: bool = Field(True, description="integer fields not all powers of two get a power-of-two alignment column")
-    gp_paths: bool = Field(False, description="two or more two-valued fields get one column for their joint setting (a code path)")
     model: Literal["gp", "rf", "et"] = Field("gp", description="the surrogate: gp, or a random forest / extra trees (the forest extra)")
     rf_trees: int = Field(32, ge=1, le=10_000, description="trees of rf / et")
     rf_leaf: int = Field(2, ge=1, le=_BIG, description="minimum samples per leaf of rf / et")

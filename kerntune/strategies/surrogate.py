@@ -120,7 +120,7 @@ from kerntune.strategies.base import SearchContext
 from kerntune.strategies.climber import Climber
 from kerntune.strategies.forest_model import forest
 from kerntune.strategies.gp import _ENUMERATE_LIMIT, _FIT_UNTIL, _GP, _MAX_OBS, _POOL_MAX, _encode, _enumerated
-from kerntune.strategies.gp_model import _NOISE, alignment_columns, ordinal_steps, path_columns
+from kerntune.strategies.gp_model import _NOISE, alignment_columns, ordinal_steps
 from kerntune.strategies.parzen import Parzen
 from kerntune.strategies.surrogate_aux import one_blas_thread, startup_configs, warp
 from kerntune.strategies.surrogate_options import SurrogateOptions
@@ -150,8 +150,7 @@ class SurrogateSearch(PerturbSteps):
             self.model = forest(space.encoded_width, self.cap, self.opts, ctx.rng)
         else:
             kernel = {"steps": ordinal_steps(space), "alpha": self.opts.gp_ordinal, "adaptive": self.opts.gp_ordinal_fit,
-                      "aux": (alignment_columns(space) if self.opts.gp_align else [])
-                      + (path_columns(space) if self.opts.gp_paths else []) or None}
+                      "aux": alignment_columns(space) if self.opts.gp_align else None}
             self.model = _GP(space.encoded_width, self.cap, _NOISE, **kernel)  # type: ignore[arg-type]
             if self.opts.global_fit and self.opts.global_split:
                 # global_fit (eighteenth pass): the global steps' own GP, the same kernel family fitted on global_warp's targets

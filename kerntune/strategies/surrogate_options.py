@@ -56,8 +56,6 @@ class SurrogateOptions:
 
     # Twenty-fourth design pass (adopted: README "Twenty-fourth pass"; gp_model.alignment_columns)
     gp_align: bool = True         # integer fields not all powers of two get a power-of-two alignment column in the GP's kernel
-    # Fifty-first design pass (PASSES.md): the joint setting of two-valued fields as one Hamming column
-    gp_paths: bool = False        # with two or more two-valued fields: one column for their joint setting (a code path) in the GP's kernel
 
     # Eighteenth design pass, adopted with gp_align in the twenty-fifth (README "Eighteenth pass", "Twenty-fifth pass"):
     # half of the GP's global steps predict from log-times with a second GP fitted on them, so that a
