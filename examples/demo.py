@@ -79,6 +79,7 @@ def replay_path() -> None:
     winner = max(rows, key=lambda r: r[1].score)[0]
     console.print(f"higher score: {winner}")
     console.print(f"report: {llm.report} (LLM run {llm.run_id}); {cls.report} (classical run {cls.run_id})")
+    console.print(f"store: {STORE} (`kerntune store runs --store {STORE}`, `kerntune report RUN_ID --store {STORE}`)")
 
 
 def gpu_path() -> None:
@@ -96,7 +97,7 @@ def gpu_path() -> None:
     table.add_row(json.dumps(res.winner), f"{res.time_ms:.4g}" if res.time_ms else "none", str(res.trials),
                   f"{res.speedup:.3f}x" if res.speedup is not None else "n/a")
     console.print(table)
-    console.print(f"run id: {res.run_id} (store {res.store})\nreport: {res.report}")
+    console.print(f"run id: {res.run_id} (store {res.store}: `kerntune report {res.run_id} --store {res.store}`)\nreport: {res.report}")
 
 
 def kerntune_default() -> str:

@@ -97,7 +97,9 @@ def _report(st: Store, run_id: str, report: bool | PathLike) -> Path | None:
 def _evaluator(space: PathLike | None, kernel: PathLike | None, shape: str | tuple[int, ...] | None,
                compile_timeout: float, gpus: int | None, source: PathLike | None, device: str | None) -> Any:
     """A recorded space (replayed, no GPU) or a Triton kernel file at one shape (measured)."""
-    if (space is None) == (kernel is None):
+    if space is None and kernel is None:
+        raise KerntuneError("nothing to tune: give a recorded space (space=...) or a kernel file (kernel=..., shape=...)")
+    if space is not None and kernel is not None:
         raise KerntuneError("give a recorded space (space=...) or a kernel file (kernel=..., shape=...), not both")
     if space is not None:
         from kerntune.evaluate import ReplayEvaluator
@@ -126,7 +128,7 @@ def _client(spec: str | None, base_url: str | None, timeout: float, transcript: 
 
 
 def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape: str | tuple[int, ...] | None = None,
-         strategy: str | None = None, budget: int | None = 100, seconds: float | None = None,
+         strategy: str | None = None, budget: int | None = None, seconds: float | None = None,
          target_ms: float | None = None, seed: int = 0, store: PathLike | None = None, llm: str | None = None,
          llm_base_url: str | None = None, llm_timeout: float = 300.0, llm_transcript: PathLike | None = None,
          options: Mapping[str, Any] | None = None, retime: int = 16, compile_timeout: float = 60.0,
@@ -140,16 +142,17 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     ``-o`` options; ``llm`` a model spec (``replay:FILE``, ``openai:M``, ``local:``...).
     ``source`` / ``device`` describe a replayed space's kernel and GPU to a model, as
     ``--source`` / ``--device`` do.  ``strategy`` defaults to the CLI's default.  ``resume``
-    continues a killed run by its id (with the same arguments).
+    continues a killed run by its id (with the same arguments).  ``budget`` defaults to 100
+    evaluations, or to no cap when ``seconds`` is given.
     """
     from kerntune.run.search import RunOptions, run_search
     from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
-    from kerntune.strategies.base import check_seed
+    from kerntune.strategies.base import check_seed, default_evals
     from kerntune.strategies.options import validate_options
 
     st = _open_store(store)
     try:
-        b = Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms)
+        b = Budget(max_evals=default_evals(budget, seconds), max_seconds=seconds, target_ms=target_ms)
         if resume:  # the stored run's strategy, seed, budget and options, as `tune --resume` uses them
             from kerntune.store.resume import check_kind
 

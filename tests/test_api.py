@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import kerntune
+from kerntune.errors import KerntuneError
 from kerntune.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,3 +83,12 @@ def test_kerntune_compare_is_still_the_harness_package() -> None:
     from kerntune.compare import run_compare
 
     assert kerntune.compare.run_compare is run_compare and callable(kerntune.compare)
+
+
+def test_tune_budget_defaults_to_100_evaluations_or_none_under_a_time_budget(tmp_path: Path) -> None:
+    store = tmp_path / "api.db"
+    assert kerntune.tune(SPACE, strategy="random", store=store, report=False).trials == 100
+    timed = kerntune.tune(SPACE, strategy="random", seconds=400, store=store, report=False)
+    assert timed.trials > 100 and timed.stop_reason in ("time budget", "space exhausted")
+    with pytest.raises(KerntuneError, match="nothing to tune"):
+        kerntune.tune(store=store)

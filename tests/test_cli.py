@@ -161,3 +161,28 @@ def test_a_config_line_is_never_wrapped_nor_read_as_markup(monkeypatch) -> None:
     common.print_unwrapped(f"config: {json.dumps(cfg)}")
     lines = buf.getvalue().splitlines()
     assert len(lines) == 1 and json.loads(lines[0].removeprefix("config: ")) == cfg
+
+
+def test_first_contact_review_items(tmp_path, conv_path) -> None:
+    """What a newcomer's review found (2026-11-29): --seconds alone was capped at 100 evaluations,
+    tune never said which strategy ran, a space file given to --replay read as broken JSON, -h was
+    no help option, a bayes option error named gp, and compare took an unused --llm silently."""
+    proc = run(["tune", "--replay", str(conv_path), "--seconds", "600", "--no-report"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "strategy: auto (the default) without a model; budget: 600 s" in proc.stdout
+    best = next(line for line in proc.stdout.splitlines() if line.startswith("best:"))
+    assert "(time budget)" in best and int(best.split(" after ")[1].split()[0]) > 100, best
+    proc = run(["tune", "--replay", str(conv_path), "--budget", "7", "--strategy", "gp", "--no-report"], tmp_path)
+    assert "strategy: gp; budget: 7 evaluations" in proc.stdout and "after 7 evaluations" in proc.stdout
+
+    (tmp_path / "space.yaml").write_text("name: s\nparams:\n  BLOCK: {kind: pow2, low: 16, high: 256}\n")
+    assert_one_line_error(run(["tune", "--replay", "space.yaml"], tmp_path), "looks like a space file", "space info")
+    (tmp_path / "space.json").write_text(json.dumps({"name": "s", "params": {"BLOCK": {"kind": "pow2", "low": 16, "high": 256}}}))
+    assert_one_line_error(run(["tune", "--replay", "space.json"], tmp_path), "not a recording", "space file")
+
+    assert "Usage: kerntune tune" in run(["tune", "-h"], tmp_path).stdout
+    assert_one_line_error(run(["tune", "--replay", str(conv_path), "--strategy", "bayes", "-o", "kapa=2"], tmp_path),
+                          "bayes (surrogate gp): unknown option 'kapa'")
+    proc = run(["compare", "--space", str(conv_path), "--strategies", "random", "--budget", "3", "--repeats", "1",
+                "--llm", "local:"], tmp_path)
+    assert proc.returncode == 0 and "--llm local: is not used" in proc.stderr, proc.stderr

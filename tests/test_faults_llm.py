@@ -156,7 +156,7 @@ def test_answers_with_no_usable_config_are_rejected_with_reasons_and_topped_up(t
         res, store = _run(tmp_path, _client(srv, "openai"))
     sources = _assert_complete(res, tmp_path)
     assert sources[3:11] == ["llm:fallback-pattern"] * 8  # a full batch, all of it from (and credited to) the fallback
-    assert any("only 0 of 8 proposed configs were valid" in n and "topped up" in n for n in res.notes)
+    assert any("only 0 valid new configs of the 8 asked for" in n and "topped up" in n for n in res.notes)
     ex = store.llm_exchanges(res.run_id)[0]
     assert ex["error"] is None and ex["accepted"] == []
     reasons = [r["reason"] for r in ex["rejected"]]

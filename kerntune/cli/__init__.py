@@ -20,6 +20,7 @@ from kerntune.cli import exec_cmd, options_cmd, report_cmd, transform_cmd
 from kerntune.errors import KerntuneError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="kerntune: GPU kernel autotuning with a language model in the loop.")
 app.add_typer(space_cmd.app, name="space")
 app.add_typer(store_cmd.app, name="store")

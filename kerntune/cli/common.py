@@ -17,7 +17,8 @@ from kerntune.store import Store
 
 # Piped output (CI logs, files) gets a width that fits the compare table.
 console = Console(width=None if sys.stdout.isatty() else 150)
-err_console = Console(stderr=True)
+# Piped stderr (logs) keeps each note and progress line whole, so that grep finds it.
+err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
 def print_unwrapped(text: str) -> None:

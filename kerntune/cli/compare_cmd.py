@@ -82,7 +82,7 @@ def compare(
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db or $KERNTUNE_STORE)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed comparison by its run id"),
     llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM",
-                                      help="Model for llm/llm-seeded: openai:M, anthropic:M, ollama:M, local:[PATH], cmd:C, files:DIR, replay:FILE, auto"),
+                                      help="Model for auto (optional), llm and llm-seeded: openai:M, anthropic:M, ollama:M, local:[PATH], cmd:C, files:DIR, replay:FILE, auto"),
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
     option: list[str] = typer.Option([], "--option", "-o",
@@ -127,6 +127,12 @@ def compare(
         names = names or ["auto", "gp", "genetic", "random"]
         budget, repeats, seed = budget or 100, repeats or 10, seed if seed is not None else 0
         check_seed(seed, repeats)
+    if llm and not resume:
+        from kerntune.strategies import LLM_STRATEGIES, MODEL_OPTIONAL, ALIASES
+
+        if not {ALIASES.get(n, n) for n in names or []} & (LLM_STRATEGIES | MODEL_OPTIONAL):
+            err_console.print(f"[yellow]note:[/yellow] --llm {llm} is not used: none of {', '.join(names or [])} asks a model"
+                              " (auto, llm and llm-seeded do)")
     log = RunLog(every=25, min_interval_s=10.0)  # the run id first; plain progress lines when piped
     log.watch(st, "compare")
     if resume:

@@ -24,3 +24,5 @@ def options(strategy: Optional[str] = typer.Argument(None, help="One strategy (d
         for row in rows:
             table.add_row(*row)
         console.print(table)
+        if name == "bayes":
+            console.print("and the options of its surrogate: `kerntune options gp` (the default) or `kerntune options tpe`")

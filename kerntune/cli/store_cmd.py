@@ -17,7 +17,7 @@ app = typer.Typer(no_args_is_help=True, help="Runs and trials in the SQLite stor
 
 
 @app.command("runs")
-def runs(store: Optional[str] = typer.Option(None, "--store"), limit: int = typer.Option(20, "--limit")) -> None:
+def runs(store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default $KERNTUNE_STORE, else .kerntune/kerntune.db)"), limit: int = typer.Option(20, "--limit")) -> None:
     """List the latest top-level runs."""
     if limit < 1:
         raise KerntuneError(f"--limit must be at least 1, got {limit}")
@@ -38,7 +38,7 @@ def export(run_id: str = typer.Argument(..., help="Run id (a comparison exports 
            csv: Optional[Path] = typer.Option(None, "--csv", help="Write trials as CSV"),
            kernel_tuner: Optional[Path] = typer.Option(None, "--kernel-tuner", help="Write a Kernel Tuner cache file"),
            table: Optional[Path] = typer.Option(None, "--table", help="Write a kerntune table (replayable)"),
-           store: Optional[str] = typer.Option(None, "--store")) -> None:
+           store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default $KERNTUNE_STORE, else .kerntune/kerntune.db)")) -> None:
     """Export a run's trials."""
     if not (csv or kernel_tuner or table):
         raise KerntuneError("say where to export: --csv, --kernel-tuner and/or --table")

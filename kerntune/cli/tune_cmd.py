@@ -20,7 +20,7 @@ from kerntune.run.search import RunOptions, run_search
 from kerntune.space import jsonable
 from kerntune.llm import LLMClient
 from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, BudgetExhausted, get_strategy
-from kerntune.strategies.base import check_seed
+from kerntune.strategies.base import check_seed, default_evals
 from kerntune.strategies.options import validate_options
 
 
@@ -42,13 +42,13 @@ def tune(
                                " beside the default config in interleaved rounds (0: neither)"),
     strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy name (default auto; `kerntune"
                                            " options` lists each one's -o options)"),
-    budget: Optional[int] = typer.Option(None, "--budget", help="Maximum evaluations (default 100)"),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Maximum evaluations (default 100; no cap when --seconds alone is given)"),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="Maximum tuning seconds on the evaluator's clock"),
     target_ms: Optional[float] = typer.Option(None, "--target-ms", help="Stop once a config is at least this fast"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the search (default 0)"),
-    store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default .kerntune/kerntune.db)"),
+    store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default $KERNTUNE_STORE, else .kerntune/kerntune.db)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed run by its id"),
-    llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model for llm/llm-seeded (see README)"),
+    llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model for auto (optional), llm and llm-seeded: a spec such as replay:FILE, files:DIR, openai:MODEL, local: (README, \"Models\")"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript",
@@ -58,6 +58,7 @@ def tune(
     no_report: bool = typer.Option(False, "--no-report", help="Write no report"),
 ) -> None:
     """Search a kernel's space with one strategy, storing every trial; print the winner."""
+    given_strategy = strategy
     for flag, value, low, high in (("--compile-timeout", compile_timeout, 0, 86400), ("--seconds", seconds, 0, 1e9),
                                    ("--target-ms", target_ms, 0, float("inf")), ("--llm-timeout", llm_timeout, 0, 86400)):
         check_number(flag, value, low, high)
@@ -92,7 +93,7 @@ def tune(
                                               (budget, seconds, target_ms), given_options)
     else:
         strategy, seed, options = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0, given_options
-        b = Budget(max_evals=budget if budget is not None else 100, max_seconds=seconds, target_ms=target_ms)
+        b = Budget(max_evals=default_evals(budget, seconds), max_seconds=seconds, target_ms=target_ms)
 
     def progress(ctx) -> None:  # noqa: ANN001 - SearchContext
         if kernel is not None:
@@ -116,6 +117,9 @@ def tune(
     log = RunLog()
     run_id = resume or new_run_id()
     log.run_id(run_id, st.path)
+    log.line(f"strategy: {strategy}{' (the default)' if given_strategy is None and not resume else ''}"
+             f"{f' with the model {client.chosen or llm}' if client is not None else (' without a model' if strategy in MODEL_OPTIONAL else '')}; "
+             f"budget: {_budget_text(b)}")
     # A package kernel: its own choice is measured first, so the search starts from it and can only improve on it.
     shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
 
@@ -236,6 +240,13 @@ def _stored_target(st, run_id: str, shape: Optional[str],  # noqa: ANN001
         return None, shape, path  # a --shape typed here is refused with the recording (_evaluator)
     raise KerntuneError(f"cannot resume {run_id} alone: the store does not say what it measured (give the kernel"
                         " file and --shape, or --replay FILE, again)")
+
+
+def _budget_text(b: Budget) -> str:
+    parts = ([f"{b.max_evals} evaluations"] if b.max_evals is not None else []) + \
+            ([f"{b.max_seconds:g} s"] if b.max_seconds is not None else []) + \
+            ([f"until {b.target_ms:g} ms"] if b.target_ms is not None else [])
+    return ", ".join(parts) or "none (the whole space)"
 
 
 def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None, budget: Budget,  # noqa: ANN001

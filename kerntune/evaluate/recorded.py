@@ -464,11 +464,30 @@ def table_dict(space: Space, trials: Iterable[Trial], meta: Mapping[str, Any]) -
             "trials": [t.to_dict() for t in trials]}
 
 
+_SPACE_FILE_HINT = ("; it looks like a space file, which describes a kernel's space, not measurements: "
+                    "a replay needs a recording (a Kernel Tuner cache, a T4 results file or a kerntune table, "
+                    "e.g. `kerntune store export --table`); `kerntune space info FILE` reads a space file")
+
+
+def _looks_like_space_file(path: Path, text: str, data: Any = None) -> bool:
+    """A kerntune space file (YAML or JSON with ``params``) handed over where a recording is expected."""
+    if isinstance(data, Mapping):
+        return "params" in data and not ({"cache", "results", "trials"} & set(data))
+    return path.suffix.lower() in (".yaml", ".yml") or re.search(r"^params\s*:", text, re.MULTILINE) is not None
+
+
 def load_recording(path: str | Path) -> Recording:
     """Read any supported recording, deciding the format from its content."""
     path = Path(path)
     text = _read_text(path)
-    data = _loads_lenient(text, path)
+    try:
+        data = _loads_lenient(text, path)
+    except FormatError as exc:
+        if _looks_like_space_file(path, text):
+            raise FormatError(f"{exc}{_SPACE_FILE_HINT}") from None
+        raise
+    if isinstance(data, Mapping) and _looks_like_space_file(path, text, data):
+        raise FormatError(f"{path}: not a recording{_SPACE_FILE_HINT}")
     if not isinstance(data, Mapping):
         raise FormatError(f"{path}: unknown recording format (top level is not an object)")
     reader = None

@@ -53,12 +53,19 @@ class LLMClient:
     tokens_out: int = 0
     seconds: float = 0.0
     cost: float = 0.0
+    #: for the spec "auto": which model it chose and why (``resolve_auto``), for the CLI to say
+    chosen: str = ""
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
 
     @classmethod
     def from_spec(cls, spec: str, base_url: str | None = None, **kwargs: Any) -> "LLMClient":
+        if spec.strip() == "auto":
+            from kerntune.llm.providers import resolve_auto
+
+            choice = resolve_auto()
+            return cls(make_provider(choice.spec, base_url), chosen=f"{choice.spec} ({choice.why})", **kwargs)
         return cls(make_provider(spec, base_url), **kwargs)
 
     # -- the call ---------------------------------------------------------------------------

@@ -63,6 +63,15 @@ class Budget:
         return {"max_evals": self.max_evals, "max_seconds": self.max_seconds, "target_ms": self.target_ms}
 
 
+def default_evals(budget: int | None, seconds: float | None) -> int | None:
+    """The evaluation cap of ``tune`` when ``--budget`` is not given: 100, or none when a time
+    budget is given, so that ``--seconds 60`` alone runs for 60 seconds (it stopped at 100
+    evaluations, long before a replay's or a fast kernel's time was up)."""
+    if budget is not None:
+        return budget
+    return None if seconds is not None else 100
+
+
 TrialHook = Callable[[int, str, Trial, float, str], None]
 
 

@@ -214,7 +214,10 @@ def validate_options(strategy: str, options: dict[str, Any] | None) -> dict[str,
         raise KerntuneError(_problem(name, exc, options)) from None
     if isinstance(checked, BayesOptions):
         rest = {k: v for k, v in options.items() if k != "surrogate"}
-        validate_options(checked.surrogate, rest)
+        try:
+            validate_options(checked.surrogate, rest)
+        except KerntuneError as exc:  # say it as the user wrote it: bayes (with surrogate gp), not gp
+            raise KerntuneError(f"{name} (surrogate {checked.surrogate}): {str(exc).split(': ', 1)[1]}") from None
     if isinstance(checked, LLMSeededOptions) and options.get("then_options"):
         validate_options(checked.then, options["then_options"])
     return options

@@ -189,7 +189,8 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
                 ctx.stop_reason = "no valid config from the model"
                 return
             if len(batch) < n / 2 and top_up:
-                ctx.note(f"round {round_no}: only {len(batch)} of {n} proposed configs were valid and new;"
+                ctx.note(f"round {round_no}: only {len(batch)} valid new configs of the {n} asked for"
+                         f" ({len(parsed.accepted)} valid in the answer, {len(parsed.rejected)} refused);"
                          f" topped up by {fallback if fallback != 'error' else 'random'}")
                 kind = fallback if fallback != "error" else "random"
                 extra = _fallback_batch(ctx, kind, n - len(batch), {ctx.space.key(c) for c in batch})
