@@ -132,3 +132,13 @@ def test_unopenable_store_gives_a_clear_error(tmp_path) -> None:
 def test_unknown_run_is_a_store_error(tmp_path) -> None:
     with pytest.raises(StoreError, match="no run 'zzz'"):
         Store(tmp_path / "k.db").get_run("zzz")
+
+
+def test_an_ambiguous_prefix_says_which_runs_are_a_comparisons_repeats(tmp_path) -> None:
+    st = Store(tmp_path / "s.db")
+    top = st.create_run("compare", run_id="abc000000001")
+    st.create_run("tune", parent_id=top, label="gp#0", strategy="gp", run_id="abc000000002")
+    with pytest.raises(StoreError, match="ambiguous") as exc:
+        st.resolve_run_id("abc")
+    assert "abc000000001, abc000000002 (gp#0 of abc000000001)" in str(exc.value)
+    assert st.resolve_run_id("abc000000002") == "abc000000002"

@@ -366,11 +366,15 @@ class Store:
             raise StoreError("an empty run id (`kerntune store runs` lists them)")
         if self._read("SELECT id FROM runs WHERE id=?", (run,)):
             return run
-        rows = self._read("SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 LIMIT 3", (run,))
+        rows = self._read("SELECT id, parent_id, label FROM runs WHERE substr(id, 1, length(?1)) = ?1 "
+                          "ORDER BY parent_id IS NOT NULL, created LIMIT 3", (run,))
         if len(rows) == 1:
             return str(rows[0]["id"])
         if len(rows) > 1:
-            raise StoreError(f"run id {run!r} is ambiguous in {self.path}: " + ", ".join(r["id"] for r in rows))
+            # A comparison's repeats are runs too, though `store runs` lists only top-level ones: say which is which.
+            shown = [r["id"] if r["parent_id"] is None else f"{r['id']} ({r['label'] or 'a repeat'} of {r['parent_id']})"
+                     for r in rows]
+            raise StoreError(f"run id {run!r} is ambiguous in {self.path}: " + ", ".join(shown))
         raise StoreError(f"no run {run!r} in {self.path} (see `kerntune store runs`)")
 
     def child_runs(self, parent_id: str) -> list[RunRecord]:
