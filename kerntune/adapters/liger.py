@@ -111,6 +111,13 @@ def _ce_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
     return randn(rows, vocab, scale=2.0), target
 
 
+def _ce_train_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """The training forward: logits that require grad, so liger's kernel also writes the gradient
+    into them in place (a second pass over the row).  The capture restores them before each launch."""
+    logits, target = _ce_inputs(shape)
+    return logits.requires_grad_(), target
+
+
 def _ce_call(inputs: tuple[Any, ...]) -> Any:
     from liger_kernel.ops.cross_entropy import cross_entropy_forward
 
@@ -225,6 +232,12 @@ ADAPTERS = [
             shapes=[(8192, 128256), (4096, 151936)],
             make_inputs=_ce_inputs, call=_ce_call, knobs=_ce_knobs, default=_ce_default, torch_op=_ce_torch,
             bytes_moved=_row_bytes(1), constraints=PER_THREAD),
+    Adapter(name="liger.cross_entropy_train", kernel="liger_kernel.ops.cross_entropy:liger_cross_entropy_kernel",
+            package=PACKAGE, shape_doc="tokens x vocabulary (bf16 logits that require grad: the training forward,"
+            " which writes the gradient into the logits)", shapes=[(8192, 128256), (4096, 151936)],
+            make_inputs=_ce_train_inputs, call=_ce_call, knobs=_ce_knobs, default=_ce_default, torch_op=_ce_torch,
+            # two reads of the logits (max and sum, then the gradient) and one write of the gradient
+            bytes_moved=_row_bytes(3), constraints=PER_THREAD),
     Adapter(name="liger.kl_div", kernel="liger_kernel.ops.kl_div:_kldiv_kernel_forward", package=PACKAGE,
             shape_doc="tokens x vocabulary (bf16 log-probabilities and probabilities)",
             shapes=[(8192, 128256), (4096, 151936)], make_inputs=_kl_inputs, call=_kl_call, knobs=_ce_knobs,
