@@ -40,7 +40,7 @@ class Autotuned:
     """The decorated kernel: ``kernel[grid](*args)`` tunes once per key, then launches the winner."""
 
     def __init__(self, fn: Any, space: Space | Mapping[str, Any], key: Sequence[str], strategy: str = "auto",
-                 budget: int = 60, seconds: float | None = None, store: str | Store | None = None,
+                 budget: int | None = None, seconds: float | None = None, store: str | Store | None = None,
                  restore_value: Sequence[str] = (), reset_to_zero: Sequence[str] = (), check: Sequence[str] = (),
                  options: Mapping[str, Any] | None = None, llm: Any = None, seed: int = 0, rep_ms: int = 20,
                  timer: Timer | None = None, on_miss: str = "tune", dispatch: Any = None) -> None:
@@ -57,7 +57,11 @@ class Autotuned:
         if unknown:
             raise KerntuneError(f"autotune: {', '.join(unknown)} not among {self.name}'s arguments "
                                 f"({', '.join(self.arg_names)})")
-        self.key, self.strategy, self.budget, self.seconds = list(key), strategy, budget, seconds
+        from kerntune.strategies.base import default_evals
+
+        # 60 evaluations a key unless told otherwise; none when only ``seconds`` is given (as for ``tune``)
+        self.key, self.strategy, self.seconds = list(key), strategy, seconds
+        self.budget = default_evals(budget, seconds, default=60)
         self.restore_value, self.reset_to_zero, self.check = list(restore_value), list(reset_to_zero), list(check)
         self.options, self.llm, self.seed = dict(options or {}), llm, seed
         self.timer = timer or default_timer(rep_ms)

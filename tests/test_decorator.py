@@ -131,3 +131,13 @@ def test_an_unseen_shape_gets_the_nearest_tuned_config_and_is_queued(tmp_path) -
     x, out = _args(16)
     lazy.tune_queued({'{"n": 16}': ((1,), {"x": x, "out": out, "n": 16})})
     assert lazy.tuned_keys == ['{"n": 16}'] and lazy.queued == ['{"n": 512}']
+
+
+def test_the_budget_is_60_evaluations_a_key_or_none_under_seconds_alone() -> None:
+    def kernel(x_ptr, n, BLOCK):  # noqa: ANN001, ANN202 - never launched here
+        return None
+
+    space = {"params": {"BLOCK": {"kind": "pow2", "low": 16, "high": 64}}}
+    assert kerntune.autotune(space=space, key=["n"])(kernel).budget == 60
+    assert kerntune.autotune(space=space, key=["n"], seconds=30)(kernel).budget is None
+    assert kerntune.autotune(space=space, key=["n"], budget=7, seconds=30)(kernel).budget == 7
