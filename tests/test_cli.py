@@ -186,3 +186,9 @@ def test_first_contact_review_items(tmp_path, conv_path) -> None:
     proc = run(["compare", "--space", str(conv_path), "--strategies", "random", "--budget", "3", "--repeats", "1",
                 "--llm", "local:"], tmp_path)
     assert proc.returncode == 0 and "--llm local: is not used" in proc.stderr, proc.stderr
+    # A report asked for at a path that cannot be written is an error (exit 2), as --json is; the run is stored.
+    # (/proc passes the up-front check as root and fails at the write; as another user it fails the check.)
+    proc = run(["tune", "--replay", str(conv_path), "--budget", "3", "--report", "/proc/kerntune-test.html"], tmp_path)
+    assert_one_line_error(proc, "/proc/kerntune-test.html")
+    proc = run(["tune", "--replay", str(conv_path), "--budget", "3", "--report", "out.html"], tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "out.html").exists(), proc.stderr

@@ -9,6 +9,7 @@ import typer
 
 from kerntune.cli.common import check_output, console, err_console, open_store, write_output
 from kerntune.report import default_report_path, write_report
+from kerntune.errors import KerntuneError
 from kerntune.store import Store
 
 
@@ -40,12 +41,17 @@ def report(
 
 def write_after_run(st: Store, run_id: str, path: Optional[Path]) -> None:
     """What ``tune`` and ``compare`` call when they end: the report next to the store (or at
-    ``--report``), and one line saying where.  A report that cannot be written costs a
-    warning, never the run the user just paid for."""
+    ``--report``), and one line saying where.  A report that cannot be written never costs the
+    run the user just paid for (it is stored): at the default place it is a note; at a path the
+    user asked for with ``--report`` it is the one-line error and exit code 2 of any output that
+    cannot be written, as ``--json`` is, so that a script does not go on without the file."""
     try:
         files = write_report(st, run_id, html=path or default_report_path(st, run_id))
     except Exception as exc:  # noqa: BLE001 - the run is stored; the report can be redone with `kerntune report`
-        err_console.print(f"[yellow]note:[/yellow] no report written ({type(exc).__name__}: {exc}); "
-                          f"try `kerntune report {run_id}`")
+        reason = f"{type(exc).__name__}: {exc}"
+        if path is not None:
+            raise KerntuneError(f"--report {path}: not written ({reason}); the run is stored: "
+                                f"`kerntune report {run_id} --html OTHER.html`") from None
+        err_console.print(f"[yellow]note:[/yellow] no report written ({reason}); try `kerntune report {run_id}`")
         return
     console.print(f"report: {files.html}")
