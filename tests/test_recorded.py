@@ -445,3 +445,55 @@ def test_unknown_shape_message_names_the_expected_formats(tmp_path):
     assert "unknown recording format" in str(err) and "Kernel Tuner" in str(err) and "T4" in str(err)
     err = one_line_format_error(write(tmp_path / "list.json", "[1, 2]"))
     assert "not an object" in str(err)
+
+
+# ---------------------------------------------------------------------------------------- KTT
+def ktt_result(bx: int, ro: int, status: str = "Ok", duration: float = 0.0, profiled: bool = False) -> dict:
+    """One entry of KTT's JSON results, as its serializer writes it (Configuration as Name/Value pairs)."""
+    runs = [] if status != "Ok" else [{"KernelFunction": "conv", "Duration": duration, "Overhead": 20000.0,
+                                       "GlobalSize": {"X": 1, "Y": 1, "Z": 1}, "LocalSize": {"X": bx, "Y": 1, "Z": 1},
+                                       **({"ProfilingData": {"Counters": [], "RemainingProfilingRuns": 0}} if profiled else {})}]
+    return {"KernelName": "conv", "Status": status, "TotalDuration": duration, "TotalOverhead": 20000.0,
+            "ExtraDuration": 0.0, "ExtraOverhead": 0.0, "ComputationResults": runs,
+            "Configuration": [{"Name": "BLOCK_SIZE_X", "IsDouble": False, "Value": bx},
+                              {"Name": "READ_ONLY", "IsDouble": False, "Value": ro}]}
+
+
+def ktt_file(results: list, unit: str = "Microseconds") -> str:
+    return json.dumps({"Metadata": {"ComputeApi": "CUDA", "Device": "NVIDIA GeForce RTX 3090", "KttVersion": "2.1.0",
+                                    "Platform": "NVIDIA CUDA", "GlobalSizeType": "CUDA", "Timestamp": "t",
+                                    "TimeUnit": unit}, "Results": results})
+
+
+def test_ktt_results_statuses_times_and_profiling_reruns(tmp_path):
+    rec = load_recording(write(tmp_path / "ktt.json", ktt_file([
+        ktt_result(32, 0, duration=800.0),
+        ktt_result(32, 1, duration=650.0),
+        ktt_result(64, 0, "ComputationFailed"),
+        ktt_result(64, 1, "ValidationFailed"),
+        ktt_result(128, 0, "CompilationFailed"),
+        ktt_result(32, 1, duration=900.0, profiled=True),   # a rerun for profiling counters: dropped
+    ])))
+    t = {(x.config["BLOCK_SIZE_X"], x.config["READ_ONLY"]): x for x in rec.trials.values()}
+    assert rec.meta["format"] == "ktt" and rec.meta["device_name"] == "NVIDIA GeForce RTX 3090"
+    assert rec.meta["repeated_results_dropped"] == 1 and len(t) == 5
+    assert {k: v.status for k, v in t.items()} == {
+        (32, 0): Status.OK, (32, 1): Status.OK, (64, 0): Status.RUNTIME_ERROR, (64, 1): Status.WRONG_RESULT,
+        (128, 0): Status.COMPILE_ERROR}
+    assert t[(32, 1)].time_ms == pytest.approx(0.65) and rec.optimum.config == {"BLOCK_SIZE_X": 32, "READ_ONLY": 1}
+    assert t[(32, 0)].bench_s == pytest.approx(0.02 + 0.0008)   # the tuner's overhead plus the kernel, in seconds
+
+
+def test_ktt_profiled_run_is_kept_only_when_it_is_the_only_one(tmp_path):
+    rec = load_recording(write(tmp_path / "ktt.json", ktt_file([
+        ktt_result(32, 0, duration=2.0, profiled=True), ktt_result(32, 1, duration=1.0)], unit="Milliseconds")))
+    assert sorted(x.time_ms for x in rec.trials.values()) == [1.0, 2.0]
+
+
+def test_ktt_bad_files_are_one_line_errors(tmp_path):
+    err = one_line_format_error(write(tmp_path / "a.json", ktt_file([ktt_result(32, 0, duration=1.0)], unit="Fortnights")))
+    assert "TimeUnit" in str(err)
+    other = ktt_result(64, 0, duration=1.0)
+    other["Configuration"] = other["Configuration"][:1]
+    err = one_line_format_error(write(tmp_path / "b.json", ktt_file([ktt_result(32, 0, duration=1.0), other])))
+    assert "differ from the first result's" in str(err)

@@ -69,7 +69,7 @@ def _check_resume(st, run_id: str, space: Optional[Path], names: Optional[list[s
 
 
 def compare(
-    space: Optional[Path] = typer.Option(None, "--space", help="Recorded space: Kernel Tuner cache (.json/.json.gz), T4 or kerntune table"),
+    space: Optional[Path] = typer.Option(None, "--space", help="Recorded space: Kernel Tuner cache (.json/.json.gz), T4, KTT results or kerntune table"),
     source: Optional[Path] = typer.Option(None, "--source", help="The kernel's source file, shown to a model as a real run would"),
     device: Optional[str] = typer.Option(None, "--device", help="The GPU, as a name or a JSON/text file describing it (the recording may lack it)"),
     strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategy names"

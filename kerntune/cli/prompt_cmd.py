@@ -16,7 +16,7 @@ app = typer.Typer(no_args_is_help=True, help="Prompts of the LLM strategies.")
 
 
 @app.command("show")
-def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel Tuner cache, T4, kerntune table)"),
+def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel Tuner cache, T4, KTT results, kerntune table)"),
          round_no: int = typer.Option(1, "--round", help="1 = first batch; 2+ = refinement after a run's trials"),
          run: Optional[str] = typer.Option(None, "--run", help="Run whose trials feed a refinement prompt (an id,"
                                             " a unique prefix, or 'last')"),

@@ -112,7 +112,7 @@ def _run(verb: str, space: Path, replay: Optional[Path], output: Optional[Path],
     return result
 
 
-_SPACE_HELP = "Space file (YAML/JSON) or recording (Kernel Tuner cache, T4, kerntune table)"
+_SPACE_HELP = "Space file (YAML/JSON) or recording (Kernel Tuner cache, T4, KTT results, kerntune table)"
 
 
 def prune(space: Path = typer.Option(..., "--space", help=_SPACE_HELP),

@@ -33,7 +33,7 @@ def _is_space_file(path: Path) -> bool:
 
 
 @app.command("info")
-def info(file: Path = typer.Argument(..., help="A recording (Kernel Tuner cache, T4, kerntune table) or a space YAML/JSON"),
+def info(file: Path = typer.Argument(..., help="A recording (Kernel Tuner cache, T4, KTT results, kerntune table) or a space YAML/JSON"),
          as_json: bool = typer.Option(False, "--json", help="Print the facts as JSON")) -> None:
     """Parameters, counts, valid share, optimum and median/optimum of a space."""
     if not file.exists():

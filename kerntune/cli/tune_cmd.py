@@ -29,7 +29,7 @@ def tune(
     shape: Optional[str] = typer.Option(None, "--shape", help="Problem shape for a kernel file, e.g. 4096x4096x4096"),
     shapes: Optional[Path] = typer.Option(None, "--shapes", help="A file of shapes, one per line: tune them all "
                                           "under one --budget, nearest-first, into one dispatch table"),
-    replay: Optional[Path] = typer.Option(None, "--replay", help="Recorded space to tune against instead (Kernel Tuner cache, T4, kerntune table)"),
+    replay: Optional[Path] = typer.Option(None, "--replay", help="Recorded space to tune against instead (Kernel Tuner cache, T4, KTT results, kerntune table)"),
     source: Optional[Path] = typer.Option(None, "--source", help="With --replay: the kernel's source file, shown to the model as a real run would"),
     device: Optional[str] = typer.Option(None, "--device", help="With --replay: the GPU, as a name (e.g. 'AMD Instinct MI250X') or a JSON/text file describing it"),
     compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="Seconds before a config's compile is killed"),

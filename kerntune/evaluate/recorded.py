@@ -3,7 +3,7 @@ so strategies can be compared by replaying the measurements.
 
 Formats: Kernel Tuner cache files (``.json``/``.json.gz``, also truncated ones
 that Kernel Tuner left without closing braces), Kernel Tuner's T4 results
-format, and kerntune's own table (``kerntune-table``).
+format, KTT's JSON results (``recorded_ktt``), and kerntune's own table (``kerntune-table``).
 """
 
 from __future__ import annotations
@@ -458,6 +458,19 @@ def _from_table(data: Mapping[str, Any], path: Path) -> Recording:
     return Recording(space, trials, {**(data.get("meta") or {}), "format": TABLE_FORMAT})
 
 
+def _is_ktt(data: Mapping[str, Any]) -> bool:
+    from kerntune.evaluate.recorded_ktt import is_ktt
+
+    return is_ktt(data)
+
+
+def _from_ktt(data: Mapping[str, Any], path: Path) -> Recording:
+    from kerntune.evaluate.recorded_ktt import from_ktt
+
+    names, trials, meta = from_ktt(data, path)
+    return _finish(names, trials, meta, str(meta["kernel_name"]))
+
+
 def table_dict(space: Space, trials: Iterable[Trial], meta: Mapping[str, Any]) -> dict[str, Any]:
     """kerntune's own recording format (what ``store export --table`` writes)."""
     return {"format": TABLE_FORMAT, "version": 1, "meta": dict(meta), "space": space.to_dict(),
@@ -497,6 +510,8 @@ def load_recording(path: str | Path) -> Recording:
         reader = _from_kernel_tuner
     elif "results" in data and "schema_version" in data:
         reader = _from_t4
+    elif _is_ktt(data):
+        reader = _from_ktt
     if reader is not None:
         try:
             rec = reader(data, path)
@@ -506,5 +521,5 @@ def load_recording(path: str | Path) -> Recording:
         rec.digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return rec
     raise FormatError(
-        f"{path}: unknown recording format (expected a Kernel Tuner cache, a T4 results file or a kerntune table)"
+        f"{path}: unknown recording format (expected a Kernel Tuner cache, a T4 results file, KTT results or a kerntune table)"
     )
