@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from kerntune.budget_default import UNSET, Unset, default_evals
 from kerntune.errors import KerntuneError
 from kerntune.store import Store
 from kerntune.store.sqlite import new_run_id
@@ -128,7 +129,7 @@ def _client(spec: str | None, base_url: str | None, timeout: float, transcript: 
 
 
 def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape: str | tuple[int, ...] | None = None,
-         strategy: str | None = None, budget: int | None = None, seconds: float | None = None,
+         strategy: str | None = None, budget: int | None | Unset = UNSET, seconds: float | None = None,
          target_ms: float | None = None, seed: int = 0, store: PathLike | None = None, llm: str | None = None,
          llm_base_url: str | None = None, llm_timeout: float = 300.0, llm_transcript: PathLike | None = None,
          options: Mapping[str, Any] | None = None, retime: int = 16, compile_timeout: float = 60.0,
@@ -143,11 +144,11 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     ``source`` / ``device`` describe a replayed space's kernel and GPU to a model, as
     ``--source`` / ``--device`` do.  ``strategy`` defaults to the CLI's default.  ``resume``
     continues a killed run by its id (with the same arguments).  ``budget`` defaults to 100
-    evaluations, or to no cap when ``seconds`` is given.
+    evaluations, or to no cap when ``seconds`` is given; ``budget=None`` is no cap.
     """
     from kerntune.run.search import RunOptions, run_search
     from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
-    from kerntune.strategies.base import check_seed, default_evals
+    from kerntune.strategies.base import check_seed
     from kerntune.strategies.options import validate_options
 
     st = _open_store(store)

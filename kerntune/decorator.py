@@ -29,6 +29,7 @@ import inspect
 import json
 from typing import Any, Callable, Mapping, Sequence
 
+from kerntune.budget_default import UNSET, Unset, default_evals
 from kerntune.errors import KerntuneError
 from kerntune.run.decorator_search import (Timer, default_timer, device_and_versions, key_part, search_call,
                                             torch_module)
@@ -40,7 +41,7 @@ class Autotuned:
     """The decorated kernel: ``kernel[grid](*args)`` tunes once per key, then launches the winner."""
 
     def __init__(self, fn: Any, space: Space | Mapping[str, Any], key: Sequence[str], strategy: str = "auto",
-                 budget: int | None = None, seconds: float | None = None, store: str | Store | None = None,
+                 budget: int | None | Unset = UNSET, seconds: float | None = None, store: str | Store | None = None,
                  restore_value: Sequence[str] = (), reset_to_zero: Sequence[str] = (), check: Sequence[str] = (),
                  options: Mapping[str, Any] | None = None, llm: Any = None, seed: int = 0, rep_ms: int = 20,
                  timer: Timer | None = None, on_miss: str = "tune", dispatch: Any = None) -> None:
@@ -57,9 +58,8 @@ class Autotuned:
         if unknown:
             raise KerntuneError(f"autotune: {', '.join(unknown)} not among {self.name}'s arguments "
                                 f"({', '.join(self.arg_names)})")
-        from kerntune.strategies.base import default_evals
-
-        # 60 evaluations a key unless told otherwise; none when only ``seconds`` is given (as for ``tune``)
+        # 60 evaluations a key unless told otherwise; none when only ``seconds`` is given (as for ``tune``),
+        # or when ``budget=None`` is given
         self.key, self.strategy, self.seconds = list(key), strategy, seconds
         self.budget = default_evals(budget, seconds, default=60)
         self.restore_value, self.reset_to_zero, self.check = list(restore_value), list(reset_to_zero), list(check)

@@ -91,3 +91,12 @@ def test_liger_cross_entropy_counts_one_read_of_the_logits() -> None:
     assert find("liger.cross_entropy").bytes_moved((rows, vocab)) == rows * vocab * 2
     assert find("liger.kl_div").bytes_moved((rows, vocab)) == 2 * rows * vocab * 2
     assert find("liger.tvd").bytes_moved((rows, vocab)) == 3 * rows * vocab * 2
+
+
+def test_the_training_cross_entropy_is_a_variant_with_its_own_cache_key() -> None:
+    """Two adapters of one kernel run two ways (with and without gradients) want different winners:
+    their cache keys differ, and the kernel's path still finds the plain one."""
+    pytest.importorskip("liger_kernel")
+    plain, train = load("liger.cross_entropy"), load("liger.cross_entropy_train")
+    assert plain.source_hash() != train.source_hash()
+    assert find("liger_kernel.ops.cross_entropy:liger_cross_entropy_kernel").name == "liger.cross_entropy"

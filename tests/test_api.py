@@ -90,5 +90,7 @@ def test_tune_budget_defaults_to_100_evaluations_or_none_under_a_time_budget(tmp
     assert kerntune.tune(SPACE, strategy="random", store=store, report=False).trials == 100
     timed = kerntune.tune(SPACE, strategy="random", seconds=400, store=store, report=False)
     assert timed.trials > 100 and timed.stop_reason in ("time budget", "space exhausted")
+    # budget=None, given, is no cap (the whole space), as before the time-budget rule
+    assert kerntune.tune(SPACE, strategy="exhaustive", budget=None, store=store, report=False).trials == 1056
     with pytest.raises(KerntuneError, match="nothing to tune"):
         kerntune.tune(store=store)

@@ -159,6 +159,11 @@ def test_llm_tells_the_user_when_it_stops_with_budget_left(tmp_path: Path) -> No
                      run=RunOptions(llm=client, strategy_options={"initial": 4, "refine": 2, "patience": 1}))
     assert len(res.history) < 100
     assert any("unspent" in n for n in res.notes), res.notes
+    # Under a time budget alone (no evaluation count) the note says the seconds left.
+    client = _client(lambda n, m: answer(OPT) if n == 1 else answer({"BM": 16, "W": 8}))
+    res = run_search(ev, "llm", Budget(max_seconds=10_000), seed=0,
+                     run=RunOptions(llm=client, strategy_options={"initial": 4, "refine": 2, "patience": 1}))
+    assert any("s unspent" in n and "of 10000 s" in n for n in res.notes), res.notes
 
 
 def test_auto_refuses_unknown_options_in_one_line(tmp_path: Path) -> None:

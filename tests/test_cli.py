@@ -186,6 +186,11 @@ def test_first_contact_review_items(tmp_path, conv_path) -> None:
     proc = run(["compare", "--space", str(conv_path), "--strategies", "random", "--budget", "3", "--repeats", "1",
                 "--llm", "local:"], tmp_path)
     assert proc.returncode == 0 and "--llm local: is not used" in proc.stderr, proc.stderr
+    (tmp_path / "shapes.txt").write_text("64\n")
+    assert_one_line_error(run(["tune", "k.py", "--shapes", "shapes.txt", "--seconds", "5"], tmp_path),
+                          "--shapes takes --budget")
+    assert_one_line_error(run(["compare", "--space", str(conv_path), "--strategies", "lmm", "--budget", "3",
+                               "--llm", "local:"], tmp_path), "unknown strategy 'lmm'")
     # A report asked for at a path that cannot be written is an error (exit 2), as --json is; the run is stored.
     # (/proc passes the up-front check as root and fails at the write; as another user it fails the check.)
     proc = run(["tune", "--replay", str(conv_path), "--budget", "3", "--report", "/proc/kerntune-test.html"], tmp_path)

@@ -141,3 +141,4 @@ def test_the_budget_is_60_evaluations_a_key_or_none_under_seconds_alone() -> Non
     assert kerntune.autotune(space=space, key=["n"])(kernel).budget == 60
     assert kerntune.autotune(space=space, key=["n"], seconds=30)(kernel).budget is None
     assert kerntune.autotune(space=space, key=["n"], budget=7, seconds=30)(kernel).budget == 7
+    assert kerntune.autotune(space=space, key=["n"], budget=None)(kernel).budget is None   # no cap, as given

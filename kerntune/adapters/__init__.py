@@ -40,6 +40,8 @@ def find(spec: str) -> Adapter:
     if spec in adapters:
         return adapters[spec]
     hits = [a for a in adapters.values() if a.kernel == spec]
+    if len(hits) > 1 and sum(not a.variant for a in hits) == 1:  # the plain way, not a variant of it
+        hits = [a for a in hits if not a.variant]
     if len(hits) == 1:
         return hits[0]
     if len(hits) > 1:

@@ -237,7 +237,7 @@ ADAPTERS = [
             " which writes the gradient into the logits)", shapes=[(8192, 128256), (4096, 151936)],
             make_inputs=_ce_train_inputs, call=_ce_call, knobs=_ce_knobs, default=_ce_default, torch_op=_ce_torch,
             # two reads of the logits (max and sum, then the gradient) and one write of the gradient
-            bytes_moved=_row_bytes(3), constraints=PER_THREAD),
+            bytes_moved=_row_bytes(3), constraints=PER_THREAD, variant="train"),
     Adapter(name="liger.kl_div", kernel="liger_kernel.ops.kl_div:_kldiv_kernel_forward", package=PACKAGE,
             shape_doc="tokens x vocabulary (bf16 log-probabilities and probabilities)",
             shapes=[(8192, 128256), (4096, 151936)], make_inputs=_kl_inputs, call=_kl_call, knobs=_ce_knobs,

@@ -83,6 +83,10 @@ class Adapter:
     #: sizes: sets the descriptors' block shapes from a config's tiles before each replay (what a
     #: list's ``pre_hook`` does for an autotuned descriptor kernel), so other tiles can be tried.
     pre_hook: Callable[[dict[str, Any]], Any] | None = None
+    #: For a second adapter of a kernel that another adapter already covers, run another way (liger's
+    #: cross-entropy with logits that require grad): its name for the cache key, so the two ways'
+    #: winners never overwrite each other, and ``find`` by the kernel's path picks the one without it.
+    variant: str = ""
 
 
 class PackageTarget:
@@ -189,6 +193,8 @@ class PackageTarget:
     def source_hash(self) -> str:
         version = _version(self.adapter.package)
         blob = f"{self.adapter.kernel}\n{self.adapter.package}={version}\n{cap.kernel_source(self.kernel)}"
+        if self.adapter.variant:  # (adapters without one keep the keys their cached winners have)
+            blob += f"\nvariant={self.adapter.variant}"
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def _state(self) -> cap.Launch:

@@ -128,11 +128,7 @@ def compare(
         budget, repeats, seed = budget or 100, repeats or 10, seed if seed is not None else 0
         check_seed(seed, repeats)
     if llm and not resume:
-        from kerntune.strategies import LLM_STRATEGIES, MODEL_OPTIONAL, ALIASES
-
-        if not {ALIASES.get(n, n) for n in names or []} & (LLM_STRATEGIES | MODEL_OPTIONAL):
-            err_console.print(f"[yellow]note:[/yellow] --llm {llm} is not used: none of {', '.join(names or [])} asks a model"
-                              " (auto, llm and llm-seeded do)")
+        _note_unused_model(llm, names or [], per_strategy)
     log = RunLog(every=25, min_interval_s=10.0)  # the run id first; plain progress lines when piped
     log.watch(st, "compare")
     if resume:
@@ -173,3 +169,20 @@ def compare(
     if not no_report:
         write_after_run(st, result.run_id, report)
     st.close()
+
+
+def _note_unused_model(llm: str, names: list[str], per_strategy: dict) -> None:
+    """A model that no strategy of the comparison asks is said once, after the names and options
+    are checked (a misspelt strategy is its one-line error, not this note first)."""
+    import os
+
+    from kerntune.strategies import ALIASES, LLM_STRATEGIES, MODEL_OPTIONAL, get_strategy
+    from kerntune.strategies.options import validate_options
+
+    for name in names:
+        get_strategy(name)
+        validate_options(name, per_strategy.get(name))
+    if not {ALIASES.get(n, n) for n in names} & (LLM_STRATEGIES | MODEL_OPTIONAL):
+        given = "$KERNTUNE_LLM" if os.environ.get("KERNTUNE_LLM") == llm else "--llm"
+        err_console.print(f"[yellow]note:[/yellow] {given} {llm} is not used: none of {', '.join(names)} asks a model"
+                          " (auto, llm and llm-seeded do)")

@@ -20,7 +20,8 @@ from kerntune.run.search import RunOptions, run_search
 from kerntune.space import jsonable
 from kerntune.llm import LLMClient
 from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, BudgetExhausted, get_strategy
-from kerntune.strategies.base import check_seed, default_evals
+from kerntune.budget_default import UNSET, default_evals
+from kerntune.strategies.base import check_seed
 from kerntune.strategies.options import validate_options
 
 
@@ -42,7 +43,7 @@ def tune(
                                " beside the default config in interleaved rounds (0: neither)"),
     strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy name (default auto; `kerntune"
                                            " options` lists each one's -o options)"),
-    budget: Optional[int] = typer.Option(None, "--budget", help="Maximum evaluations (default 100; no cap when --seconds alone is given)"),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Maximum evaluations (default 100; no cap when --seconds alone is given, except with --shapes)"),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="Maximum tuning seconds on the evaluator's clock"),
     target_ms: Optional[float] = typer.Option(None, "--target-ms", help="Stop once a config is at least this fast"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the search (default 0)"),
@@ -69,6 +70,8 @@ def tune(
     check_output("--report", report, (".html", ".htm"))
     check_output("--llm-transcript", llm_transcript)
     if shapes is not None:
+        if seconds is not None or target_ms is not None:
+            raise KerntuneError("--shapes takes --budget (evaluations per shape, default 100), not --seconds or --target-ms")
         strategy, budget, seed = strategy or DEFAULT_STRATEGY, budget if budget is not None else 100, seed or 0
         from kerntune.cli.shapes_cmd import tune_shapes_cli
 
@@ -93,7 +96,8 @@ def tune(
                                               (budget, seconds, target_ms), given_options)
     else:
         strategy, seed, options = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0, given_options
-        b = Budget(max_evals=default_evals(budget, seconds), max_seconds=seconds, target_ms=target_ms)
+        b = Budget(max_evals=default_evals(UNSET if budget is None else budget, seconds), max_seconds=seconds,
+                   target_ms=target_ms)
 
     def progress(ctx) -> None:  # noqa: ANN001 - SearchContext
         if kernel is not None:

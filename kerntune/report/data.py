@@ -115,6 +115,8 @@ class ReportData:
     runs: list[RunData]
     reference: ReferenceInfo | None
     notes: list[str] = field(default_factory=list)
+    #: the budget as stated (evaluations, seconds, target), for the header; "" when none was stored
+    budget_text: str = ""
 
     def by_strategy(self) -> dict[str, list[RunData]]:
         out: dict[str, list[RunData]] = {}
@@ -162,7 +164,7 @@ def load_report(store: Store, run: str) -> ReportData:
     return ReportData(
         run_id=run_id, kind=kind, title=f"{space_name}: {what} {run_id} ({strategies})", space_name=space_name,
         device=str(top["device"] or ""), created=float(top["created"]), status=str(top["status"]), budget=budget,
-        params=params, runs=runs, reference=reference, notes=notes)
+        params=params, runs=runs, reference=reference, notes=notes, budget_text=_budget_text(options, runs))
 
 
 def _run(store: Store, row: Any) -> RunData:
@@ -188,6 +190,20 @@ def _summary(row: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _budget_text(options: dict[str, Any], runs: list[RunData]) -> str:
+    """How the run's budget was stated: "100 evaluations", "60 s", "60 s, 200 evaluations"
+    (a comparison states its count as an int; a tuning run stores a Budget's fields)."""
+    stated = options.get("budget")
+    if not isinstance(stated, dict):
+        stated = next((r.options["budget"] for r in runs if isinstance(r.options.get("budget"), dict)), None)
+    if not isinstance(stated, dict):
+        return f"{stated} evaluations" if isinstance(stated, int) else ""
+    parts = ([f"{stated['max_evals']} evaluations"] if stated.get("max_evals") else []) + \
+            ([f"{stated['max_seconds']:g} s"] if stated.get("max_seconds") else []) + \
+            ([f"until {stated['target_ms']:g} ms"] if stated.get("target_ms") else [])
+    return ", ".join(parts)
 
 
 def _budget(options: dict[str, Any], runs: list[RunData]) -> int:

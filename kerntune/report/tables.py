@@ -41,7 +41,7 @@ def facts(data: ReportData) -> list[tuple[str, str]]:
            ("space", data.space_name)]
     if data.device:
         out.append(("device", data.device))
-    out.append(("budget", f"{data.budget} evaluations"))
+    out.append(("budget", data.budget_text or f"{data.budget} evaluations"))
     out.append(("runs", f"{len(data.runs)} ({sum(len(r.trials) for r in data.runs)} trials)"))
     hidden = model_time(data)
     if hidden:

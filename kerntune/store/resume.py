@@ -38,7 +38,8 @@ def check_kind(run: RunRecord, kind: str) -> None:
 def check_same(run_id: str, what: str, stored: Any, given: Any) -> None:
     """Refuse a resume where an option given now differs from the one the run was started with."""
     if given is not None and stored != given:
-        raise StoreError(f"cannot resume {run_id}: it was started with {what} {_short(stored)}, not {_short(given)}"
+        was = f"with {what} {_short(stored)}, not" if stored is not None else f"without {what}, not with"
+        raise StoreError(f"cannot resume {run_id}: it was started {was} {_short(given)}"
                          f" (leave {what} out to keep the run's own, or start a new run)")
 
 

@@ -63,15 +63,6 @@ class Budget:
         return {"max_evals": self.max_evals, "max_seconds": self.max_seconds, "target_ms": self.target_ms}
 
 
-def default_evals(budget: int | None, seconds: float | None, default: int = 100) -> int | None:
-    """The evaluation cap when none is given: ``default`` (100 for ``tune``, 60 for the decorator),
-    or none when a time budget is given, so that ``--seconds 60`` alone runs for 60 seconds (it
-    stopped at 100 evaluations, long before a replay's or a fast kernel's time was up)."""
-    if budget is not None:
-        return budget
-    return None if seconds is not None else default
-
-
 TrialHook = Callable[[int, str, Trial, float, str], None]
 
 

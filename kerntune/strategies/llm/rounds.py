@@ -131,9 +131,16 @@ def search(ctx: SearchContext, *args: Any, tell_unspent: bool = True, **kwargs: 
     so (``auto`` hands such a remainder to its surrogate; ``llm`` keeps its own rules)."""
     _rounds(ctx, *args, **kwargs)
     left = ctx.remaining_evals
-    if tell_unspent and left and not ctx.done and ctx.stop_reason != "space exhausted":
+    if not tell_unspent or ctx.done or ctx.stop_reason == "space exhausted":
+        return
+    if left:
         ctx.note(f"llm stopped ({ctx.stop_reason}) with {left} of {ctx.budget.max_evals} evaluations unspent; "
                  "strategy auto would hand them to its surrogate")
+    elif left is None and ctx.budget.max_seconds is not None:  # a time budget alone: say the time left
+        spare = ctx.budget.max_seconds - ctx.clock_s
+        if spare > 0:
+            ctx.note(f"llm stopped ({ctx.stop_reason}) with {spare:.0f} of {ctx.budget.max_seconds:g} s unspent; "
+                     "strategy auto would hand them to its surrogate")
 
 
 def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds: int = 5, patience: int = 2,
