@@ -268,3 +268,16 @@ def test_cli_tune_and_compare_say_where_the_report_is_and_report_rewrites_it(tmp
     proc = _cli(["report", "nosuchrun"], tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         f"kerntune: error: no run 'nosuchrun' in {tmp_path / 'store.db'} (see `kerntune store runs`)"]
+
+
+def test_the_header_states_the_budget_as_it_was_given(tmp_path) -> None:
+    """A run under a time budget alone shows its seconds, not the count of evaluations it made."""
+    import kerntune
+    from kerntune.report.tables import facts
+
+    space = Path(__file__).resolve().parents[1] / "examples/spaces/convolution_A100.json.gz"
+    timed = kerntune.tune(space, strategy="random", seconds=40, store=tmp_path / "r.db", report=False)
+    counted = kerntune.tune(space, strategy="random", budget=7, store=tmp_path / "r.db", report=False)
+    with Store(tmp_path / "r.db") as st:
+        assert dict(facts(load_report(st, timed.run_id)))["budget"] == "40 s"
+        assert dict(facts(load_report(st, counted.run_id)))["budget"] == "7 evaluations"

@@ -142,3 +142,13 @@ def test_an_ambiguous_prefix_says_which_runs_are_a_comparisons_repeats(tmp_path)
         st.resolve_run_id("abc")
     assert "abc000000001, abc000000002 (gp#0 of abc000000001)" in str(exc.value)
     assert st.resolve_run_id("abc000000002") == "abc000000002"
+
+
+def test_a_resume_refusal_says_when_the_run_had_no_such_option() -> None:
+    from kerntune.store.resume import check_same
+
+    with pytest.raises(StoreError, match="started without --budget, not with 100"):
+        check_same("abc", "--budget", None, 100)
+    with pytest.raises(StoreError, match="started with --budget 50, not 100"):
+        check_same("abc", "--budget", 50, 100)
+    check_same("abc", "--budget", None, None)
