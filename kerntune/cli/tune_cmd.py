@@ -20,7 +20,7 @@ from kerntune.run.search import RunOptions, run_search
 from kerntune.space import jsonable
 from kerntune.llm import LLMClient
 from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, BudgetExhausted, get_strategy
-from kerntune.budget_default import UNSET, default_evals
+from kerntune.budget_default import UNSET, default_evals, describe_budget
 from kerntune.strategies.base import check_seed
 from kerntune.strategies.options import validate_options
 
@@ -123,7 +123,7 @@ def tune(
     log.run_id(run_id, st.path)
     log.line(f"strategy: {strategy}{' (the default)' if given_strategy is None and not resume else ''}"
              f"{f' with the model {client.chosen or llm}' if client is not None else (' without a model' if strategy in MODEL_OPTIONAL else '')}; "
-             f"budget: {_budget_text(b)}")
+             f"budget: {describe_budget(b.max_evals, b.max_seconds, b.target_ms) or 'none (the whole space)'}")
     # A package kernel: its own choice is measured first, so the search starts from it and can only improve on it.
     shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
 
@@ -244,13 +244,6 @@ def _stored_target(st, run_id: str, shape: Optional[str],  # noqa: ANN001
         return None, shape, path  # a --shape typed here is refused with the recording (_evaluator)
     raise KerntuneError(f"cannot resume {run_id} alone: the store does not say what it measured (give the kernel"
                         " file and --shape, or --replay FILE, again)")
-
-
-def _budget_text(b: Budget) -> str:
-    parts = ([f"{b.max_evals} evaluations"] if b.max_evals is not None else []) + \
-            ([f"{b.max_seconds:g} s"] if b.max_seconds is not None else []) + \
-            ([f"until {b.target_ms:g} ms"] if b.target_ms is not None else [])
-    return ", ".join(parts) or "none (the whole space)"
 
 
 def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None, budget: Budget,  # noqa: ANN001

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kerntune.budget_default import describe_budget
 from kerntune.compare.metrics import Reference
 from kerntune.space.params import jsonable
 from kerntune.store import Store
@@ -199,11 +200,8 @@ def _budget_text(options: dict[str, Any], runs: list[RunData]) -> str:
     if not isinstance(stated, dict):
         stated = next((r.options["budget"] for r in runs if isinstance(r.options.get("budget"), dict)), None)
     if not isinstance(stated, dict):
-        return f"{stated} evaluations" if isinstance(stated, int) else ""
-    parts = ([f"{stated['max_evals']} evaluations"] if stated.get("max_evals") else []) + \
-            ([f"{stated['max_seconds']:g} s"] if stated.get("max_seconds") else []) + \
-            ([f"until {stated['target_ms']:g} ms"] if stated.get("target_ms") else [])
-    return ", ".join(parts)
+        return describe_budget(stated, None, None) if isinstance(stated, int) else ""
+    return describe_budget(stated.get("max_evals"), stated.get("max_seconds"), stated.get("target_ms"))
 
 
 def _budget(options: dict[str, Any], runs: list[RunData]) -> int:
