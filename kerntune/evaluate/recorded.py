@@ -458,14 +458,8 @@ def _from_table(data: Mapping[str, Any], path: Path) -> Recording:
     return Recording(space, trials, {**(data.get("meta") or {}), "format": TABLE_FORMAT})
 
 
-def _is_ktt(data: Mapping[str, Any]) -> bool:
-    from kerntune.evaluate.recorded_ktt import is_ktt
-
-    return is_ktt(data)
-
-
 def _from_ktt(data: Mapping[str, Any], path: Path) -> Recording:
-    from kerntune.evaluate.recorded_ktt import from_ktt
+    from kerntune.evaluate.recorded_ktt import from_ktt  # here: it uses this module's duration checks
 
     names, trials, meta = from_ktt(data, path)
     return _finish(names, trials, meta, str(meta["kernel_name"]))
@@ -477,9 +471,10 @@ def table_dict(space: Space, trials: Iterable[Trial], meta: Mapping[str, Any]) -
             "trials": [t.to_dict() for t in trials]}
 
 
+_FORMATS = "a Kernel Tuner cache, a T4 results file, KTT results or a kerntune table"
 _SPACE_FILE_HINT = ("; it looks like a space file, which describes a kernel's space, not measurements: "
-                    "a replay needs a recording (a Kernel Tuner cache, a T4 results file or a kerntune table, "
-                    "e.g. `kerntune store export --table`); `kerntune space info FILE` reads a space file")
+                    f"a replay needs a recording ({_FORMATS}, e.g. `kerntune store export --table`); "
+                    "`kerntune space info FILE` reads a space file")
 
 
 def _looks_like_space_file(path: Path, text: str, data: Any = None) -> bool:
@@ -510,7 +505,7 @@ def load_recording(path: str | Path) -> Recording:
         reader = _from_kernel_tuner
     elif "results" in data and "schema_version" in data:
         reader = _from_t4
-    elif _is_ktt(data):
+    elif isinstance(data.get("Metadata"), Mapping) and isinstance(data.get("Results"), list):
         reader = _from_ktt
     if reader is not None:
         try:
@@ -521,5 +516,5 @@ def load_recording(path: str | Path) -> Recording:
         rec.digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return rec
     raise FormatError(
-        f"{path}: unknown recording format (expected a Kernel Tuner cache, a T4 results file, KTT results or a kerntune table)"
+        f"{path}: unknown recording format (expected {_FORMATS})"
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kerntune.errors import FormatError
+from kerntune.evaluate.recorded import _positive_ms, _seconds
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.space import canonical
 
@@ -32,16 +33,6 @@ KTT_FAILURES = {
     "CompilationFailed": Status.COMPILE_ERROR,
     "DeviceLimitsExceeded": Status.INVALID,
 }
-
-
-def is_ktt(data: Mapping[str, Any]) -> bool:
-    return isinstance(data.get("Metadata"), Mapping) and isinstance(data.get("Results"), list)
-
-
-def _number(value: Any, what: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
-        raise FormatError(f"{where}: {what} {value!r} is not a duration (a number >= 0)")
-    return float(value)
 
 
 def _profiled(result: Mapping[str, Any]) -> bool:
@@ -70,11 +61,9 @@ def from_ktt(data: Mapping[str, Any], path: Path) -> tuple[list[str], list[Trial
             raise FormatError(f"{where}: parameters {these} differ from the first result's {names}")
         config = {str(p["Name"]): canonical(p["Value"]) for p in pairs}
         status = result.get("Status")
-        overhead_s = _number(result.get("TotalOverhead", 0), "TotalOverhead", where) * to_ms / 1e3
+        overhead_s = _seconds(result, "TotalOverhead", where, to_ms / 1e3)
         if status == "Ok":
-            time_ms = _number(result.get("TotalDuration"), "TotalDuration", where) * to_ms
-            if time_ms <= 0:
-                raise FormatError(f"{where}: an Ok result with TotalDuration {result.get('TotalDuration')!r}")
+            time_ms = _positive_ms(result.get("TotalDuration"), "TotalDuration", where) * to_ms
             trial = Trial(config, Status.OK, time_ms=time_ms, bench_s=overhead_s + time_ms / 1e3)
         else:
             trial = Trial(config, KTT_FAILURES.get(str(status), Status.RUNTIME_ERROR), bench_s=overhead_s,
