@@ -137,8 +137,6 @@ class AutoOptions(_Options):
     gp_ordinal: float = Field(1.0, ge=0, le=2, description="ordered fields may enter the kernel as |index difference| ** this (0: Hamming)")
     gp_ordinal_fit: bool = Field(True, description="ordinal or Hamming per field by the marginal likelihood")
     gp_align: bool = Field(True, description="integer fields not all powers of two get a power-of-two alignment column")
-    cross_share: float = Field(0.0, ge=0, le=1, description="share of the GP's global steps among crossovers of two diverse good configs (0: none)")
-    cross_elites: int = Field(6, ge=2, le=1000, description="diverse good configs whose pairs cross_share recombines")
     model: Literal["gp", "rf", "et"] = Field("gp", description="the surrogate: gp, or a random forest / extra trees (the forest extra)")
     rf_trees: int = Field(32, ge=1, le=10_000, description="trees of rf / et")
     rf_leaf: int = Field(2, ge=1, le=_BIG, description="minimum samples per leaf of rf / et")

@@ -183,7 +183,7 @@ class SurrogateSearch(PerturbSteps):
         self.restarts = 0
         self._restart_pending = False
         self.climber = Climber(ctx)
-        self._elite_cache: dict[int, tuple[int, list[Config]]] = {}  # archive size -> (history length, archive)
+        self._elite_cache: tuple[int, list[Config]] = (-1, [])
         self.since_best = 0                        # evaluations since the best of all last improved
         if self.opts.climb_elites and self.opts.elites > 0:
             self.climber.elites = self.elites
@@ -393,11 +393,6 @@ class SurrogateSearch(PerturbSteps):
             return []
         if not self.ys:
             return [c for c in ctx.sample_unmeasured(n + len(taken)) if space.key(c) not in taken][:n]
-        cross: np.ndarray | None = None
-        if self.opts.cross_share > 0:  # fifty-second pass: the elites' crossovers, grown into the pool
-            children = self.recombinations()
-            self._grow(children)
-            cross = np.array(sorted({self.index[space.key(c)] for c in children}), dtype=int)
         mask = np.array(self.measured, dtype=bool)
         for k in taken:
             if k in self.index:
@@ -432,7 +427,6 @@ class SurrogateSearch(PerturbSteps):
             if blocked.all():
                 blocked = mask  # every region searched: the tabu yields
             centre = self.region.best_config
-            local_step = False
             if not restart and centre is not None and ctx.rng.random() < self.opts.local_share:
                 near = [self.index[k] for k in map(space.key, space.neighbours(centre, "hamming")) if k in self.index]
                 near = [i for i in near if not mask[i] and (likely_fail is None or not likely_fail[i])]
@@ -443,13 +437,7 @@ class SurrogateSearch(PerturbSteps):
                     local[near] = False
                     score[local] = np.inf
                     blocked = mask
-                    local_step = True
             score[blocked] = np.inf
-            if cross is not None and len(cross) and not restart and not local_step and ctx.rng.random() < self.opts.cross_share:
-                only = np.full(len(score), np.inf)
-                only[cross] = score[cross]
-                if np.isfinite(only).any():
-                    score = only
             pick = int(np.argmin(score))
             if not np.isfinite(score[pick]):
                 score = mu - self.opts.kappa * sd

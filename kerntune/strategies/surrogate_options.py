@@ -56,9 +56,6 @@ class SurrogateOptions:
 
     # Twenty-fourth design pass (adopted: README "Twenty-fourth pass"; gp_model.alignment_columns)
     gp_align: bool = True         # integer fields not all powers of two get a power-of-two alignment column in the GP's kernel
-    # Fifty-second design pass (PASSES.md): a share of the GP's global steps among recombinations of the elite archive
-    cross_share: float = 0.0      # share of the GP's global steps restricted to crossovers of two elites (0: none)
-    cross_elites: int = 6         # archive size (pairwise elite_distance apart) whose pairs cross_share recombines
 
     # Eighteenth design pass, adopted with gp_align in the twenty-fifth (README "Eighteenth pass", "Twenty-fifth pass"):
     # half of the GP's global steps predict from log-times with a second GP fitted on them, so that a

@@ -29,54 +29,21 @@ class PerturbSteps:
             return ctx.best.config
         return ctx.rng.choice(others)
 
-    def elites(self, size: int | None = None) -> list[Config]:
+    def elites(self) -> list[Config]:
         """Best-first archive of measured configs pairwise at least ``elite_distance`` fields
-        apart (greedy over the history, best first), at most ``size`` (default ``elites``); the
-        first is the best."""
+        apart (greedy over the history, best first), at most ``elites``; the first is the best."""
         ctx = self.ctx
-        size = max(self.opts.elites if size is None else size, 1)
-        cached = self._elite_cache.get(size)
-        if cached is not None and cached[0] == len(ctx.history):
-            return cached[1]
+        if self._elite_cache[0] == len(ctx.history):
+            return self._elite_cache[1]
         names = [p.name for p in ctx.space.params]
         kept: list[Config] = []
         for t in sorted((t for t in ctx.history if t.ok), key=ctx.value):
-            if len(kept) >= size:
+            if len(kept) >= max(self.opts.elites, 1):
                 break
             if all(sum(t.config.get(n) != e.get(n) for n in names) >= self.opts.elite_distance for e in kept):
                 kept.append(t.config)
-        self._elite_cache[size] = (len(ctx.history), kept)
+        self._elite_cache = (len(ctx.history), kept)
         return kept
-
-    def recombinations(self, limit: int = 64) -> list[Config]:
-        """Unmeasured valid crossovers of every pair of the ``cross_elites`` archive (fifty-second
-        pass, ``cross_share``): each child takes every field where the two parents differ from one
-        or the other, all such mixes when there are at most ``limit`` a pair, else ``limit`` drawn
-        at random.  A stalled run often holds, among its good configs, one on the right code path
-        with poor tiles and one with good tiles on the wrong path; neither the one-field steps nor
-        a perturbation of three fields joins the two."""
-        ctx, space = self.ctx, self.ctx.space
-        parents = self.elites(self.opts.cross_elites)
-        out: dict[str, Config] = {}
-        for i, a in enumerate(parents):
-            for b in parents[i + 1:]:
-                diff = [n for n in space.names if a[n] != b[n]]
-                total = 2 ** len(diff) - 2
-                if total <= 0:
-                    continue
-                masks = range(1, total + 1) if total <= limit else (ctx.rng.randrange(1, total + 1) for _ in range(limit))
-                for m in masks:
-                    child = dict(a)
-                    for k, n in enumerate(diff):
-                        if m >> k & 1:
-                            child[n] = b[n]
-                    if not space.satisfies(child):
-                        continue
-                    child = space.canonical(child)
-                    key = space.key(child)
-                    if key not in out and key not in ctx.measured:
-                        out[key] = child
-        return list(out.values())
 
     def perturb(self, base: Config) -> Config | None:
         """The climber's perturbation of ``base``, each redrawn field's value from the good density
