@@ -36,7 +36,9 @@ ROOT = HERE.parents[1]
 
 
 def _fresh_cache(env: dict[str, str]) -> dict[str, str]:
-    return {**env, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="triton-cache-"), "FLA_CACHE_RESULTS": "0"}
+    return {**env, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="triton-cache-"), "FLA_CACHE_RESULTS": "0",
+            # flag-gems keeps each shape's autotune pick in an SQLite cache under this folder
+            "FLAGGEMS_CACHE_DIR": tempfile.mkdtemp(prefix="flaggems-cache-")}
 
 
 def _judge(args: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -56,7 +58,7 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import version
 
     out = {"python": platform.python_version()}
-    for p in ("torch", "triton", "liger-kernel", "fla-core", "torchao"):
+    for p in ("torch", "triton", "liger-kernel", "fla-core", "torchao", "flag-gems"):
         try:
             out[p] = version(p)
         except Exception:  # noqa: BLE001

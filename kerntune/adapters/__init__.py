@@ -1,4 +1,4 @@
-"""Adapters for Triton kernels that ship in installed packages (liger-kernel, fla-core, torchao, ...).
+"""Adapters for Triton kernels that ship in installed packages (liger-kernel, fla-core, torchao, flag-gems, ...).
 
 Each package module lists ``Adapter``s: which kernel, the package's own entry point that launches it,
 realistic inputs at shapes taken from real models, and (for launchers that pick configs by a
@@ -22,7 +22,10 @@ ADAPTER_MODULES = {
     "kerntune.adapters.liger_mlp": "liger-kernel",
     "kerntune.adapters.fla": "fla-core",
     "kerntune.adapters.torchao": "torchao",
+    "kerntune.adapters.flaggems": "flag-gems",
 }
+#: adapter modules whose package refuses to import without a GPU (flag-gems probes the device at import)
+GPU_ONLY_MODULES = frozenset({"kerntune.adapters.flaggems"})
 
 
 def all_adapters() -> dict[str, Adapter]:
@@ -72,5 +75,5 @@ def from_module(module: Any) -> PackageTarget:
     return PackageTarget(adapter, kernel=kernel)
 
 
-__all__ = ["ADAPTER_MODULES", "Adapter", "PackageTarget", "all_adapters", "find", "from_module", "import_object",
+__all__ = ["ADAPTER_MODULES", "GPU_ONLY_MODULES", "Adapter", "PackageTarget", "all_adapters", "find", "from_module", "import_object",
            "load"]
