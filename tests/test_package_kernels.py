@@ -101,6 +101,24 @@ def test_capture_picks_the_launch_asked_for_and_finds_in_place_outputs() -> None
         capture(ops.row_sum_kernel, lambda: ops.scale(x))
 
 
+def test_capture_sees_a_launch_behind_a_launch_cache() -> None:
+    """flag-gems puts a launch cache (``libentry``) in front of its autotuned kernels: once a size is
+    cached, the package's call launches the compiled kernel without ``JITFunction.run``, where the
+    capture listens; the capture empties such caches first (seen on an H200: "not launched")."""
+    from kerntune.evaluate.triton_backend.capture import clear_launch_caches
+
+    x = torch.randn(300)
+    ops.cached_scale(x)  # the cache holds this size now, as after a program's first step
+    launch = capture(ops.cached_scale_kernel, lambda: ops.cached_scale(x))
+    assert launch.config["BLOCK"] in (64, 128) and launch.outputs == ["y_ptr"]
+    y = launch.args["y_ptr"]
+    y.zero_()
+    launch.run({"BLOCK": 32})
+    assert torch.allclose(y, 2 * x)
+    assert ops.cached_scale_kernel.kernel_cache[0] and clear_launch_caches(ops.cached_scale_kernel) == 1
+    assert not ops.cached_scale_kernel.kernel_cache[0]
+
+
 def test_workers_fix_the_other_autotuners_of_a_call_and_keep_the_tuned_one() -> None:
     """In a worker, only the tuned kernel's list autotunes; the call's other kernels take their first config."""
     from kerntune.evaluate.triton_backend.capture import autotune_seconds, other_autotuners_fixed

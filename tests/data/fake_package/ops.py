@@ -144,3 +144,38 @@ def scale_work(x, alpha=2.0):
     y = torch.empty_like(x)
     scale_work_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), alpha, BLOCK=128)
     return y
+
+
+class launch_cache(triton.KernelInterface):
+    """A launch cache in front of an autotuned kernel, as flag-gems' ``libentry`` is: the first call for
+    a size goes through the autotuner to ``JITFunction.run``; later calls launch the cached compiled
+    kernel directly (here: the same arithmetic, without ``run``), unseen by a hook on ``run``."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.kernel_cache = ({},)  # per device, as libentry keeps it
+
+    def run(self, *args, grid, warmup=False, **kwargs):
+        x, y, n, alpha = args
+        if n in self.kernel_cache[0]:
+            y.copy_(x * alpha)
+            return None
+        out = self.fn.run(*args, grid=grid, warmup=warmup, **kwargs)
+        self.kernel_cache[0][n] = True
+        return out
+
+
+@launch_cache
+@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (64, 128)], key=["n"], do_bench=_cpu_bench)
+@triton.jit
+def cached_scale_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * alpha, mask=m)
+
+
+def cached_scale(x, alpha=2.0):
+    y = torch.empty_like(x)
+    cached_scale_kernel[lambda META: (triton.cdiv(x.numel(), META["BLOCK"]),)](x, y, x.numel(), alpha)
+    return y
