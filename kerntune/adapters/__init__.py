@@ -75,5 +75,5 @@ def from_module(module: Any) -> PackageTarget:
     return PackageTarget(adapter, kernel=kernel)
 
 
-__all__ = ["ADAPTER_MODULES", "GPU_ONLY_MODULES", "Adapter", "PackageTarget", "all_adapters", "find", "from_module", "import_object",
-           "load"]
+__all__ = ["ADAPTER_MODULES", "GPU_ONLY_MODULES", "Adapter", "PackageTarget", "all_adapters", "find", "from_module",
+           "import_object", "load"]
