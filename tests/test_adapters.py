@@ -116,6 +116,9 @@ def test_flag_gems_adapters_are_found_without_a_gpu_and_say_in_one_line_why_they
         assert len(a.shapes) >= 2 and a.torch_op is not None and a.resolve is not None
     # causal attention: half of the two tokens x tokens GEMMs per head
     assert flaggems.attention_flops((1, 1, 4, 2)) == 4 * 4 * 4 * 2 / 2
+    # a shape where flag_gems.mm runs another kernel than the tuned one is refused before any launch
+    with pytest.raises(KerntuneError, match="multiples of 8"):
+        flaggems.ADAPTERS[0].make_inputs((64, 1, 64))
     try:
         import flag_gems  # noqa: F401
     except Exception:  # noqa: BLE001 - not installed, or its device probe refuses
@@ -123,3 +126,21 @@ def test_flag_gems_adapters_are_found_without_a_gpu_and_say_in_one_line_why_they
             load("flaggems.attention")
     else:  # pragma: no cover - a machine with a GPU and flag-gems
         pytest.skip("flag-gems imports here: the GPU suite covers it")
+
+
+def test_a_flag_gems_that_raises_at_import_is_a_one_line_error(tmp_path, monkeypatch) -> None:
+    """Without a GPU flag-gems raises a RuntimeError (with line breaks) from its device probe at
+    import: a package that does so stands in for it here, and loading an adapter says so in one line."""
+    import sys
+
+    from kerntune.errors import KerntuneError
+
+    pkg = tmp_path / "flag_gems"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('raise RuntimeError("No device were detected on your machine ! \\n Check the driver.")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "flag_gems", raising=False)
+    for name in ("flaggems.mm", "flaggems.attention"):
+        with pytest.raises(KerntuneError, match="refuses to import here: No device") as err:
+            load(name)
+        assert "\n" not in str(err.value)

@@ -119,6 +119,20 @@ def test_capture_sees_a_launch_behind_a_launch_cache() -> None:
     assert not ops.cached_scale_kernel.kernel_cache[0]
 
 
+def test_a_compile_workers_capture_leaves_no_launch_cache_entry_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compile worker's capture records the launch without running it; a launch cache would store
+    that no-op launch (libentry stores what ``run`` returned, None there) and launch it on the next
+    call of the package, so the capture empties the caches again afterwards."""
+    from kerntune.evaluate.triton_backend import capture as cap
+
+    x = torch.randn(200)
+    ops.cached_scale(x)
+    monkeypatch.setattr(cap, "COMPILE_ONLY", True)
+    launch = cap.capture(ops.cached_scale_kernel, lambda: ops.cached_scale(x))
+    assert launch.args["n"] == 200
+    assert not ops.cached_scale_kernel.kernel_cache[0]
+
+
 def test_workers_fix_the_other_autotuners_of_a_call_and_keep_the_tuned_one() -> None:
     """In a worker, only the tuned kernel's list autotunes; the call's other kernels take their first config."""
     from kerntune.evaluate.triton_backend.capture import autotune_seconds, other_autotuners_fixed

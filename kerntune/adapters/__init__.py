@@ -37,6 +37,12 @@ def all_adapters() -> dict[str, Adapter]:
     return out
 
 
+def gpu_only_names() -> set[str]:
+    """Names of the adapters whose package imports only on a GPU (``GPU_ONLY_MODULES``); listing them
+    imports no package."""
+    return {a.name for mod in GPU_ONLY_MODULES for a in importlib.import_module(mod).ADAPTERS}
+
+
 def find(spec: str) -> Adapter:
     """An adapter by its name or its kernel's ``package.module:kernel`` path."""
     adapters = all_adapters()
@@ -76,4 +82,4 @@ def from_module(module: Any) -> PackageTarget:
 
 
 __all__ = ["ADAPTER_MODULES", "GPU_ONLY_MODULES", "Adapter", "PackageTarget", "all_adapters", "find", "from_module",
-           "import_object", "load"]
+           "gpu_only_names", "import_object", "load"]

@@ -14,8 +14,8 @@ call for a shape, which is where kerntune catches the launch.
   ``flag_gems.mm`` it exports rather than importing a second copy of the module.  Shapes (M, N, K),
   bf16: a square 4096 GEMM and Llama-3 8B's MLP down projection at 8192 tokens.
 - ``flaggems.attention``: the forward of ``flag_gems.scaled_dot_product_attention`` (``_attn_fwd``, a
-  flash-attention forward; list BLOCK_M and BLOCK_N 32-128, with or without preloading V, 2-4 stages,
-  4 or 8 warps).  Shapes (batch, heads, tokens, head dim), bf16, causal: Llama-style heads of 128 and
+  flash-attention forward; list BLOCK_M 32-128, BLOCK_N 16-128, with or without preloading V, 2-4
+  stages, 4 or 8 warps).  Shapes (batch, heads, tokens, head dim), bf16, causal: Llama-style heads of 128 and
   of 64.
 
 flag-gems refuses to import without a GPU (its runtime probes the device at import), and it pins
@@ -64,15 +64,25 @@ def mm_kernel() -> Any:
     flag_gems = _flag_gems()
     kernel = getattr(flag_gems.mm, "__globals__", {}).get(MM_KERNEL)
     if kernel is None:  # another export path: the backend module flag-gems loaded, wherever it sits
-        kernel = next((getattr(m, MM_KERNEL) for m in list(sys.modules.values()) if hasattr(m, MM_KERNEL)), None)
+        kernel = next((k for k in map(_mm_attr, list(sys.modules.values())) if k is not None), None)
     if kernel is None:
         raise KerntuneError(f"flag_gems.mm does not launch {MM_KERNEL} here: flag-gems runs it on Hopper "
                             "(compute capability 9) and later, with Triton's host TensorDescriptor")
     return kernel
 
 
+def _mm_attr(module: Any) -> Any:
+    try:  # a lazy module's __getattr__ may raise anything
+        return getattr(module, MM_KERNEL, None)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def _mm_inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
     m, n, k = shape
+    if n == 1 or n % 8 or k % 8:  # flag_gems.mm's own dispatch (hopper.ops.mm: gemv_mm, is_tma_compatible)
+        raise KerntuneError(f"flaggems.mm at {m}x{n}x{k}: flag_gems.mm launches its host-TMA kernel only when N > 1 "
+                            "and N and K are multiples of 8 (bf16); at this shape it runs another kernel")
     return _draw((m, k), m + k), _draw((k, n), k + n + 1, k ** -0.5)
 
 

@@ -285,16 +285,20 @@ def autotune_seconds(kernel: Any, call: Callable[[], Any], sync: Callable[[], No
 
 def clear_launch_caches(kernel: Any) -> int:
     """Empty the launch caches that wrappers in front of the kernel keep (flag-gems' ``libentry``:
-    ``kernel_cache``, a dict of compiled kernels per device, launched directly on a hit, so that a
-    second call of the package never reaches ``JITFunction.run``); they refill on the next call.
-    Returns how many dicts were emptied."""
+    ``kernel_cache``, compiled kernels per device, launched directly on a hit, so that a second call of
+    the package never reaches ``JITFunction.run``); they refill on the next call.  A wrapper's own
+    ``lock`` is held while its caches are emptied.  Returns how many caches were emptied."""
+    from collections.abc import MutableMapping
+
     cleared, seen = 0, 0
     while kernel is not None and seen < 8:
         cache = getattr(kernel, "kernel_cache", None)
-        for d in (cache if isinstance(cache, (tuple, list)) else (cache,)):
-            if isinstance(d, dict):
-                d.clear()
-                cleared += 1
+        caches = [c for c in (cache if isinstance(cache, (tuple, list)) else (cache,)) if isinstance(c, MutableMapping)]
+        if caches:
+            with getattr(kernel, "lock", None) or contextlib.nullcontext():
+                for c in caches:
+                    c.clear()
+                    cleared += 1
         kernel, seen = getattr(kernel, "fn", None), seen + 1
     return cleared
 
@@ -413,6 +417,7 @@ def _record(fn: Any, call: Callable[[], Any], which: int, kernel: Any = None) ->
     finally:
         if tuner is not None:
             tuner.configs = saved
+        clear_launch_caches(kernel)  # what a launch cache stored of the no-op launches must not be launched later
     if not seen:
         raise KerntuneError(f"{fn.__name__} was not launched by the package call")
     args, kwargs = seen[which]
