@@ -103,8 +103,8 @@ def test_the_training_cross_entropy_is_a_variant_with_its_own_cache_key() -> Non
 
 
 def test_flag_gems_adapters_are_found_without_a_gpu_and_say_in_one_line_why_they_cannot_load() -> None:
-    """flag-gems refuses to import without a GPU (and is not in the extras: its exact pins conflict
-    with kerntune's), so its adapters are listed and found by name and kernel path without importing
+    """flag-gems refuses to import without a GPU (and is not in the extras: its exact numpy pin would hold
+    every install to numpy 1.26), so its adapters are listed and found by name and kernel path without importing
     it, and loading one where it cannot import is a one-line error, not a traceback."""
     from kerntune.adapters import flaggems
     from kerntune.errors import KerntuneError

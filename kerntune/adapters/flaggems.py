@@ -19,8 +19,9 @@ call for a shape, which is where kerntune catches the launch.
   of 64.
 
 flag-gems refuses to import without a GPU (its runtime probes the device at import), and it pins
-numpy, SQLAlchemy and packaging to exact versions that conflict with kerntune's own, so it is not in
-the ``packages`` extra: ``benchmarks/real_kernels/gpu_setup.sh`` installs the pinned wheel without its
+numpy (1.26.4), SQLAlchemy and packaging to exact versions, which in the ``packages`` extra would hold
+every install, CI's included, to numpy 1.26 instead of the numpy 2 the replays are recorded under; so it
+is not in that extra: ``benchmarks/real_kernels/gpu_setup.sh`` installs the pinned wheel without its
 dependencies on the GPU machine (``benchmarks/real_kernels/README.md``).
 """
 
