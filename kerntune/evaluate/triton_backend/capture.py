@@ -52,14 +52,19 @@ def jit_function(kernel: Any) -> Any:
     return kernel
 
 
+def _layers(kernel: Any) -> Iterator[Any]:
+    """The kernel object and the wrappers under it, outermost first (each keeps the next in ``.fn``;
+    at most 8, as deep as Triton's own decorators and a package's stack of them go)."""
+    for _ in range(8):
+        if kernel is None:
+            return
+        yield kernel
+        kernel = getattr(kernel, "fn", None)
+
+
 def autotuner(kernel: Any) -> Any | None:
     """The ``triton.autotune`` wrapper around a kernel, if it has one."""
-    seen = 0
-    while kernel is not None and seen < 8:
-        if hasattr(kernel, "configs") and hasattr(kernel, "keys"):
-            return kernel
-        kernel, seen = getattr(kernel, "fn", None), seen + 1
-    return None
+    return next((k for k in _layers(kernel) if hasattr(k, "configs") and hasattr(k, "keys")), None)
 
 
 def heuristics(kernel: Any) -> dict[str, Callable[[dict[str, Any]], Any]]:
@@ -68,12 +73,10 @@ def heuristics(kernel: Any) -> dict[str, Callable[[dict[str, Any]], Any]]:
     A rule may read a tuned constexpr (``EVEN_K = K % BLOCK_K == 0``), so a replay with another
     config must recompute it, as the heuristics wrapper would have."""
     out: dict[str, Callable[[dict[str, Any]], Any]] = {}
-    seen = 0
-    while kernel is not None and seen < 8:
-        values = getattr(kernel, "values", None)
-        if isinstance(values, dict) and hasattr(kernel, "fn"):
+    for layer in _layers(kernel):
+        values = getattr(layer, "values", None)
+        if isinstance(values, dict) and hasattr(layer, "fn"):
             out.update({k: v for k, v in values.items() if callable(v)})
-        kernel, seen = getattr(kernel, "fn", None), seen + 1
     return out
 
 
@@ -290,16 +293,15 @@ def clear_launch_caches(kernel: Any) -> int:
     ``lock`` is held while its caches are emptied.  Returns how many caches were emptied."""
     from collections.abc import MutableMapping
 
-    cleared, seen = 0, 0
-    while kernel is not None and seen < 8:
-        cache = getattr(kernel, "kernel_cache", None)
+    cleared = 0
+    for layer in _layers(kernel):
+        cache = getattr(layer, "kernel_cache", None)
         caches = [c for c in (cache if isinstance(cache, (tuple, list)) else (cache,)) if isinstance(c, MutableMapping)]
         if caches:
-            with getattr(kernel, "lock", None) or contextlib.nullcontext():
+            with getattr(layer, "lock", None) or contextlib.nullcontext():
                 for c in caches:
                     c.clear()
                     cleared += 1
-        kernel, seen = getattr(kernel, "fn", None), seen + 1
     return cleared
 
 
