@@ -35,7 +35,9 @@ class ScriptedKernel:
     def __getitem__(self, grid):
         def launch(x, out, n, BLOCK, num_warps):
             self.launches.append({"grid": grid, "BLOCK": BLOCK, "num_warps": num_warps})
-            # Margins of 6 ms and more: real sleeps, so a loaded CI machine must not reorder them.
+            # Margins of 6 ms and more between real sleeps; the helper's rep_ms=200 gives each config
+            # 7-60 samples, so a loaded CI machine's late wake-ups must hit most of them to reorder two
+            # medians (at rep_ms=60 the 18 ms config had 4 samples, and CI once ranked it below 30 ms).
             delay = {16: 24.0, 32: 12.0, 64: 3.0}[BLOCK] + (0.0 if num_warps == 4 else 6.0)
             time.sleep(delay / 1000)
             out += x * 2.0  # in place, like a kernel that accumulates into its output
@@ -49,7 +51,7 @@ def _args(n: int = 8):
 
 
 def _tuned(store, **kw):
-    options = dict(space=SPACE, key=["n"], strategy="exhaustive", budget=10, store=store, rep_ms=60,
+    options = dict(space=SPACE, key=["n"], strategy="exhaustive", budget=10, store=store, rep_ms=200,
                    restore_value=["out"], check=["out"])
     options.update(kw)
     return kerntune.autotune(**options)(ScriptedKernel())
