@@ -197,3 +197,20 @@ def test_first_contact_review_items(tmp_path, conv_path) -> None:
     assert_one_line_error(proc, "/proc/kerntune-test.html")
     proc = run(["tune", "--replay", str(conv_path), "--budget", "3", "--report", "out.html"], tmp_path)
     assert proc.returncode == 0 and (tmp_path / "out.html").exists(), proc.stderr
+
+
+def test_a_resumed_compare_counts_the_wall_time_of_the_repeats_it_reads_back(tmp_path, conv_path) -> None:
+    """``compare --resume`` of a finished run reads every repeat from the store; its wall figure is the
+    wall time those repeats recorded when they ran, not the milliseconds of reading them (it once was)."""
+    from kerntune.compare.harness import run_compare
+    from kerntune.store import Store
+
+    with Store(tmp_path / "s.db") as st:
+        first = run_compare(str(conv_path), ["auto", "random"], 40, 2, 0, st)
+        children = [st.find_child(first.run_id, f"auto#{r}") for r in range(2)]
+        again = run_compare(None, [], 0, 0, 0, st, resume=first.run_id)
+    recorded = sum(c.summary["wall_s"] for c in children)
+    assert recorded > 0
+    assert again.strategies["auto"].wall_seconds >= recorded
+    assert again.strategies["auto"].wall_seconds > 0.5 * first.strategies["auto"].wall_seconds
+    assert again.strategies["auto"].score == first.strategies["auto"].score

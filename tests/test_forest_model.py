@@ -86,3 +86,30 @@ def test_the_full_engine_runs_with_each_forest_option(tmp_path: Path, opts: dict
     import_package("sklearn", "scikit-learn (the [forest] extra)")
     res = run_search(_evaluator(tmp_path), "auto", Budget(max_evals=60), seed=0, run=RunOptions(strategy_options=opts))
     assert len(res.history) == 60 and res.best is not None and res.best.time_ms < 1.3
+
+
+@pytest.mark.parametrize("model", ["rf", "et"])
+def test_a_missing_scikit_learn_is_said_before_a_run_is_stored(tmp_path: Path, model: str) -> None:
+    """Without scikit-learn (its import blocked in a child process), ``tune -o model=et`` stops with one
+    line naming the model asked for, and the store holds no run left 'running' (it once held one per try)."""
+    import subprocess
+    import sys
+
+    from kerntune.store import Store
+
+    root = Path(__file__).resolve().parent.parent
+    db = tmp_path / "s.db"
+    code = ("import sys; sys.modules['sklearn'] = None\n"
+            "from kerntune.cli import main\n"
+            "sys.argv = ['kerntune'] + sys.argv[1:]\n"
+            "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code, "tune", "--replay",
+                           str(root / "examples/spaces/dedispersion_A4000.json.gz"), "--budget", "10",
+                           "-o", f"model={model}", "--store", str(db), "--no-report"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f'model="{model}" needs scikit-learn' in proc.stderr
+    assert "Traceback" not in proc.stderr
+    if db.exists():
+        with Store(db) as st:
+            assert st.list_runs() == []

@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
-data = json.load(open(sys.argv[1]))
+parser = argparse.ArgumentParser(description="Markdown table of a bench.py JSON (score +- standard error)")
+parser.add_argument("file", help="a bench.py --out JSON")
+data = json.load(open(parser.parse_args().file))
 rows = data["rows"]
 strategies = list(dict.fromkeys(r["strategy"] for r in rows))
 spaces = list(dict.fromkeys(r["space"] for r in rows))

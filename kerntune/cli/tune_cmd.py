@@ -49,7 +49,7 @@ def tune(
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the search (default 0)"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default $KERNTUNE_STORE, else .kerntune/kerntune.db)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed run by its id"),
-    llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model for auto (optional), llm and llm-seeded: a spec such as replay:FILE, files:DIR, openai:MODEL, local: (README, \"Models\")"),
+    llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model for auto (optional), llm and llm-seeded: a spec such as replay:FILE, files:DIR, openai:MODEL, local: (README, \"Which model\")"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript",

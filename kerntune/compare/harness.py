@@ -37,7 +37,8 @@ class StrategyStats:
     mean_curve: list[float]
     best_over_opt_spread: tuple[float, float]
     tuning_seconds: float            # mean simulated compile+benchmark time per repeat
-    wall_seconds: float              # wall time kerntune spent on this strategy
+    wall_seconds: float              # wall time kerntune spent on this strategy (a repeat read back on
+                                     # --resume counts the wall its run recorded when it finished)
     repeats: int
     llm: dict[str, Any] | None = None   # calls, tokens, seconds, valid share per round
     score_stderr: float = float("nan")  # standard error of the score over repeats
@@ -160,6 +161,9 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
                 history = [t for _, t, _ in store.trials(child.id)]
                 clock = [c for _, _, c in store.trials(child.id)]
                 exchanges.extend(store.llm_exchanges(child.id))
+                summary = child.summary or {}
+                extras.append(summary.get("extra") or {})
+                t0 -= float(summary.get("wall_s") or 0.0)  # the wall time it took when it ran
             else:
                 run_options = RunOptions(store=store, run_id=child.id if child else None, parent_id=run_id,
                                          label=label, llm=client if name in LLM_STRATEGIES | MODEL_OPTIONAL else None,
@@ -194,7 +198,8 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
 
 
 def _model_time(extras: list[dict[str, Any]]) -> dict[str, Any]:
-    """How much model time measurements hid (``auto`` with a model), over the repeats run here."""
+    """How much model time measurements hid (``auto`` with a model), over the repeats that say (those run
+    here, and those read back on ``--resume`` from their stored summary)."""
     runs = [e for e in extras if "model_seconds" in e]
     if not runs:
         return {}

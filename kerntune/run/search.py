@@ -12,6 +12,8 @@ that once and pass it on, instead of threading ten keywords through.
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -130,7 +132,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
                 device=evaluator.device().get("name"), run_id=run_id)
             lock = store.lock_run(run_id)
     try:
-        return _search(fn, evaluator, strategy, budget, seed, run, run_id, prior, options)
+        return _search(fn, evaluator, strategy, budget, seed, run, run_id, prior, options, time.perf_counter())
     finally:
         if lock is not None:
             lock.release()
@@ -138,7 +140,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
 
 def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget: Budget, seed: int,
             run: RunOptions, run_id: str | None, prior: dict[str, tuple[Trial, float]],
-            options: dict[str, Any]) -> SearchResult:
+            options: dict[str, Any], started: float) -> SearchResult:
     store, progress, llm = run.store, run.progress, run.llm
     # A resumed run that leaves its stored path (a live model answering differently after the
     # stored calls ran out) numbers its new trials after every stored one instead of on top of them.
@@ -182,7 +184,10 @@ def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget
     except SearchStalled as exc:
         ctx.stop_reason = str(exc)
     if store is not None and run_id is not None:
+        # wall_s: this call's wall time, what ``compare`` counts for a repeat it later reads from the
+        # store (a resumed run's is its resumed part: a killed process leaves no figure behind)
         store.finish_run(run_id, "done", summary={"stop_reason": ctx.stop_reason, "notes": list(ctx.notes),
-                                                  "extra": dict(ctx.extra)})
+                                                  "extra": dict(ctx.extra),
+                                                  "wall_s": time.perf_counter() - started})
     return SearchResult(strategy, seed, ctx.best, ctx.history, ctx.clocks, ctx.stop_reason, run_id,
                         resumed_trials=len(prior), llm_exchanges=llm_log, notes=list(ctx.notes), extra=dict(ctx.extra))

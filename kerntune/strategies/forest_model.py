@@ -44,14 +44,15 @@ _FEATURES = 0.8      # share of the fields each split considers (SMAC: 5/6)
 _SD_FLOOR = 1e-3     # the spread's floor, in units of the standardised targets
 
 
-def require_sklearn() -> None:
-    """Fail with one clear line when scikit-learn (the ``forest`` extra) is missing."""
+def require_sklearn(model: str = "rf") -> None:
+    """Fail with one clear line when scikit-learn (the ``forest`` extra) is missing: when the options
+    are checked, before a run is stored (``options.validate_options``), and again when a forest is built."""
     try:
         import sklearn  # noqa: F401
     except ImportError as e:  # pragma: no cover - depends on the environment
         from kerntune.errors import KerntuneError
 
-        raise KerntuneError('auto: model="rf" needs scikit-learn (pip install "kerntune[forest]")') from e
+        raise KerntuneError(f'auto: model="{model}" needs scikit-learn (pip install "kerntune[forest]")') from e
 
 
 def forest(width: int, cap: int, opts: "SurrogateOptions", rng: random.Random) -> "Forest":
@@ -65,7 +66,7 @@ class Forest:
 
     def __init__(self, width: int, cap: int, seed: int, trees: int = _TREES, leaf: int = _LEAF,
                  features: float = _FEATURES, extra: bool = False, spread: str = "trees") -> None:
-        require_sklearn()
+        require_sklearn("et" if extra else "rf")
         self.cap = cap
         self.seed = seed
         self.trees, self.leaf, self.features, self.extra, self.spread = trees, leaf, features, extra, spread

@@ -220,6 +220,10 @@ def validate_options(strategy: str, options: dict[str, Any] | None) -> dict[str,
             raise KerntuneError(f"{name} (surrogate {checked.surrogate}): {str(exc).split(': ', 1)[1]}") from None
     if isinstance(checked, LLMSeededOptions) and options.get("then_options"):
         validate_options(checked.then, options["then_options"])
+    if isinstance(checked, AutoOptions) and checked.model != "gp":
+        from kerntune.strategies.forest_model import require_sklearn
+
+        require_sklearn(checked.model)  # a missing extra is said before a run is stored, not after
     return options
 
 
