@@ -65,11 +65,28 @@ def test_scripted_outage_with_fallback_random_carries_on(tmp_path) -> None:
 
 
 def test_scripted_outage_with_fallback_error_stops_with_one_clear_line(tmp_path) -> None:
+    """... and the stored run says it failed and why (not 'running', as a killed run would), and
+    resumes: with the model back, the measured trials are read from the store, none measured again."""
     ev = synthetic_evaluator(tmp_path)
     client, _ = _client(failing)
+    store = Store(tmp_path / "k.db")
     with pytest.raises(KerntuneError, match=r"^the model failed in round 1: .*scripted outage$"):
         run_search(ev, "llm", Budget(max_evals=30), seed=1,
-                   run=RunOptions(llm=client, strategy_options={"fallback": "error"}))
+                   run=RunOptions(llm=client, store=store, strategy_options={"fallback": "error"}))
+    (run,) = store.list_runs()
+    assert run.status == "failed" and "scripted outage" in run.summary["error"]
+    measured = len(list(store.trials(run.id)))
+    good, _ = _client(lambda n, m: json.dumps({"configs": [{"reasoning": "r", "config": BEST}]}))
+    res = run_search(ev, "llm", Budget(max_evals=30), seed=1,
+                     run=RunOptions(llm=good, store=store, run_id=run.id, strategy_options={"fallback": "error"}))
+    assert res.resumed_trials == measured > 0
+    assert store.get_run(run.id).status == "done"
+    exchanges = store.llm_exchanges(run.id)
+    assert exchanges and not any(ex["error"] for ex in exchanges)  # the failure that ended it was asked again
+    # a later resume replays the stored answers (the model is down again) and measures nothing new
+    again = run_search(ev, "llm", Budget(max_evals=30), seed=1,
+                       run=RunOptions(llm=client, store=store, run_id=run.id, strategy_options={"fallback": "error"}))
+    assert again.resumed_trials == len(res.history) and len(again.history) == len(res.history)
 
 
 def test_scripted_bad_proposals_are_rejected_with_stored_reasons(tmp_path) -> None:

@@ -112,6 +112,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
     store, run_id = run.store, run.run_id
     prior: dict[str, tuple[Trial, float]] = {}
     lock = None
+    ended_by_error = False
     if store is not None:
         existing = None
         if run_id is not None:
@@ -120,6 +121,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
             except Exception:
                 existing = None
         if existing is not None:
+            ended_by_error = existing.status in ("failed", "interrupted")
             lock = store.lock_run(run_id)  # type: ignore[arg-type]
             for key, trial, clock in store.trials(run_id):  # type: ignore[arg-type]
                 trial.config = evaluator.space.canonical(trial.config)
@@ -132,7 +134,18 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
                 device=evaluator.device().get("name"), run_id=run_id)
             lock = store.lock_run(run_id)
     try:
-        return _search(fn, evaluator, strategy, budget, seed, run, run_id, prior, options, time.perf_counter())
+        return _search(fn, evaluator, strategy, budget, seed, run, run_id, prior, options, time.perf_counter(),
+                       retry_last_error=ended_by_error)
+    except BaseException as exc:
+        # Said in the store instead of a run that looks alive ('running' is left only by a killed
+        # process); either status resumes like a killed run (--resume RUN_ID)
+        if store is not None and run_id is not None:
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            try:
+                store.finish_run(run_id, status, summary={"error": redact(f"{type(exc).__name__}: {exc}")[:2000]})
+            except Exception:  # noqa: BLE001 - a store that cannot write must not hide the error itself
+                pass
+        raise
     finally:
         if lock is not None:
             lock.release()
@@ -140,7 +153,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
 
 def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget: Budget, seed: int,
             run: RunOptions, run_id: str | None, prior: dict[str, tuple[Trial, float]],
-            options: dict[str, Any], started: float) -> SearchResult:
+            options: dict[str, Any], started: float, retry_last_error: bool = False) -> SearchResult:
     store, progress, llm = run.store, run.progress, run.llm
     # A resumed run that leaves its stored path (a live model answering differently after the
     # stored calls ran out) numbers its new trials after every stored one instead of on top of them.
@@ -166,6 +179,12 @@ def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget
     llm_log: list[dict[str, Any]] = []
     replayed = [0]
     stored = store.llm_exchanges(run_id) if llm is not None and store is not None else []  # type: ignore[arg-type]
+    if retry_last_error and stored and stored[-1].get("error"):
+        # the model error that ended the run is asked again, not replayed (and leaves the store,
+        # so that a later resume replays the new answer in its place)
+        while stored and stored[-1].get("error"):
+            stored.pop()
+        store.keep_llm_exchanges(run_id, len(stored))  # type: ignore[union-attr, arg-type]
     if stored:  # a resumed run (possibly killed before its first trial was stored)
         replayed[0] = len(stored)
         llm = resumed_client(llm, stored)

@@ -492,3 +492,9 @@ class Store:
              redact(json.dumps(calls)) if calls is not None else None),
         )
         return int(cur.lastrowid or 0)
+
+    def keep_llm_exchanges(self, run_id: str, keep: int) -> None:
+        """Drop the run's exchanges after its first ``keep``: the failed calls that ended a run, once a
+        resume asks them again (a later resume must replay the new answer, not the old failure)."""
+        self._write("DELETE FROM llm_exchanges WHERE run_id=? AND id NOT IN"
+                    " (SELECT id FROM llm_exchanges WHERE run_id=? ORDER BY id LIMIT ?)", (run_id, run_id, keep))
