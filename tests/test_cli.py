@@ -214,3 +214,17 @@ def test_a_resumed_compare_counts_the_wall_time_of_the_repeats_it_reads_back(tmp
     assert again.strategies["auto"].wall_seconds >= recorded
     assert again.strategies["auto"].wall_seconds > 0.5 * first.strategies["auto"].wall_seconds
     assert again.strategies["auto"].score == first.strategies["auto"].score
+
+
+def test_a_comparison_that_stops_on_an_error_is_stored_as_failed(tmp_path, conv_path) -> None:
+    """A model that fails (a real ``cmd:`` model: ``false``) under ``fallback=error`` ends the comparison
+    with one line; the store then says the comparison and its child failed, and why (it said 'running')."""
+    proc = run(["compare", "--space", str(conv_path), "--strategies", "random,llm", "--budget", "15", "--repeats", "1",
+                "--llm", "cmd:false", "-o", "llm.fallback=error", "--no-report"], tmp_path)
+    assert proc.returncode == 2 and "the model failed in round 1" in proc.stderr
+    con = sqlite3.connect(tmp_path / "store.db")
+    rows = dict(con.execute("SELECT COALESCE(label, kind), status FROM runs").fetchall())
+    summary = json.loads(con.execute("SELECT summary_json FROM runs WHERE kind='compare'").fetchone()[0])
+    con.close()
+    assert rows == {"compare": "failed", "random#0": "done", "llm#0": "failed"}, rows
+    assert "the model failed in round 1" in summary["error"]

@@ -20,7 +20,7 @@ from kerntune.compare.metrics import (Reference, best_so_far, evals_to_within, m
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.evaluate.trial import Trial
-from kerntune.run.search import RunOptions, run_search
+from kerntune.run.search import RunOptions, errors_end_the_run, run_search
 from kerntune.store import Store
 from kerntune.strategies import LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
 from kerntune.strategies.options import validate_options
@@ -150,49 +150,51 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
     cutoff = min(ref.cutoff(budget), budget)
     result = CompareResult(run_id, str(space_path), budget, repeats, seed, ref.optimum, ref.median, cutoff,
                            [float(x) for x in ref.random_expectation(budget)], optimum_ties=rec.optimum_ties())
-    total, done = len(strategies) * repeats, 0
-    for name in strategies:
-        curves, finals, wall, tuning, exchanges, extras = [], [], 0.0, [], [], []
-        for r in range(repeats):
-            label = f"{name}#{r}"
-            child = store.find_child(run_id, label)
-            t0 = time.perf_counter()
-            if child is not None and child.status == "done":
-                history = [t for _, t, _ in store.trials(child.id)]
-                clock = [c for _, _, c in store.trials(child.id)]
-                exchanges.extend(store.llm_exchanges(child.id))
-                summary = child.summary or {}
-                extras.append(summary.get("extra") or {})
-                t0 -= float(summary.get("wall_s") or 0.0)  # the wall time it took when it ran
-            else:
-                run_options = RunOptions(store=store, run_id=child.id if child else None, parent_id=run_id,
-                                         label=label, llm=client if name in LLM_STRATEGIES | MODEL_OPTIONAL else None,
-                                         strategy_options=strategy_options.get(name))
-                res = run_search(evaluator, name, budget_obj, seed + r, run_options)
-                history, clock = res.history, res.clocks
-                exchanges.extend(res.llm_exchanges)
-                extras.append(res.extra)
-            wall += time.perf_counter() - t0
-            curves.append(_curve(history, ref.worst))
-            finals.append(min((t.time_ms for t in history if t.ok), default=ref.worst))  # type: ignore[type-var]
-            tuning.append(clock[-1] if clock else 0.0)
-            done += 1
-            if progress:
-                progress(label, done, total)
-        spread = score_spread(curves, ref, budget, seed=seed)
-        ratios = [f / ref.optimum for f in finals]
-        result.strategies[name] = StrategyStats(
-            name=name, score=spread.score, best_over_opt=float(np.mean(ratios)),
-            evals_to_2pct=median_or_none([evals_to_within(c, ref.optimum, 2) for c in curves]),
-            evals_to_5pct=median_or_none([evals_to_within(c, ref.optimum, 5) for c in curves]),
-            found_optimum=float(np.mean([r <= 1.0 + 1e-9 for r in ratios])),
-            mean_curve=[float(x) for x in np.mean([_pad(c, budget) for c in curves], axis=0)],
-            best_over_opt_spread=(float(min(ratios)), float(max(ratios))),
-            tuning_seconds=float(np.mean(tuning)), wall_seconds=wall, repeats=repeats,
-            llm=_llm_stats(exchanges, repeats) if exchanges or name in LLM_STRATEGIES else None,
-            score_stderr=spread.stderr, score_ci95=(spread.ci_low, spread.ci_high),
-            extra=_model_time(extras),
-        )
+    with errors_end_the_run(store, run_id):  # a failed or interrupted comparison says so in the store
+        total, done = len(strategies) * repeats, 0
+        for name in strategies:
+            curves, finals, wall, tuning, exchanges, extras = [], [], 0.0, [], [], []
+            for r in range(repeats):
+                label = f"{name}#{r}"
+                child = store.find_child(run_id, label)
+                t0 = time.perf_counter()
+                if child is not None and child.status == "done":
+                    history = [t for _, t, _ in store.trials(child.id)]
+                    clock = [c for _, _, c in store.trials(child.id)]
+                    exchanges.extend(store.llm_exchanges(child.id))
+                    summary = child.summary or {}
+                    extras.append(summary.get("extra") or {})
+                    t0 -= float(summary.get("wall_s") or 0.0)  # the wall time it took when it ran
+                else:
+                    asks = name in LLM_STRATEGIES | MODEL_OPTIONAL
+                    run_options = RunOptions(store=store, run_id=child.id if child else None, parent_id=run_id,
+                                             label=label, llm=client if asks else None,
+                                             strategy_options=strategy_options.get(name))
+                    res = run_search(evaluator, name, budget_obj, seed + r, run_options)
+                    history, clock = res.history, res.clocks
+                    exchanges.extend(res.llm_exchanges)
+                    extras.append(res.extra)
+                wall += time.perf_counter() - t0
+                curves.append(_curve(history, ref.worst))
+                finals.append(min((t.time_ms for t in history if t.ok), default=ref.worst))  # type: ignore[type-var]
+                tuning.append(clock[-1] if clock else 0.0)
+                done += 1
+                if progress:
+                    progress(label, done, total)
+            spread = score_spread(curves, ref, budget, seed=seed)
+            ratios = [f / ref.optimum for f in finals]
+            result.strategies[name] = StrategyStats(
+                name=name, score=spread.score, best_over_opt=float(np.mean(ratios)),
+                evals_to_2pct=median_or_none([evals_to_within(c, ref.optimum, 2) for c in curves]),
+                evals_to_5pct=median_or_none([evals_to_within(c, ref.optimum, 5) for c in curves]),
+                found_optimum=float(np.mean([r <= 1.0 + 1e-9 for r in ratios])),
+                mean_curve=[float(x) for x in np.mean([_pad(c, budget) for c in curves], axis=0)],
+                best_over_opt_spread=(float(min(ratios)), float(max(ratios))),
+                tuning_seconds=float(np.mean(tuning)), wall_seconds=wall, repeats=repeats,
+                llm=_llm_stats(exchanges, repeats) if exchanges or name in LLM_STRATEGIES else None,
+                score_stderr=spread.stderr, score_ci95=(spread.ci_low, spread.ci_high),
+                extra=_model_time(extras),
+            )
     store.finish_run(run_id)
     return result
 

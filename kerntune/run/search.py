@@ -13,9 +13,9 @@ that once and pass it on, instead of threading ten keywords through.
 from __future__ import annotations
 
 import time
-
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Trial
@@ -134,11 +134,22 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
                 device=evaluator.device().get("name"), run_id=run_id)
             lock = store.lock_run(run_id)
     try:
-        return _search(fn, evaluator, strategy, budget, seed, run, run_id, prior, options, time.perf_counter(),
-                       retry_last_error=ended_by_error)
+        with errors_end_the_run(store, run_id):
+            return _search(fn, evaluator, strategy, budget, seed, run, run_id, prior, options, time.perf_counter(),
+                           retry_last_error=ended_by_error)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+@contextmanager
+def errors_end_the_run(store: Store | None, run_id: str | None) -> Iterator[None]:
+    """A run that an exception or Ctrl-C ends is stored as ``failed`` / ``interrupted`` with the error,
+    instead of looking alive (``running`` is left only by a killed process); it resumes like a killed
+    run (``--resume RUN_ID``).  ``compare`` wraps its parent run in it too."""
+    try:
+        yield
     except BaseException as exc:
-        # Said in the store instead of a run that looks alive ('running' is left only by a killed
-        # process); either status resumes like a killed run (--resume RUN_ID)
         if store is not None and run_id is not None:
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             try:
@@ -146,9 +157,6 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
             except Exception:  # noqa: BLE001 - a store that cannot write must not hide the error itself
                 pass
         raise
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget: Budget, seed: int,
