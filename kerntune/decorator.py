@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import threading
 from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.budget_default import UNSET, Unset, default_evals
@@ -66,11 +67,9 @@ class Autotuned:
         self.options, self.llm, self.seed = dict(options or {}), llm, seed
         self.timer = timer or default_timer(rep_ms)
         self._store_arg = store
-        self._store: Store | None = None
-        try:
-            self.source = getattr(fn, "src", None) or inspect.getsource(inner)
-        except (OSError, TypeError):
-            self.source = self.name
+        self._stores: dict[int, Store] = {}  # thread id -> its connection (see ``store``)
+        self.source = _source(fn) or self.name
+        self.defaults = _defaults(fn)
         blob = json.dumps([self.source, self.space.to_dict()], sort_keys=True, default=str)
         self.kernel_hash = hashlib.sha256(blob.encode()).hexdigest()[:16]
         self.best: dict[str, tuple[Config, float]] = {}  # problem key -> winner, this process
@@ -99,22 +98,28 @@ class Autotuned:
 
     @property
     def store(self) -> Store:
-        if self._store is None:
-            if isinstance(self._store_arg, Store):
-                self._store = self._store_arg
-            else:
-                from kerntune.cli.common import default_store_path
+        """The store; one connection per thread when kerntune opens it: a training step's backward
+        kernels launch from autograd's own thread, and a SQLite connection serves only the thread that
+        opened it (a ``Store`` given by the caller is used as given)."""
+        if isinstance(self._store_arg, Store):
+            return self._store_arg
+        tid = threading.get_ident()
+        if tid not in self._stores:
+            from kerntune.cli.common import default_store_path
 
-                self._store = Store(self._store_arg or default_store_path())
-        return self._store
+            self._stores[tid] = Store(self._store_arg or default_store_path())
+        return self._stores[tid]
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
     def problem_key(self, args: Mapping[str, Any]) -> str:
-        return json.dumps({k: key_part(args[k]) for k in self.key}, sort_keys=True)
+        """The key arguments' values (a tensor's shape and dtype); one the call leaves out counts as its
+        default value (as the kernel sees it), or null where it has none."""
+        return json.dumps({k: key_part(args[k] if k in args else self.defaults.get(k)) for k in self.key},
+                          sort_keys=True)
 
-    def config_for(self, grid: Any, args: dict[str, Any]) -> Config:
+    def config_for(self, grid: Any, args: dict[str, Any], extra: Mapping[str, Any] | None = None) -> Config:
         """The winner for these arguments: this process's memory, the store, or (``on_miss``)
         a search now, or the nearest tuned key's winner while this key waits in ``queued``."""
         pkey = self.problem_key(args)
@@ -142,7 +147,7 @@ class Autotuned:
                     self.queued.append(pkey)
                 self.served[pkey] = near
                 return near
-        return self.tune(grid, args, pkey, device, versions)
+        return self.tune(grid, args, pkey, device, versions, extra)
 
     def nearest(self, pkey: str, device: str, versions: str) -> Config | None:
         """The cached winner of the nearest tuned key (sum of |log2| differences of the numeric
@@ -179,9 +184,12 @@ class Autotuned:
                 self.tune(grid, args, pkey, device, versions)
                 self.queued.remove(pkey)
 
-    def tune(self, grid: Any, args: dict[str, Any], pkey: str, device: str, versions: str) -> Config:
-        """Search now for this key (``kerntune.run.decorator_search``) and cache the winner."""
-        res = search_call(self, grid, args, pkey)
+    def tune(self, grid: Any, args: dict[str, Any], pkey: str, device: str, versions: str,
+             extra: Mapping[str, Any] | None = None) -> Config:
+        """Search now for this key (``kerntune.run.decorator_search``) and cache the winner; ``extra``:
+        the call's launch options that are no kernel argument (``num_warps`` when not tuned, ...),
+        launched with every config measured as with the winner."""
+        res = search_call(self, grid, args, pkey, extra)
         if res.best is None:
             raise KerntuneError(f"autotune: no config of {self.name} ran for {pkey}; "
                                 f"first error: {next((t.error for t in res.history if t.error), 'none')}")
@@ -193,11 +201,52 @@ class Autotuned:
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         if len(args) > len(self.arg_names):
             raise KerntuneError(f"{self.name} takes {len(self.arg_names)} arguments, got {len(args)}")
+        warmup = kwargs.pop("warmup", False)  # from a ``triton.heuristics`` stacked above: Triton's launch flag
         bound = dict(zip(self.arg_names, args))
         bound.update({k: v for k, v in kwargs.items() if k in self.arg_names})
         extra = {k: v for k, v in kwargs.items() if k not in self.arg_names}
-        config = self.config_for(grid, bound)
+        clash = sorted(set(self.space.names) & (set(bound) | set(extra)))
+        if clash:
+            raise KerntuneError(f"{self.name}: {', '.join(clash)} passed to a launch but tuned by kerntune.autotune "
+                                "(leave it out of the call, or out of the space)")
+        if warmup:  # compile only (``JITFunction.run(warmup=True)``): the known winner, else the default
+            known = self.best.get(self.problem_key(bound))
+            return self.fn.run(grid=grid, warmup=True, **bound, **(known[0] if known else self.space.default),
+                               **extra)
+        config = self.config_for(grid, bound, extra)
         return self.fn[grid](**bound, **config, **extra)
+
+
+def _source(fn: Any) -> str | None:
+    """The kernel's source text under any wrappers (``triton.heuristics`` keeps the JITFunction, which
+    holds ``src``, in ``.fn``): the cache is keyed by it, so an edited kernel is tuned afresh."""
+    layer = fn
+    for _ in range(8):
+        src = getattr(layer, "src", None)
+        if isinstance(src, str) and src:
+            return src
+        if getattr(layer, "fn", None) is None:
+            break
+        layer = layer.fn
+    try:
+        return inspect.getsource(layer)
+    except (OSError, TypeError):
+        return None
+
+
+def _defaults(fn: Any) -> dict[str, Any]:
+    """The kernel's argument defaults (the innermost Python function's signature), for key arguments a
+    call leaves out."""
+    layer = fn
+    for _ in range(8):
+        if getattr(layer, "fn", None) is None:
+            break
+        layer = layer.fn
+    try:
+        params = inspect.signature(layer).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
 def autotune(space: Space | Mapping[str, Any], key: Sequence[str], **options: Any) -> Callable[[Any], Autotuned]:

@@ -144,3 +144,96 @@ def test_the_budget_is_60_evaluations_a_key_or_none_under_seconds_alone() -> Non
     assert kerntune.autotune(space=space, key=["n"], seconds=30)(kernel).budget is None
     assert kerntune.autotune(space=space, key=["n"], budget=7, seconds=30)(kernel).budget == 7
     assert kerntune.autotune(space=space, key=["n"], budget=None)(kernel).budget is None   # no cap, as given
+
+
+class RecordingKernel:
+    """Records each launch's options; BLOCK=16 (the default) raises, as a tile that does not fit would;
+    BLOCK=64 writes a wrong result."""
+
+    arg_names = ["x", "out", "n", "BLOCK"]
+    src = "def recording_kernel(x, out, n, BLOCK): ..."
+
+    def __init__(self) -> None:
+        self.launches: list[dict] = []
+
+    def __getitem__(self, grid):
+        def launch(x, out, n, BLOCK, **options):
+            self.launches.append({"BLOCK": BLOCK, **options})
+            if BLOCK == 16:
+                raise RuntimeError("out of resources: shared memory")
+            out[:] = x * 2.0 + (1.0 if BLOCK == 64 else 0.0)
+        return launch
+
+
+BLOCKS = {"params": [{"name": "BLOCK", "kind": "choice", "options": [16, 32, 64]}], "default": {"BLOCK": 16}}
+
+
+def test_a_default_that_does_not_run_leaves_the_first_config_that_runs_as_the_reference(tmp_path) -> None:
+    """With ``check``, a default that raises once made every config fail (its reference was retried for
+    each); now the first config that runs gives the reference, and a config that differs is still caught."""
+    k = kerntune.autotune(space=BLOCKS, key=["n"], strategy="exhaustive", store=str(tmp_path / "k.db"), rep_ms=5,
+                          check=["out"])(RecordingKernel())
+    x, out = _args()
+    k[(1,)](x, out, 8)
+    assert k.best['{"n": 8}'][0] == {"BLOCK": 32}
+    np.testing.assert_allclose(out, x * 2.0)
+    st = Store(tmp_path / "k.db")
+    statuses = {t.config["BLOCK"]: t.status.value for _, t, _ in st.trials(st.list_runs()[0].id)}
+    assert statuses == {16: "runtime_error", 32: "ok", 64: "wrong_result"}
+
+
+def test_the_callers_launch_options_are_measured_with_every_config(tmp_path) -> None:
+    """``num_warps`` given by the caller (not tuned here) goes to every launch the search measures, not
+    only to the winner's (the timed kernel was another than the one launched)."""
+    fn = RecordingKernel()
+    k = kerntune.autotune(space=BLOCKS, key=["n"], strategy="exhaustive", store=str(tmp_path / "k.db"),
+                          rep_ms=5)(fn)
+    k[(1,)](*_args(), 8, num_warps=8)
+    assert len(fn.launches) > 3 and all(launch.get("num_warps") == 8 for launch in fn.launches)
+
+
+def test_a_tuned_parameter_passed_to_a_launch_is_refused_in_one_line(tmp_path) -> None:
+    k = _tuned(str(tmp_path / "k.db"))
+    with pytest.raises(KerntuneError, match="num_warps passed to a launch but tuned"):
+        k[(1,)](*_args(), 8, num_warps=4)
+
+
+def test_a_kernel_launched_from_another_thread_uses_a_connection_of_its_own(tmp_path) -> None:
+    """autograd runs backward kernels on its own thread; a SQLite connection serves only the thread that
+    opened it, so a second thread's first lookup once failed as 'corrupt or unreadable'."""
+    import threading
+
+    k = _tuned(str(tmp_path / "k.db"))
+    k[(1,)](*_args(), 8)
+    errors: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            k[(1,)](*_args(16), 16)       # a new key: tuned and stored from this thread
+            fresh = _tuned(str(tmp_path / "k.db"))
+            fresh[(1,)](*_args(), 8)      # a cached key read from this thread
+            assert fresh.tuned_keys == []
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread's assert
+            errors.append(exc)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert errors == []
+    assert k.tuned_keys == ['{"n": 8}', '{"n": 16}']
+
+
+def test_nan_is_wrong_only_where_the_reference_holds_a_number() -> None:
+    """A masked row's NaN in the reference is the right answer; a NaN where the reference wrote a number
+    (or a poisoned output left unwritten) is not (``compare_outputs``, the decorator's and the workers')."""
+    from kerntune.evaluate.triton_backend.worker import compare_outputs
+
+    torch = pytest.importorskip("torch")
+    ref = np.array([1.0, np.nan, 3.0])
+    assert compare_outputs(np.array([1.0, np.nan, 3.0]), ref, None) is None
+    assert compare_outputs(np.array([np.nan, np.nan, 3.0]), ref, None) == "output holds NaN"
+    assert "differs" in compare_outputs(np.array([1.0, np.nan, 4.0]), ref, None)
+    tref = torch.tensor([1.0, float("nan"), 3.0])
+    assert compare_outputs(tref.clone(), tref, torch) is None
+    assert compare_outputs(torch.tensor([float("nan")] * 3), tref, torch) == "output holds NaN"
+    assert "differs" in compare_outputs(torch.tensor([1.0, float("nan"), 4.0]), tref, torch)

@@ -15,8 +15,9 @@ so that importing a decorated kernel stays light.
 from __future__ import annotations
 
 import functools
+import json
 import time
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
@@ -85,11 +86,13 @@ class LaunchEvaluator(Evaluator):
 
     name = "autotune"
 
-    def __init__(self, tuner: Autotuned, grid: Any, args: dict[str, Any]) -> None:
+    def __init__(self, tuner: Autotuned, grid: Any, args: dict[str, Any],
+                 extra: Mapping[str, Any] | None = None) -> None:
         super().__init__(tuner.space)
-        self.tuner, self.grid, self.args = tuner, grid, args
+        self.tuner, self.grid, self.args, self.extra = tuner, grid, args, dict(extra or {})
         self.saved = {n: clone(args[n]) for n in tuner.restore_value}
         self.reference: Any = None
+        self.default_failed = False  # then the first config that runs gives the reference (``check``)
 
     def _restore(self) -> None:
         for n, v in self.saved.items():
@@ -101,7 +104,7 @@ class LaunchEvaluator(Evaluator):
 
     def _launch(self, config: Config) -> None:
         self._restore()
-        self.tuner.fn[self.grid](**self.args, **config)
+        self.tuner.fn[self.grid](**self.args, **config, **self.extra)
 
     def _outputs(self) -> Any:
         self.tuner.synchronize()
@@ -113,11 +116,17 @@ class LaunchEvaluator(Evaluator):
             t0 = time.perf_counter()
             try:
                 if self.tuner.check:
-                    if self.reference is None:
-                        self._launch(self.space.default)
-                        self.reference = self._outputs()
+                    if self.reference is None and not self.default_failed:
+                        try:
+                            self._launch(self.space.default)
+                            self.reference = self._outputs()
+                        except Exception:  # noqa: BLE001 - its own trial says why, if it is measured
+                            self.default_failed = True
                     self._launch(cfg)
-                    wrong = compare_outputs(self._outputs(), self.reference, torch_module())
+                    got = self._outputs()
+                    if self.reference is None:  # the default does not run: this config's output is the reference
+                        self.reference = got
+                    wrong = compare_outputs(got, self.reference, torch_module())
                     if wrong:
                         out.append(Trial(dict(cfg), Status.WRONG_RESULT, error=wrong))
                         continue
@@ -135,16 +144,18 @@ class LaunchEvaluator(Evaluator):
 
     def workload(self) -> dict[str, Any]:
         return {"kernel_name": self.tuner.name, "source": self.tuner.source,
-                "problem_size": {k: key_part(self.args[k]) for k in self.tuner.key}}
+                "problem_size": json.loads(self.tuner.problem_key(self.args))}
 
 
-def search_call(tuner: Autotuned, grid: Any, args: dict[str, Any], pkey: str) -> SearchResult:
-    """Search ``tuner``'s space for this call's arguments (problem key ``pkey``) with its strategy,
-    budget, seed, options and model, storing the run in its store; the caller caches the winner."""
+def search_call(tuner: Autotuned, grid: Any, args: dict[str, Any], pkey: str,
+                extra: Mapping[str, Any] | None = None) -> SearchResult:
+    """Search ``tuner``'s space for this call's arguments (problem key ``pkey``; ``extra``: its launch
+    options that are no kernel argument) with its strategy, budget, seed, options and model, storing
+    the run in its store; the caller caches the winner."""
     from kerntune.run.search import RunOptions, run_search
     from kerntune.strategies import Budget
 
-    evaluator = LaunchEvaluator(tuner, grid, args)
+    evaluator = LaunchEvaluator(tuner, grid, args, extra)
     run_options = RunOptions(store=tuner.store, label=f"autotune {tuner.name} {pkey}",
                              strategy_options=tuner.options, llm=tuner.llm)
     return run_search(evaluator, tuner.strategy, Budget(max_evals=tuner.budget, max_seconds=tuner.seconds),
