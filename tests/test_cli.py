@@ -228,3 +228,24 @@ def test_a_comparison_that_stops_on_an_error_is_stored_as_failed(tmp_path, conv_
     con.close()
     assert rows == {"compare": "failed", "random#0": "done", "llm#0": "failed"}, rows
     assert "the model failed in round 1" in summary["error"]
+
+
+def test_a_repeat_where_no_config_ran_found_nothing(tmp_path) -> None:
+    """A Kernel Tuner cache of 30 configs where one runs: random search's 5 draws miss it in most repeats.
+    The score counts those runs at the worst successful time (the methodology's rule), but best/optimum,
+    'found opt' and 'evals to' once did too, and said 100% found at evaluation 1."""
+    from kerntune.compare.harness import run_compare
+    from kerntune.store import Store
+
+    cache = {"device_name": "test", "kernel_name": "one_runs", "tune_params_keys": ["x"],
+             "tune_params": {"x": list(range(30))}, "objective": "time",
+             "cache": {str(x): {"x": x, "time": 2.0 if x == 29 else "CompilationFailedConfig"} for x in range(30)}}
+    path = tmp_path / "one_runs.json"
+    path.write_text(json.dumps(cache))
+    with Store(tmp_path / "s.db") as st:
+        res = run_compare(str(path), ["random"], 5, 20, 0, st)
+    s = res.strategies["random"]
+    assert 0 < s.found_optimum < 0.6   # about 5/30 of the repeats draw it
+    assert s.best_over_opt == float("inf") and s.best_over_opt_spread == (1.0, float("inf"))
+    assert s.evals_to_2pct is None     # the median repeat never found it
+    assert s.to_dict()["best_over_opt"] is None

@@ -40,9 +40,10 @@ def print_table(result: CompareResult) -> None:
         style = "bold green" if s is best else ""
         table.add_row(name, f"{s.score:.3f}", _fmt(_finite(s.score_stderr), ".3f", "n/a"),
                       f"{s.score_ci95[0]:.2f}..{s.score_ci95[1]:.2f}" if math.isfinite(s.score_ci95[0]) else "n/a",
-                      f"{s.best_over_opt:.3f}",
-                      f"{s.best_over_opt_spread[0]:.3f}..{s.best_over_opt_spread[1]:.3f}",
-                      f"{s.found_optimum:.0%}", _fmt(s.evals_to_2pct), _fmt(s.evals_to_5pct),
+                      _fmt(_finite(s.best_over_opt), ".3f", "none ran"),
+                      f"{_fmt(_finite(s.best_over_opt_spread[0]), '.3f', '–')}.."
+                      f"{_fmt(_finite(s.best_over_opt_spread[1]), '.3f', 'none ran')}",
+                      f"{s.found_optimum:.0%}", _fmt(s.evals_to_2pct, "g"), _fmt(s.evals_to_5pct, "g"),
                       f"{s.tuning_seconds:.1f}", f"{s.wall_seconds:.1f}", style=style)
     console.print(table)
     if result.optimum_ties and result.optimum_ties > 1:
