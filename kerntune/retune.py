@@ -14,6 +14,12 @@ measuring.  Only the kernel's own list is searched: its author vouched for every
 as with ``triton.autotune``, no output is checked (``kerntune tune`` searches beyond a list and
 checks every output).  Kernels without ``triton.autotune`` are untouched.
 
+The list is first pruned for the call as ``triton.autotune`` prunes it (the autotuner's own
+``prune_configs``: its ``prune_configs_by``'s ``early_config_prune``, then the ``top_k`` best by its
+``perf_model``), and only the configs it keeps are searched, stored and launched: a package's pruner
+may drop a config that is wrong for these arguments (one that covers only a small ``n``), and
+without a checked output nothing else would stop it.
+
 Why the whole list by default, and why it is still faster than ``triton.autotune``: measuring half
 the list (a GP choosing which half) picked a config 20% slower than the list's best on one FLA
 kernel (H100), so by default every config is measured, as Triton does, and the time is saved on
@@ -247,19 +253,23 @@ def _key(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, 
 
 
 class _State:
-    """Per autotuner: its space over the listed configs and its identity in the store."""
+    """Per autotuner and list searched (the whole list, or what its pruner kept for a call): the space
+    over those configs and its identity in the store.  The identity hashes the list searched, so a
+    winner picked among the whole list is never loaded for a call whose pruner drops configs, nor
+    one picked among a pruned list for a call that keeps others."""
 
-    def __init__(self, tuner: Any) -> None:
-        self.space: Space = space_from_configs(tuner.configs, widen=False)
+    def __init__(self, tuner: Any, configs: Sequence[Any] | None = None) -> None:
+        configs = list(tuner.configs if configs is None else configs)
+        self.space: Space = space_from_configs(configs, widen=False)
         self.fixed = dict(getattr(self.space, "fixed", {}))
         self.name = getattr(getattr(tuner, "base_fn", None), "__name__", "kernel")
-        blob = json.dumps([kernel_source(tuner), [config_dict(c) for c in tuner.configs]], sort_keys=True,
+        blob = json.dumps([kernel_source(tuner), [config_dict(c) for c in configs]], sort_keys=True,
                           default=str)
         self.kernel_hash = hashlib.sha256(blob.encode()).hexdigest()[:16]
         #: each listed config's pre_hook (Hopper kernels set their TensorDescriptors' block shapes
         #: there): a config rebuilt from the store or the search must carry it, or it launches with
         #: the block shapes some other config left
-        self.hooks = {flat_key(config_dict(c)): c.pre_hook for c in tuner.configs
+        self.hooks = {flat_key(config_dict(c)): c.pre_hook for c in configs
                       if getattr(c, "pre_hook", None) is not None}
 
     def triton_config(self, cfg: Config) -> Any:
@@ -271,12 +281,25 @@ class _State:
         return triton.Config(flat, **opts, pre_hook=hook)
 
 
-def _state(tuner: Any) -> _State:
-    st = getattr(tuner, "_kerntune_state", None)
-    if st is None:
-        st = _State(tuner)
-        tuner._kerntune_state = st
-    return st
+def _state(tuner: Any, configs: Sequence[Any] | None = None) -> _State:
+    """The state over ``configs`` (default: the autotuner's whole list), made once per distinct list."""
+    configs = list(tuner.configs if configs is None else configs)
+    states = tuner.__dict__.setdefault("_kerntune_states", {})
+    ident = tuple(flat_key(config_dict(c)) for c in configs)
+    if ident not in states:
+        states[ident] = _State(tuner, configs)
+    return states[ident]
+
+
+def _pruned(tuner: Any, kwargs: dict[str, Any]) -> list[Any]:
+    """The configs ``triton.autotune`` would time for this call: the autotuner's own ``prune_configs``
+    (its ``early_config_prune``, then the ``top_k`` best by its ``perf_model``; Triton's ``Autotuner.run``
+    calls it before benchmarking), with ``tuner.nargs`` set by ``_run`` as Triton's ``run`` sets it.
+    The package's pruner may drop a config that would give a wrong result for these arguments, so no
+    config it drops may be timed, stored or launched.  An autotuner without ``prune_configs`` (an
+    older Triton's, a package's own class) keeps its whole list."""
+    prune = getattr(tuner, "prune_configs", None)
+    return list(prune(kwargs) if prune is not None else tuner.configs)
 
 
 def _run(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -297,7 +320,13 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
     from kerntune.decorator import device_and_versions
 
     started = time.perf_counter()
-    st = _state(tuner)
+    configs = _pruned(tuner, kwargs)
+    if len({flat_key(config_dict(c)) for c in configs}) == 1:  # Triton would time it only to take it
+        return configs[0]
+    # The search, the store's lookup and its winner are over the pruned list alone (the space holds
+    # exactly its configs: retune never widens a list, so no strategy can propose one the pruner
+    # dropped), keyed by that list, so a winner stored for another list is not loaded here.
+    st = _state(tuner, configs)
     pkey = json.dumps([jsonable(k) if not isinstance(k, str) else k for k in key], default=str)
     device, versions = device_and_versions()
     hit = _store().get_best(st.kernel_hash, pkey, device, versions)
