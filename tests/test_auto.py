@@ -272,3 +272,46 @@ def test_the_elite_archive_is_diverse_and_the_climber_moves_on_to_an_unvisited_e
     cand = climber.propose(set())
     assert climber.cur == ev.space.canonical(elites[1])
     assert cand is not None and sum(cand[n] != elites[1][n] for n in names) == 1
+
+
+def test_a_resumed_run_replays_the_models_stored_seconds_and_keeps_its_path(tmp_path: Path) -> None:
+    """On a recording's clock ``auto`` measures while the model thinks for as long as the model took;
+    a resumed run's stored answers came back at once, so it measured fewer configs "meanwhile" and left
+    its stored path (a review found 63 trials stored for a budget of 60).  Now a replayed answer is
+    charged the seconds it took when it was made.  The scripted model sleeps 1 s a call; the first run
+    is stopped by an error after 30 trials and resumed."""
+    ev = synthetic_evaluator(tmp_path)  # 0.6 s a config on the recording's clock
+
+    everything = list(synthetic_space().enumerate())
+
+    def slow(n: int, messages) -> str:  # noqa: ANN001 - three configs that depend on the prompt alone
+        import hashlib
+
+        time.sleep(1.0)
+        h = int(hashlib.sha256(messages[-1].content.encode()).hexdigest(), 16)
+        return answer(*everything[h % len(everything):][:3])
+
+    opts = {"stall": 6, "initial": 3, "refine": 3}
+    whole = run_search(ev, "auto", Budget(max_evals=60), seed=2, run=RunOptions(llm=_client(slow),
+                                                                                   strategy_options=opts))
+    assert whole.extra["model_calls"] >= 2
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_30(ctx) -> None:  # noqa: ANN001
+        if ctx.evaluations == 30:
+            raise Stop
+
+    store = Store(tmp_path / "s.db")
+    import pytest
+
+    with pytest.raises(Stop):
+        run_search(ev, "auto", Budget(max_evals=60), seed=2,
+                   run=RunOptions(llm=_client(slow), store=store, strategy_options=opts, progress=stop_at_30))
+    (run,) = store.list_runs()
+    assert run.status == "failed"
+    resumed = run_search(ev, "auto", Budget(max_evals=60), seed=2,
+                         run=RunOptions(llm=_client(slow), store=store, run_id=run.id, strategy_options=opts))
+    assert [t.config for t in resumed.history] == [t.config for t in whole.history]
+    assert len(list(store.trials(run.id))) == 60

@@ -26,21 +26,33 @@ class ResumeProvider(Provider):
     def __init__(self, live: Provider, exchanges: list[dict[str, Any]]) -> None:
         super().__init__(live.model)
         self.name, self.structured, self.live = live.name, live.structured, live
-        self.pending = [call for ex in exchanges for call in _calls_of(ex)]
+        # (call, seconds): an exchange's stored seconds ride on its first call
+        self.pending = [(call, float(ex.get("latency_s") or 0.0) if i == 0 else 0.0)
+                        for ex in exchanges for i, call in enumerate(_calls_of(ex))]
         #: Whether the last answer came from the store (the client then writes no transcript line:
         #: the transcript holds it already).
         self.last_replayed = False
+        self.replayed_s: float | None = None  # stored seconds of the calls replayed since the last take
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float, max_tokens: int,
              timeout: float) -> RawReply:
         self.last_replayed = bool(self.pending)
         if not self.pending:
             return self.live.send(messages, schema, temperature, max_tokens, timeout)
-        call = self.pending.pop(0)
+        call, seconds = self.pending.pop(0)
+        self.replayed_s = (self.replayed_s or 0.0) + seconds
         if call.get("error"):
             raise LLMError(call["error"])
         return RawReply(call.get("text") or "", Usage(call.get("tokens_in") or 0, call.get("tokens_out") or 0),
                         call.get("model") or "")
+
+
+    def take_replayed_seconds(self) -> float | None:
+        """The seconds the replayed calls took when they were made (None: none was replayed): the
+        round charges them, so that a search whose steps depend on the model's time (``auto``
+        measuring while the model thinks, on a recording's clock) re-walks its stored path."""
+        seconds, self.replayed_s = self.replayed_s, None
+        return seconds
 
 
 def _calls_of(exchange: dict[str, Any]) -> list[dict[str, Any]]:

@@ -84,8 +84,16 @@ def call_model(ctx: SearchContext, messages: list[Message], temperature: float, 
         resp = ctx.llm.complete(messages, schema=schema, temperature=temperature,
                                 max_tokens=max_tokens, validate=problems)
     except LLMError as exc:
-        return Answer(exc.response, str(exc) or type(exc).__name__, time.perf_counter() - t0, list(exc.calls or []))
-    return Answer(resp, "", time.perf_counter() - t0, list(getattr(resp, "calls", None) or []))
+        return Answer(exc.response, str(exc) or type(exc).__name__, _seconds(ctx, t0), list(exc.calls or []))
+    return Answer(resp, "", _seconds(ctx, t0), list(getattr(resp, "calls", None) or []))
+
+
+def _seconds(ctx: SearchContext, t0: float) -> float:
+    """The call's seconds: the wall since ``t0``, or, for an answer a resumed run replays from its
+    store, the seconds it took when it was made (``kerntune.run.llm_resume``)."""
+    take = getattr(getattr(ctx.llm, "provider", None), "take_replayed_seconds", None)
+    replayed = take() if take is not None else None
+    return replayed if replayed is not None else time.perf_counter() - t0
 
 
 def accept(ctx: SearchContext, round_no: int, messages: list[Message], answer: Answer) -> ParsedConfigs | None:
@@ -101,8 +109,9 @@ def accept(ctx: SearchContext, round_no: int, messages: list[Message], answer: A
     if resp is None:
         _record(ctx, round_no, messages, "", None, answer, error=answer.error, latency=answer.seconds)
     else:
+        # latency: the round's seconds (its repair call included), what a resume replays into its clock
         _record(ctx, round_no, messages, resp.text, parsed, answer, error=answer.error or None,
-                usage=(resp.usage.input_tokens, resp.usage.output_tokens), latency=resp.latency_s, cost=resp.cost,
+                usage=(resp.usage.input_tokens, resp.usage.output_tokens), latency=answer.seconds, cost=resp.cost,
                 provider=resp.provider, model=resp.model)
     return None if answer.failed else parsed
 
