@@ -11,13 +11,16 @@ one started from the command line (same store, same run ids).
 
 from __future__ import annotations
 
+import json
+import numbers
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kerntune.budget_default import UNSET, Unset, default_evals
-from kerntune.errors import KerntuneError
+from kerntune.errors import KerntuneError, StoreError
 from kerntune.store import Store
 from kerntune.store.sqlite import new_run_id
 
@@ -85,6 +88,59 @@ def _open_store(store: PathLike | None) -> Store:
     return Store(Path(store) if store is not None else Path(os.environ.get("KERNTUNE_STORE", ".kerntune/kerntune.db")))
 
 
+def _check_count(name: str, value: Any, low: int, high: int, unit: str = "", none: str = "") -> int | None:
+    """A whole-number argument from ``low`` to ``high`` (``None`` too, where ``none`` says what it means).
+
+    Why: ``budget=2.5``, ``budget="10"`` or ``repeats="2"`` ended in a TypeError deep inside a
+    strategy or the metrics, after the store was opened; bool is an int to Python but never a
+    count to a user.  Checked at the boundary, in one line that names the argument.
+    """
+    if value is None and none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        also = f", or None for {none}" if none else ""
+        raise KerntuneError(f"{name} must be an integer from {low:,} to {high:,}{unit}{also}, got {value!r}")
+    return int(value)
+
+
+def _check_seconds(name: str, value: Any, high: float, optional: bool = True) -> float | None:
+    """A positive, finite number of seconds (or milliseconds) at most ``high``; ``None`` where ``optional``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise KerntuneError(f"{name} must be a number above 0, got {value!r}")
+    from kerntune.cli.common import check_number
+
+    check_number(name, float(value), 0, high)
+    return float(value)
+
+
+def _check_path(name: str, value: Any, flags: bool = False) -> None:
+    """An output path (``report``: also True / False) that can be written, checked before the run:
+    ``report="/tmp"`` (a directory) raised IsADirectoryError only after the whole search had run."""
+    if value is None or (flags and isinstance(value, bool)):
+        return
+    if not isinstance(value, (str, os.PathLike)):
+        raise KerntuneError(f"{name} must be {'True, False or ' if flags else ''}a file path, got {value!r}")
+    from kerntune.cli.common import check_output
+
+    check_output(name, Path(value))
+
+
+def _check_resume_id(resume: Any) -> None:
+    """``resume=""`` started a new run instead (as if no id were given); the CLI refuses it too."""
+    if resume is not None and (not isinstance(resume, str) or not resume.strip()):
+        raise KerntuneError(f"resume needs a run id (`kerntune store runs` lists them), got {resume!r}")
+
+
+def _plain(value: Any) -> Any:
+    """A value as the store keeps it (JSON: a tuple reads back as a list), to compare with a stored one."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return value
+
+
 def _report(st: Store, run_id: str, report: bool | PathLike) -> Path | None:
     if report is False:
         return None
@@ -130,7 +186,7 @@ def _client(spec: str | None, base_url: str | None, timeout: float, transcript: 
 
 def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape: str | tuple[int, ...] | None = None,
          strategy: str | None = None, budget: int | None | Unset = UNSET, seconds: float | None = None,
-         target_ms: float | None = None, seed: int = 0, store: PathLike | None = None, llm: str | None = None,
+         target_ms: float | None = None, seed: int | None = None, store: PathLike | None = None, llm: str | None = None,
          llm_base_url: str | None = None, llm_timeout: float = 300.0, llm_transcript: PathLike | None = None,
          options: Mapping[str, Any] | None = None, retime: int = 16, compile_timeout: float = 60.0,
          gpus: int | None = None, source: PathLike | None = None, device: str | None = None,
@@ -142,28 +198,44 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     ``kernel`` (a Triton kernel file) and ``shape``.  ``options`` are the strategy's
     ``-o`` options; ``llm`` a model spec (``replay:FILE``, ``openai:M``, ``local:``...).
     ``source`` / ``device`` describe a replayed space's kernel and GPU to a model, as
-    ``--source`` / ``--device`` do.  ``strategy`` defaults to the CLI's default.  ``resume``
-    continues a killed run by its id (with the same arguments).  ``budget`` defaults to 100
-    evaluations, or to no cap when ``seconds`` is given; ``budget=None`` is no cap.
+    ``--source`` / ``--device`` do.  ``strategy`` defaults to the CLI's default, ``seed`` to 0.
+    ``resume`` continues a killed run by its id (with the same space or kernel); it keeps the
+    run's own strategy, seed, budget and options, and, like ``tune --resume``, refuses one given
+    again that differs from the run's.  ``budget`` defaults to 100 evaluations, or to no cap when
+    ``seconds`` is given; ``budget=None`` is no cap.  Bad arguments raise one ``KerntuneError``
+    before the store is opened or anything is measured.
     """
     from kerntune.run.search import RunOptions, run_search
     from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
-    from kerntune.strategies.base import check_seed
+    from kerntune.strategies.base import MAX_EVALS, check_seed
     from kerntune.strategies.options import validate_options
 
+    # Every argument's type and range first: one KerntuneError, before the store is opened.
+    if strategy is not None and not isinstance(strategy, str):
+        raise KerntuneError(f"strategy must be a strategy name such as 'gp', got {strategy!r}")
+    if not isinstance(budget, Unset):
+        budget = _check_count("budget", budget, 1, MAX_EVALS, " evaluations", none="no cap")
+    seconds = _check_seconds("seconds", seconds, 1e9)
+    target_ms = _check_seconds("target_ms", target_ms, float("inf"))
+    if seed is not None:
+        check_seed(seed)
+    if options is not None and not (isinstance(options, Mapping) and all(isinstance(k, str) for k in options)):
+        raise KerntuneError(f"options must be a dict of the strategy's options by name, e.g. {{'initial': 25}},"
+                            f" got {options!r}")
+    _check_count("retime", retime, 0, 1000, " leaders")
+    _check_seconds("llm_timeout", llm_timeout, 86400, optional=False)
+    _check_seconds("compile_timeout", compile_timeout, 86400, optional=False)
+    _check_resume_id(resume)
+    _check_path("report", report, flags=True)
+    _check_path("llm_transcript", llm_transcript)
     st = _open_store(store)
     try:
-        b = Budget(max_evals=default_evals(budget, seconds), max_seconds=seconds, target_ms=target_ms)
         if resume:  # the stored run's strategy, seed, budget and options, as `tune --resume` uses them
-            from kerntune.store.resume import check_kind
-
-            run = st.get_run(resume)
-            check_kind(run, "tune")
-            strategy, seed = run.strategy or DEFAULT_STRATEGY, run.seed if run.seed is not None else 0
-            stored = dict(run.options)
-            b = Budget(**stored.pop("budget")) if stored.get("budget") else b
-            options = stored
-        strategy = strategy or DEFAULT_STRATEGY
+            strategy, seed, b, options = _resumed(st, resume, strategy, seed, budget, seconds, target_ms,
+                                                  dict(options or {}))
+        else:
+            strategy, seed = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0
+            b = Budget(max_evals=default_evals(budget, seconds), max_seconds=seconds, target_ms=target_ms)
         get_strategy(strategy)
         opts = validate_options(strategy, dict(options or {}))
         check_seed(seed)
@@ -174,9 +246,14 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
             client = _client(llm, llm_base_url, llm_timeout, llm_transcript)
         evaluator = _evaluator(space, kernel, shape, compile_timeout, gpus, source, device)
         run_id = resume or new_run_id()
-        if on_start is not None:
-            on_start(run_id, st.path)
         try:
+            if resume:  # the same kernel or recording, and the same space, as `tune --resume` checks
+                from kerntune.run.search import evaluator_identity
+                from kerntune.store.resume import check_evaluator
+
+                check_evaluator(st.get_run(resume), evaluator_identity(evaluator), evaluator.space.to_dict())
+            if on_start is not None:
+                on_start(run_id, st.path)
             shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
             run_options = RunOptions(store=st, run_id=run_id, progress=progress, llm=client,
                                      strategy_options=opts, warm_start=[shipped] if shipped else ())
@@ -206,7 +283,76 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
         st.close()
 
 
-def compare(space: PathLike | None = None, *, strategies: list[str] | tuple[str, ...] = ("auto", "gp", "genetic", "random"),
+def _resumed(st: Store, run_id: str, strategy: str | None, seed: int | None, budget: int | None | Unset,
+             seconds: float | None, target_ms: float | None, options: dict[str, Any]) -> tuple[str, int, Any, dict]:
+    """The stored run's strategy, seed, budget and options, after checking that any of them given
+    again is the run's own, as ``tune --resume`` does (``kerntune.cli.tune_cmd._resumed``).
+
+    Why: ``tune(resume=ID, strategy="gp", budget=50)`` went on with the run's random search and
+    its budget without a word, where the CLI refuses a differing option in one line.
+    """
+    from kerntune.store.resume import check_kind, check_same
+    from kerntune.strategies import DEFAULT_STRATEGY, Budget
+
+    run = st.get_run(run_id)
+    check_kind(run, "tune")
+    check_same(run_id, "strategy", run.strategy, strategy)
+    check_same(run_id, "seed", run.seed, seed)
+    stored_budget = run.options.get("budget") or {}
+    if budget is None and stored_budget.get("max_evals") is not None:  # None given is "no cap", not "left out"
+        raise StoreError(f"cannot resume {run_id}: it was started with budget {stored_budget['max_evals']}, not None"
+                         " (no cap) (leave budget out to keep the run's own, or start a new run)")
+    for what, key, value in (("budget", "max_evals", None if isinstance(budget, Unset) else budget),
+                             ("seconds", "max_seconds", seconds), ("target_ms", "target_ms", target_ms)):
+        check_same(run_id, what, stored_budget.get(key), value)
+    stored = {k: v for k, v in run.options.items() if k != "budget"}
+    for name, value in options.items():
+        check_same(run_id, f"options[{name!r}]", stored.get(name), _plain(value))
+    b = Budget(**stored_budget) if stored_budget else Budget(max_evals=default_evals(budget, seconds),
+                                                             max_seconds=seconds, target_ms=target_ms)
+    return run.strategy or DEFAULT_STRATEGY, run.seed if run.seed is not None else 0, b, stored
+
+
+def _strategy_names(strategies: Any) -> list[str]:
+    """``strategies`` as a list of names: a list or tuple of names, or one string, which is one name
+    or several comma-separated (as ``--strategies`` takes them).
+
+    Why: ``list("random")`` is its letters, so ``strategies="random"`` failed as "unknown strategy 'r'".
+    """
+    if isinstance(strategies, str):
+        names = [s.strip() for s in strategies.split(",") if s.strip()]
+    elif isinstance(strategies, Sequence) and not isinstance(strategies, (bytes, bytearray)) \
+            and all(isinstance(s, str) for s in strategies):
+        names = list(strategies)
+    else:
+        raise KerntuneError("strategies must be a strategy name, comma-separated names or a list of names,"
+                            f" e.g. ['gp', 'random'], got {strategies!r}")
+    if not names:
+        raise KerntuneError("strategies is empty")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise KerntuneError(f"strategies names {dupes[0]} twice (each strategy runs once, with `repeats` seeds)")
+    return names
+
+
+def _per_strategy_options(options: Any) -> dict[str, dict[str, Any]]:
+    """``compare``'s options: strategy name -> that strategy's options.
+
+    Why: flat options (``{"initial": 25}``, ``tune``'s form) ended in "'int' object is not iterable".
+    """
+    if options is None:
+        return {}
+    example = "e.g. {'llm': {'initial': 25}}"
+    if not isinstance(options, Mapping):
+        raise KerntuneError(f"options must map a strategy name to its options, {example}, got {options!r}")
+    for name, value in options.items():
+        if not isinstance(name, str) or not isinstance(value, Mapping):
+            raise KerntuneError(f"options must map a strategy name to its options, {example}; got {name!r}: {value!r}"
+                                " (flat options are tune()'s form: nest them under the strategy's name)")
+    return {k: dict(v) for k, v in options.items()}
+
+
+def compare(space: PathLike | None = None, *, strategies: str | Sequence[str] = ("auto", "gp", "genetic", "random"),
             budget: int = 100, repeats: int = 10, seed: int = 0, store: PathLike | None = None,
             llm: str | None = None, llm_base_url: str | None = None, llm_timeout: float = 300.0,
             options: Mapping[str, Mapping[str, Any]] | None = None, source: PathLike | None = None,
@@ -214,16 +360,22 @@ def compare(space: PathLike | None = None, *, strategies: list[str] | tuple[str,
             on_start: OnStart | None = None, progress: Callable[[str, int, int], None] | None = None) -> ComparisonResult:
     """Compare strategies on a recorded space, like ``kerntune compare``.
 
+    ``strategies`` is a list of names, or one string (a name, or comma-separated names).
     ``options`` maps a strategy name to its options (``{"llm": {"initial": 25}}``).
     ``progress(label, done, total)`` is called after each repeat; ``resume`` continues a
-    killed comparison by its id (its stored settings are used).
+    killed comparison by its id (its stored settings are used).  Bad arguments raise one
+    ``KerntuneError`` before the store is opened or anything is measured.
     """
     from kerntune.compare.harness import run_compare
-    from kerntune.strategies.base import check_seed
+    from kerntune.strategies.base import MAX_EVALS, check_seed
 
-    names = list(strategies)
-    if not names:
-        raise KerntuneError("strategies is empty")
+    names = _strategy_names(strategies)
+    budget = _check_count("budget", budget, 1, MAX_EVALS, " evaluations per repeat")
+    repeats = _check_count("repeats", repeats, 1, 10_000)
+    per_strategy = _per_strategy_options(options)
+    _check_seconds("llm_timeout", llm_timeout, 86400, optional=False)
+    _check_resume_id(resume)
+    _check_path("report", report, flags=True)
     if not resume:
         check_seed(seed, repeats)
     st = _open_store(store)
@@ -236,7 +388,7 @@ def compare(space: PathLike | None = None, *, strategies: list[str] | tuple[str,
                                                                if kind == "compare" and parent is None else None)
         res = run_compare(str(space) if space is not None else None, names, budget, repeats, seed, st, resume=resume,
                           progress=progress, llm_spec=llm, llm_base_url=llm_base_url, llm_timeout=llm_timeout,
-                          strategy_options={k: dict(v) for k, v in (options or {}).items()},
+                          strategy_options=per_strategy,
                           kernel_source_path=str(source) if source is not None else None, device=device)
         scores = {name: StrategyScore(
             name=name, score=s.score, score_stderr=_finite(s.score_stderr),

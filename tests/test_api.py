@@ -94,3 +94,78 @@ def test_tune_budget_defaults_to_100_evaluations_or_none_under_a_time_budget(tmp
     assert kerntune.tune(SPACE, strategy="exhaustive", budget=None, store=store, report=False).trials == 1056
     with pytest.raises(KerntuneError, match="nothing to tune"):
         kerntune.tune(store=store)
+
+
+def test_compare_takes_one_strategy_name_or_comma_separated_names_as_a_string(tmp_path: Path) -> None:
+    # list("random") is its letters: this once failed as "unknown strategy 'r'"
+    one = kerntune.compare(SPACE, strategies="random", budget=10, repeats=1, store=tmp_path / "k.db", report=False)
+    assert list(one.scores) == ["random"]
+    two = kerntune.compare(SPACE, strategies="random, pattern", budget=10, repeats=1, store=tmp_path / "k.db",
+                           report=False)
+    assert list(two.scores) == ["random", "pattern"]
+
+
+BAD_CALLS = {  # each once ended in a raw TypeError from deep inside (or, for strategies, a letter's name)
+    "compare(strategies=5)": (lambda db: kerntune.compare(SPACE, strategies=5, store=db), "strategies must be"),
+    "compare(strategies={'random'})": (lambda db: kerntune.compare(SPACE, strategies={"random"}, store=db),
+                                       "strategies must be"),
+    "compare(strategies=[])": (lambda db: kerntune.compare(SPACE, strategies=[], store=db), "strategies is empty"),
+    "compare(budget=None)": (lambda db: kerntune.compare(SPACE, strategies=["random"], budget=None, store=db),
+                             "budget must be an integer"),
+    "compare(options=flat)": (lambda db: kerntune.compare(SPACE, strategies=["random"], options={"initial": 25},
+                                                          store=db), "nest them under the strategy"),
+    "compare(repeats='2')": (lambda db: kerntune.compare(SPACE, strategies=["random"], repeats="2", store=db),
+                             "repeats must be an integer"),
+    "compare(repeats=True)": (lambda db: kerntune.compare(SPACE, strategies=["random"], repeats=True, store=db),
+                              "repeats must be an integer"),
+    "tune(budget=2.5)": (lambda db: kerntune.tune(SPACE, strategy="random", budget=2.5, store=db),
+                         "budget must be an integer"),
+    "tune(budget='10')": (lambda db: kerntune.tune(SPACE, strategy="random", budget="10", store=db),
+                          "budget must be an integer"),
+    "tune(budget=True)": (lambda db: kerntune.tune(SPACE, strategy="random", budget=True, store=db),
+                          "budget must be an integer"),
+    "tune(options=[1])": (lambda db: kerntune.tune(SPACE, strategy="random", options=[1], store=db),
+                          "options must be a dict"),
+    "tune(seconds='5')": (lambda db: kerntune.tune(SPACE, strategy="random", seconds="5", store=db),
+                          "seconds must be a number"),
+    "tune(strategy=['gp'])": (lambda db: kerntune.tune(SPACE, strategy=["gp"], store=db), "strategy must be"),
+    "tune(resume='')": (lambda db: kerntune.tune(SPACE, strategy="random", resume="", store=db),
+                        "resume needs a run id"),
+}
+
+
+@pytest.mark.parametrize("call", list(BAD_CALLS))
+def test_bad_arguments_are_one_kerntune_error_before_the_store_is_opened(tmp_path: Path, call: str) -> None:
+    fn, message = BAD_CALLS[call]
+    with pytest.raises(KerntuneError, match=message) as caught:
+        fn(tmp_path / "k.db")
+    assert len(str(caught.value).splitlines()) == 1
+    assert not (tmp_path / "k.db").exists()  # refused at the boundary: nothing opened, measured or stored
+
+
+def test_a_report_path_that_cannot_be_written_is_refused_before_the_search(tmp_path: Path) -> None:
+    # report=<a directory> raised IsADirectoryError only after the whole search had run and been stored
+    for call in (lambda: kerntune.tune(SPACE, strategy="random", budget=10, store=tmp_path / "k.db", report=tmp_path),
+                 lambda: kerntune.compare(SPACE, strategies="random", budget=10, repeats=1, store=tmp_path / "k.db",
+                                          report=tmp_path)):
+        with pytest.raises(KerntuneError, match="report .*: is a directory"):
+            call()
+    assert not (tmp_path / "k.db").exists()
+
+
+def test_tune_resume_refuses_a_strategy_budget_option_or_recording_the_run_was_not_started_with(tmp_path: Path) -> None:
+    store = tmp_path / "k.db"
+    first = kerntune.tune(SPACE, strategy="random", budget=20, seed=3, store=store, report=False)
+    other = ROOT / "examples/spaces/matmul_4096_h100.json.gz"
+    refused = {  # each was silently ignored: the run went on with its own strategy, budget, options or recording
+        "strategy": dict(strategy="gp"), "budget": dict(budget=50), "seed": dict(seed=0), "budget 20, not None":
+        dict(budget=None), "seconds": dict(seconds=5), "options\\['initial'\\]": dict(options={"initial": 5}),
+        "recording_hash": dict(space=other)}
+    for what, given in refused.items():
+        with pytest.raises(KerntuneError, match=f"cannot resume {first.run_id}: .*{what}"):
+            kerntune.tune(**{"space": SPACE, **given}, resume=first.run_id, store=store, report=False)
+    # what the run was started with may be given again (or left out)
+    again = kerntune.tune(SPACE, strategy="random", budget=20, seed=3, resume=first.run_id, store=store, report=False)
+    assert (again.run_id, again.strategy, again.seed, again.trials) == (first.run_id, "random", 3, 20)
+    with Store(store, readonly=True) as st:
+        assert len(st.trials(first.run_id)) == 20 and st.get_run(first.run_id).status == "done"

@@ -9,8 +9,9 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from kerntune.cli.common import console, open_store
+from kerntune.cli.common import console, err_console, open_store
 from kerntune.errors import KerntuneError
+from kerntune.store import Store
 
 app = typer.Typer(help="The persistent tuning cache: list winners, export them for plain Triton.")
 
@@ -51,17 +52,89 @@ def triton_configs(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def kernel_names(st: Store, entries: list[dict[str, Any]]) -> dict[str, str]:
+    """Kernel hash -> the kernel's name, read from the runs that found its winners.
+
+    Why: the cache keys a kernel by a hash of its source, which no user recognises; the run
+    each winner came from keeps the kernel's name (``evaluator_identity``).  A winner without
+    a run (or whose run was deleted) leaves its kernel known by the hash alone.
+    """
+    names: dict[str, str] = {}
+    for e in entries:
+        if e["kernel_hash"] in names or not e.get("run_id"):
+            continue
+        try:
+            ev = st.get_run(e["run_id"]).evaluator or {}
+        except KerntuneError:
+            continue
+        name = ev.get("kernel_name") or (Path(str(ev["kernel_file"])).stem if ev.get("kernel_file") else None)
+        if name and str(name) != e["kernel_hash"]:  # a store keyed by the name already shows it
+            names[e["kernel_hash"]] = str(name)
+    return names
+
+
+def _of_kernel(entries: list[dict[str, Any]], names: dict[str, str], kernel: Optional[str]) -> list[dict[str, Any]]:
+    """``--kernel``: a kernel's hash, a prefix of it, or its name (both as ``cache list`` shows them)."""
+    if kernel is None:
+        return entries
+    return [e for e in entries if e["kernel_hash"].startswith(kernel) or names.get(e["kernel_hash"]) == kernel]
+
+
+def _kernel_label(kernel_hash: str, names: dict[str, str]) -> str:
+    return f"{kernel_hash} ({names[kernel_hash]})" if kernel_hash in names else kernel_hash
+
+
+def _some(items: list[str], at_most: int = 6) -> str:
+    return ", ".join(items[:at_most]) + (f" and {len(items) - at_most} more" if len(items) > at_most else "")
+
+
+def one_table(entries: list[dict[str, Any]], names: dict[str, str], kernels_too: bool = True) -> list[dict[str, Any]]:
+    """The winners of one kernel on one device, the newest of each problem key.
+
+    Why: an export is one table that a program looks its shapes up in.  Winners of several
+    kernels or GPUs in it gave duplicate shape keys (in ``DISPATCH`` the last one silently won,
+    and ``load_dispatch`` reads neither kernel nor device), so those are refused in one line
+    that names them and the flags that pick one (``kernels_too=False``: several kernels are
+    fine, as for ``--kernel-tuner``, whose files are named by kernel hash).  A shape tuned under
+    several torch/triton versions keeps its newest winner, the stack the user most likely runs now.
+    """
+    kernels = sorted({e["kernel_hash"] for e in entries})
+    devices = sorted({e["device"] for e in entries})
+    mixed = []
+    if kernels_too and len(kernels) > 1:
+        mixed.append(f"of {len(kernels)} kernels ({_some([_kernel_label(k, names) for k in kernels])})")
+    if len(devices) > 1:
+        mixed.append(f"on {len(devices)} devices ({_some([repr(d) for d in devices])})")
+    if mixed:
+        pick = " and ".join(flag for flag, on in (("--kernel HASH", kernels_too and len(kernels) > 1),
+                                                  ("--device NAME", len(devices) > 1)) if on)
+        one = "one kernel's winners on one device" if kernels_too else "one device's winners"
+        raise KerntuneError(f"the cache holds winners {' '.join(mixed)}: an export is {one}, pick it with {pick}"
+                            " (`kerntune cache list` shows them)")
+    newest: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in entries:  # iter_best: newest first
+        newest.setdefault((e["kernel_hash"], e["problem_key"]), e)
+    if len(newest) < len(entries):
+        err_console.print(f"[yellow]note:[/yellow] {len(entries) - len(newest)} older winner(s) of the same shape"
+                          " under other torch/triton versions left out (the newest of each is exported)")
+    return list(newest.values())
+
+
 @app.command("list")
 def list_(store: Optional[str] = typer.Option(None, "--store"),
-          kernel: Optional[str] = typer.Option(None, "--kernel", help="Only this kernel hash")) -> None:
-    """Show every cached winner."""
-    entries = open_store(store, readonly=True).iter_best(kernel)
+          kernel: Optional[str] = typer.Option(None, "--kernel", help="Only this kernel: its hash (or a prefix) or"
+                                               " its name")) -> None:
+    """Show every cached winner, with its kernel's name where the store knows it."""
+    st = open_store(store, readonly=True)
+    entries = st.iter_best()
+    names = kernel_names(st, entries)
+    entries = _of_kernel(entries, names, kernel)
     table = Table(title=f"{len(entries)} cached winners")
-    for col in ("kernel", "problem", "device", "versions", "time ms", "config"):
+    for col in ("kernel", "name", "problem", "device", "versions", "time ms", "config"):
         table.add_column(col)
     for e in entries:
-        table.add_row(e["kernel_hash"], e["problem_key"], e["device"], e["versions"], f"{e['time_ms']:.4f}",
-                      str(e["config"]))
+        table.add_row(e["kernel_hash"], names.get(e["kernel_hash"], ""), e["problem_key"], e["device"],
+                      e["versions"], f"{e['time_ms']:.4f}", str(e["config"]))
     console.print(table)
 
 
@@ -72,17 +145,21 @@ def export(triton: bool = typer.Option(False, "--triton", help="Emit a triton.Co
            kernel_tuner: Optional[Path] = typer.Option(None, "--kernel-tuner", help="Write one Kernel Tuner cache "
                                                        "file per shape into this folder"),
            store: Optional[str] = typer.Option(None, "--store"),
-           kernel: Optional[str] = typer.Option(None, "--kernel", help="Only this kernel hash"),
+           kernel: Optional[str] = typer.Option(None, "--kernel", help="Only this kernel: its hash (or a prefix)"
+                                                " or its name, as `cache list` shows them"),
            device: Optional[str] = typer.Option(None, "--device", help="Only winners measured on this device"),
            output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout")) -> None:
-    """Export cached winners: for users who ship plain @triton.autotune."""
+    """Export cached winners of one kernel on one device: for users who ship plain @triton.autotune."""
     if sum([triton, as_json, kernel_tuner is not None]) != 1:
         raise KerntuneError("choose one export format: --triton, --json or --kernel-tuner DIR")
     st = open_store(store, readonly=True)
-    entries = [e for e in st.iter_best(kernel) if device is None or e["device"] == device]
+    entries = st.iter_best()
+    names = kernel_names(st, entries)
+    entries = [e for e in _of_kernel(entries, names, kernel) if device is None or e["device"] == device]
     if not entries:
         raise KerntuneError("the cache holds no winners" + (f" for kernel {kernel}" if kernel else "")
                             + (f" on {device}" if device else ""))
+    entries = one_table(entries, names, kernels_too=kernel_tuner is None)
     if kernel_tuner is not None:
         from kerntune.store.export import export_kernel_tuner
 
