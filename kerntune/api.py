@@ -233,6 +233,9 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
         if resume:  # the stored run's strategy, seed, budget and options, as `tune --resume` uses them
             strategy, seed, b, options = _resumed(st, resume, strategy, seed, budget, seconds, target_ms,
                                                   dict(options or {}))
+            from kerntune.store.resume import resumed_model
+
+            llm = resumed_model(st.get_run(resume), llm, bool(st.llm_exchanges(resume)), flag="llm")
         else:
             strategy, seed = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0
             b = Budget(max_evals=default_evals(budget, seconds), max_seconds=seconds, target_ms=target_ms)
@@ -305,7 +308,7 @@ def _resumed(st: Store, run_id: str, strategy: str | None, seed: int | None, bud
     for what, key, value in (("budget", "max_evals", None if isinstance(budget, Unset) else budget),
                              ("seconds", "max_seconds", seconds), ("target_ms", "target_ms", target_ms)):
         check_same(run_id, what, stored_budget.get(key), value)
-    stored = {k: v for k, v in run.options.items() if k != "budget"}
+    stored = {k: v for k, v in run.options.items() if k not in ("budget", "llm")}  # llm: resumed_model's
     for name, value in options.items():
         check_same(run_id, f"options[{name!r}]", stored.get(name), _plain(value))
     b = Budget(**stored_budget) if stored_budget else Budget(max_evals=default_evals(budget, seconds),

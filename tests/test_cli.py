@@ -249,3 +249,36 @@ def test_a_repeat_where_no_config_ran_found_nothing(tmp_path) -> None:
     assert s.best_over_opt == float("inf") and s.best_over_opt_spread == (1.0, float("inf"))
     assert s.evals_to_2pct is None     # the median repeat never found it
     assert s.to_dict()["best_over_opt"] is None
+
+
+def test_each_repeat_of_a_comparison_replays_the_transcript_from_its_start(tmp_path) -> None:
+    """`--llm replay:FILE` is one run's answers: every repeat gets them (the repeats once shared one
+    position in the transcript, so from the second on the model 'failed': 'has no answer #3')."""
+    root = Path(__file__).resolve().parent.parent
+    proc = run(["compare", "--space", str(root / "examples/spaces/matmul_4096_h100.json.gz"), "--strategies", "llm",
+                "--budget", "30", "--repeats", "2", "--llm",
+                f"replay:{root / 'benchmarks/llm/transcripts/matmul_4096_h100.llm.jsonl'}", "--json", "c.json",
+                "--no-report"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    con = sqlite3.connect(tmp_path / "store.db")
+    answered = con.execute("SELECT r.label, count(*) FROM llm_exchanges x JOIN runs r ON r.id = x.run_id"
+                           " WHERE x.error IS NULL GROUP BY r.label ORDER BY r.label").fetchall()
+    con.close()
+    assert answered == [("llm#0", 2), ("llm#1", 2)], answered   # the transcript's two answers, each repeat
+
+
+def test_a_comparison_of_a_relative_path_resumes_from_another_directory(tmp_path, conv_path) -> None:
+    """The recording's path is stored absolute: `compare --resume` from elsewhere once said 'file not found'."""
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    (here / "rec.json.gz").write_bytes(conv_path.read_bytes())
+    env = dict(os.environ, KERNTUNE_STORE=str(tmp_path / "store.db"))
+    first = subprocess.run(KERNTUNE + ["compare", "--space", "rec.json.gz", "--strategies", "random", "--budget", "10",
+                                       "--repeats", "1", "--no-report"], cwd=here, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    run_id = sqlite3.connect(tmp_path / "store.db").execute("SELECT id FROM runs WHERE kind='compare'").fetchone()[0]
+    again = subprocess.run(KERNTUNE + ["compare", "--resume", run_id, "--no-report"], cwd=elsewhere, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr

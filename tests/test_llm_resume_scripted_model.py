@@ -228,3 +228,27 @@ def test_configs_the_fallback_topped_up_are_credited_to_the_fallback(tmp_path: P
     assert sources.count("llm:fallback-pattern") == 7           # the top-up, credited to its proposer
     accepted = json.loads(_query(db, "SELECT accepted_json FROM llm_exchanges")[0][0])
     assert [a["reasoning"] for a in accepted] == ["one good"]
+
+
+def test_a_resume_without_llm_asks_the_runs_own_model_and_a_different_one_is_refused(
+        tmp_path: Path, workdir: Path, reference: tuple[list[tuple], list[tuple]]) -> None:
+    """The run keeps its model's spec: `--resume ID` alone asks the same model and ends on the
+    uninterrupted run's trials (it once went on without a model, off the stored path, and stored more
+    trials than the budget); `--llm` naming another model is refused in one line."""
+    ref_trials = reference[0]
+    db = tmp_path / "store.db"
+    first = subprocess.Popen(_args(workdir, db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
+    while first.poll() is None and len(_exchanges(db)) < 3:
+        time.sleep(0.01)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    run_id = _run_id(db)
+    assert run_id is not None and len(_trials(db)) < BUDGET
+    other = subprocess.run(KERNTUNE + ["tune", "--resume", run_id, "--store", str(db), "--no-report", "--llm",
+                                       "replay:elsewhere.jsonl"], capture_output=True, text=True, env=_env(), timeout=120)
+    assert other.returncode == 2 and "it was started with --llm" in other.stderr, other.stderr
+    done = subprocess.run(KERNTUNE + ["tune", "--resume", run_id, "--store", str(db), "--no-report"],
+                          capture_output=True, text=True, env=_env(), timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "with the model cmd:" in done.stdout + done.stderr
+    assert _trials(db) == ref_trials

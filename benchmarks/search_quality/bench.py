@@ -56,7 +56,7 @@ def one(space: str, strategy: str, budget: int, repeats: int, seed: int, options
     curves, notes, extras, t0 = [], [], [], time.perf_counter()
     for r in range(repeats):
         res = run_search(ev, strategy, Budget(max_evals=budget), seed=seed + r,
-                         run=RunOptions(strategy_options=options, llm=client))
+                         run=RunOptions(strategy_options=options, llm=client.for_new_run() if client else None))
         extras.append(res.extra)
         curves.append(_pad(best_so_far([t.time_ms if t.ok else None for t in res.history], ref.worst), budget))
         notes.append(res.stop_reason)

@@ -12,6 +12,7 @@ from kerntune.cli.common import (check_number, check_output, console, err_consol
                                   print_unwrapped)
 from kerntune.cli.progress import RunLog
 from kerntune.cli.report_cmd import write_after_run
+from kerntune.store.resume import resumed_model
 from kerntune.store.sqlite import new_run_id
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
@@ -94,6 +95,7 @@ def tune(
         strategy, seed, b, options = _resumed(st, resume, evaluator, strategy, seed,
                                               Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms),
                                               (budget, seconds, target_ms), given_options)
+        llm = resumed_model(st.get_run(resume), llm, bool(st.llm_exchanges(resume)))
     else:
         strategy, seed, options = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0, given_options
         b = Budget(max_evals=default_evals(UNSET if budget is None else budget, seconds), max_seconds=seconds,
@@ -262,7 +264,7 @@ def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None,
     for flag, key, value in zip(("--budget", "--seconds", "--target-ms"), ("max_evals", "max_seconds", "target_ms"),
                                 given_budget):
         check_same(run_id, flag, stored_budget.get(key), value)
-    stored = {k: v for k, v in run.options.items() if k != "budget"}
+    stored = {k: v for k, v in run.options.items() if k not in ("budget", "llm")}  # llm: resumed_model's
     for name, value in options.items():
         check_same(run_id, f"-o {name}", stored.get(name), value)
     b = Budget(**stored_budget) if stored_budget else budget

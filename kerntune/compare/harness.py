@@ -21,6 +21,7 @@ from kerntune.compare.metrics import (Reference, best_so_far, evals_to_within, m
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.evaluate.trial import Trial
+from kerntune.llm.secrets import redact
 from kerntune.run.search import RunOptions, errors_end_the_run, run_search
 from kerntune.store import Store
 from kerntune.strategies import LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
@@ -100,6 +101,10 @@ def _options_from(store: Store, resume: str) -> dict[str, Any]:
     return run.options
 
 
+def _absolute(path: str | None) -> str | None:
+    return str(Path(path).resolve()) if path else path
+
+
 def run_compare(space_path: str | None, strategies: list[str], budget: int, repeats: int, seed: int,
                 store: Store, resume: str | None = None, progress: Progress | None = None,
                 llm_spec: str | None = None, llm_base_url: str | None = None,
@@ -111,7 +116,9 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
         opts = _options_from(store, resume)
         space_path, strategies = opts["space"], opts["strategies"]
         budget, repeats, seed = opts["budget"], opts["repeats"], opts["seed"]
-        llm_spec = llm_spec or opts.get("llm")
+        from kerntune.store.resume import resumed_model
+
+        llm_spec = resumed_model(store.get_run(resume), llm_spec, False)  # the run's, or the same given again
         strategy_options = opts.get("strategy_options") or {}
         kernel_source_path, device = opts.get("source"), opts.get("device")
     strategy_options = strategy_options or {}
@@ -146,9 +153,11 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
     if not ok:
         raise KerntuneError(f"{space_path}: the recording has no successful measurement")
     ref = Reference.from_times(ok, len(rec.trials) - len(ok))
-    options = {"space": str(space_path), "strategies": strategies, "budget": budget, "repeats": repeats, "seed": seed,
-               "llm": llm_spec if client is not None else None, "strategy_options": strategy_options,
-               "source": kernel_source_path, "device": device}
+    # Paths absolute, so that --resume works from another directory; the model's spec redacted (a cmd:
+    # line may hold a key; resumed_model then asks for --llm again)
+    options = {"space": _absolute(space_path), "strategies": strategies, "budget": budget, "repeats": repeats,
+               "seed": seed, "llm": redact(llm_spec) if client is not None and llm_spec else None,
+               "strategy_options": strategy_options, "source": _absolute(kernel_source_path), "device": device}
     run_id = resume or store.create_run("compare", options=options, space=None, evaluator=evaluator.describe(),
                                         device=evaluator.device().get("name"))
     cutoff = min(ref.cutoff(budget), budget)
@@ -172,7 +181,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
                 else:
                     asks = name in LLM_STRATEGIES | MODEL_OPTIONAL
                     run_options = RunOptions(store=store, run_id=child.id if child else None, parent_id=run_id,
-                                             label=label, llm=client if asks else None,
+                                             label=label, llm=client.for_new_run() if asks and client else None,
                                              strategy_options=strategy_options.get(name))
                     res = run_search(evaluator, name, budget_obj, seed + r, run_options)
                     history, clock = res.history, res.clocks

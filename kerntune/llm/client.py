@@ -8,6 +8,7 @@ round where it does not — all here, once, for every provider.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -55,9 +56,17 @@ class LLMClient:
     cost: float = 0.0
     #: for the spec "auto": which model it chose and why (``resolve_auto``), for the CLI to say
     chosen: str = ""
+    #: the spec it was made from (``from_spec``): a stored run keeps it, so that ``--resume`` asks the same model
+    spec: str = ""
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
+
+    def for_new_run(self) -> "LLMClient":
+        """A copy for another run (a comparison's next repeat): its own counters, and a provider that
+        carries no state of the runs before (``Provider.fresh``: a ``replay:`` transcript from its start)."""
+        return dataclasses.replace(self, provider=self.provider.fresh(), calls=0, tokens_in=0, tokens_out=0,
+                                   seconds=0.0, cost=0.0)
 
     @classmethod
     def from_spec(cls, spec: str, base_url: str | None = None, **kwargs: Any) -> "LLMClient":
@@ -65,8 +74,9 @@ class LLMClient:
             from kerntune.llm.providers import resolve_auto
 
             choice = resolve_auto()
-            return cls(make_provider(choice.spec, base_url), chosen=f"{choice.spec} ({choice.why})", **kwargs)
-        return cls(make_provider(spec, base_url), **kwargs)
+            return cls(make_provider(choice.spec, base_url), chosen=f"{choice.spec} ({choice.why})", spec=spec,
+                       **kwargs)
+        return cls(make_provider(spec, base_url), spec=spec, **kwargs)
 
     # -- the call ---------------------------------------------------------------------------
     def complete(self, messages: list[Message], schema: dict[str, Any] | None = None, temperature: float = 0.7,

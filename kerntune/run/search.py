@@ -127,9 +127,13 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
                 trial.config = evaluator.space.canonical(trial.config)
                 prior[key] = (trial, clock)
         else:
+            # the model's spec beside the options (redacted: a cmd: line may hold a key), so that a
+            # resume without --llm asks the same model instead of leaving the stored path
+            spec = getattr(run.llm, "spec", "") if run.llm is not None else ""
             run_id = store.create_run(
                 "compare-child" if run.parent_id else "tune", parent_id=run.parent_id, label=run.label,
-                strategy=strategy, seed=seed, options={"budget": budget.to_dict(), **options},
+                strategy=strategy, seed=seed,
+                options={"budget": budget.to_dict(), **options, **({"llm": redact(spec)} if spec else {})},
                 space=evaluator.space.to_dict(), evaluator=evaluator_identity(evaluator),
                 device=evaluator.device().get("name"), run_id=run_id)
             lock = store.lock_run(run_id)

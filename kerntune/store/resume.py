@@ -56,3 +56,20 @@ def check_evaluator(run: RunRecord, identity: Mapping[str, Any], space: Mapping[
     if run.space is not None and space is not None and run.space != json.loads(json.dumps(dict(space))):
         raise StoreError(f"cannot resume {run.id}: its search space differs from this one"
                          " (other parameters, values or constraints)")
+
+
+def resumed_model(run: RunRecord, given: str | None, asked_a_model: bool, flag: str = "--llm") -> str | None:
+    """The model spec a resumed ``tune`` run asks: the one given now, which must be the run's own, or
+    the run's own when none is given.  Without it a run that asked a model went on without one and
+    left its stored path (the store then held more trials than the budget).  A run stored before the
+    spec was kept says only whether it asked one (``asked_a_model``: it has stored exchanges)."""
+    from kerntune.llm.secrets import MASK
+
+    stored = (run.options or {}).get("llm")
+    if stored is None or MASK in stored:
+        if given is None and (stored is not None or asked_a_model):
+            raise StoreError(f"cannot resume {run.id}: it asked a model whose spec the store does not keep"
+                             f" in full; give {flag} again")
+        return given
+    check_same(run.id, flag, stored, given)
+    return given if given is not None else stored

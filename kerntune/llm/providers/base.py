@@ -29,5 +29,10 @@ class Provider(ABC):
     def spec(self) -> str:
         return f"{self.name}:{self.model}"
 
+    def fresh(self) -> "Provider":
+        """The provider for another run: itself, unless it keeps a run's state (``replay:`` its
+        position in the transcript), which a new run must not inherit."""
+        return self
+
     def close(self) -> None:
         """Release connections or a loaded model."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import codecs
+import copy
 import hashlib
 import json
 import os
@@ -416,6 +417,13 @@ class ReplayProvider(Provider):
         usage = entry.get("usage") or {}
         return RawReply(entry["response"], Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)),
                         entry.get("model", self.model))
+
+    def fresh(self) -> "ReplayProvider":
+        """From the transcript's first answer: each repeat of a comparison is a run of its own (the
+        repeats once shared one position, so only the first got the answers)."""
+        other = copy.copy(self)
+        other.position = 0
+        return other
 
     def close(self) -> None:
         if self.then is not None:
