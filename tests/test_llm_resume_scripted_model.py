@@ -252,3 +252,36 @@ def test_a_resume_without_llm_asks_the_runs_own_model_and_a_different_one_is_ref
     assert done.returncode == 0, done.stderr[-3000:]
     assert "with the model cmd:" in done.stdout + done.stderr
     assert _trials(db) == ref_trials
+
+
+@pytest.mark.parametrize("strategy", ["auto", "llm"])
+def test_ctrl_c_during_a_model_call_ends_the_run_at_once(tmp_path: Path, workdir: Path, strategy: str) -> None:
+    """SIGINT while a slow `cmd:` model is out (it answers in 60 s): the process ends within seconds
+    (it waited for the call, up to --llm-timeout), the run is stored as interrupted, and the model's
+    process is gone (it runs in a process group of its own, which Ctrl-C does not reach)."""
+    db = tmp_path / "store.db"
+    marker = tmp_path / "model.pid"
+    slow = tmp_path / "slow_model.py"
+    slow.write_text(f"import os, sys, time\nsys.stdin.read()\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+                    "time.sleep(60)\n")
+    args = KERNTUNE + ["tune", "--replay", str(workdir / "synthetic.json"), "--strategy", strategy, "--budget", "40",
+                       "--llm", f"cmd:{sys.executable} {slow}", "--store", str(db), "--no-report"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the model was never asked"
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 15
+    assert _query(db, "SELECT status FROM runs") == [("interrupted",)]
+    pid = int(marker.read_text())
+    time.sleep(0.5)
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the model's process outlived kerntune"

@@ -30,14 +30,14 @@ until the answer is back.
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from kerntune.llm.types import Message
 from kerntune.space import Config
 from kerntune.strategies.base import SearchContext
 from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine_round
-from kerntune.strategies.llm.rounds import Answer, accept, call_model
+from kerntune.strategies.llm.rounds import Answer, accept, call_in_background
 from kerntune.strategies.surrogate import SurrogateOptions, SurrogateSearch
 
 
@@ -61,7 +61,6 @@ class _Cooperation:
         self.hidden_s = 0.0
         self.seen_best: Config | None = None
         self.no_gain_calls = 0
-        self.pool = ThreadPoolExecutor(max_workers=1)
 
     # -- measuring ------------------------------------------------------------------------
     def surrogate_step(self, source: str = "auto:surrogate") -> bool:
@@ -90,7 +89,7 @@ class _Cooperation:
         ctx.charge(0.0)  # a real evaluator's clock catches up with the wall: the call starts now
         self.clock_at_submit = ctx.clock_s
         self.evals_at_submit = ctx.evaluations
-        fut = self.pool.submit(call_model, ctx, messages, self.temperature, self.max_tokens, set(ctx.measured), n)
+        fut = call_in_background(ctx, messages, self.temperature, self.max_tokens, set(ctx.measured), n)
         return fut, messages, n
 
     def wait(self, fut: Future, source: str, cap: int) -> Answer:
@@ -185,8 +184,7 @@ class _Cooperation:
                 if not self.surrogate_step("auto:restart" if self.engine.stalled else "auto:surrogate"):
                     ctx.stop_reason = "space exhausted"
                     return
-        finally:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+        finally:  # a call still out is left to its daemon thread (rounds.call_in_background)
             share = self.hidden_s / self.model_s if self.model_s > 0 else 1.0
             ctx.extra.update({"model_calls": self.calls, "model_seconds": self.model_s,
                               "model_hidden_seconds": self.hidden_s, "model_hidden_share": share,

@@ -142,6 +142,8 @@ class CommandProvider(Provider):
                                     stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise LLMError(f"cmd: cannot run {self.argv[0]!r}: {exc.strerror}") from None
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
         out = _CappedReader(proc.stdout, MAX_OUTPUT_CHARS)  # type: ignore[arg-type]
         err = _CappedReader(proc.stderr, 4096, keep_tail=True)  # type: ignore[arg-type]
         feeder = threading.Thread(target=_feed, args=(proc.stdin, render_prompt(messages, schema)), daemon=True)
@@ -161,6 +163,8 @@ class CommandProvider(Provider):
                 raise TransientError(f"cmd: no answer within {timeout:g} s") from None
         finally:
             _end_group(proc)
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc)
         if code != 0:
             err.thread.join(1.0)
             tail = err.text().strip().splitlines()[-1:] or [""]
@@ -218,6 +222,20 @@ class _CappedReader:
 
     def text(self) -> str:
         return "".join(self.parts)
+
+
+#: The cmd: models running now; ended at exit (a model call on a daemon thread is abandoned at exit,
+#: and its command runs in a process group of its own, which Ctrl-C does not reach).
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+@atexit.register
+def _end_running() -> None:
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        _end_group(proc)
 
 
 def _end_group(proc: subprocess.Popen) -> None:

@@ -16,8 +16,9 @@ run stops with one clear line).  Convergence: no improvement for
 from __future__ import annotations
 
 import json
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,28 @@ def call_model(ctx: SearchContext, messages: list[Message], temperature: float, 
     except LLMError as exc:
         return Answer(exc.response, str(exc) or type(exc).__name__, _seconds(ctx, t0), list(exc.calls or []))
     return Answer(resp, "", _seconds(ctx, t0), list(getattr(resp, "calls", None) or []))
+
+
+def call_in_background(ctx: SearchContext, messages: list[Message], temperature: float, max_tokens: int,
+                       exclude: set[str], n: int) -> Future:
+    """``call_model`` on a daemon thread, for a search that measures while the model thinks.
+
+    Why not a ThreadPoolExecutor: Python joins its threads at exit, so Ctrl-C (or an error) during
+    a model call kept the process waiting for the call, up to ``--llm-timeout`` (300 s; an hour for a
+    ``files:`` answerer).  A daemon thread is left behind at exit; a ``cmd:`` model's process group is
+    ended by the provider's exit handler."""
+    future: Future = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(call_model(ctx, messages, temperature, max_tokens, exclude, n))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="kerntune-model-call", daemon=True).start()
+    return future
 
 
 def _seconds(ctx: SearchContext, t0: float) -> float:
@@ -175,10 +198,9 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
             warm = ctx.unmeasured([ctx.space.default]) + ctx.sample_unmeasured(max(warmup - 1, 0))
             exclude = {ctx.space.key(c) for c in warm} | set(ctx.measured)
             clock0 = ctx.clock_s
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                future = pool.submit(call_model, ctx, messages, temperature, max_tokens, exclude, n)
-                ctx.evaluate(warm, source="llm:warmup")
-                answer = future.result()
+            future = call_in_background(ctx, messages, temperature, max_tokens, exclude, n)
+            ctx.evaluate(warm, source="llm:warmup")
+            answer = future.result()
             ctx.charge(answer.seconds - (ctx.clock_s - clock0))  # only the part not hidden by measuring
         else:
             messages = refine_round(ctx.space, workload, device, ctx.history, n, round_no - 1, no_gain > 0, opts)
