@@ -272,24 +272,22 @@ def test_kernel_tuner_failure_strings_map_to_statuses(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- T4
-def t4_result(bx: int, tile: int, invalidity: str, value=None, unit="ms", validation=0.002) -> dict:
+def t4_result(bx: int, tile: int, invalidity: str, value=None, unit="ms", validation=2.0, benchmark=40.0) -> dict:
+    """One result as Kernel Tuner's ``get_t4_results`` writes it: ``times`` in the file's timeunit (ms)."""
+    times = {"compilation": 750.0, "benchmark": benchmark, "framework": 10.0, "search_algorithm": 1.0,
+             "validation": validation, "runtimes": [1.0, 2.0, 3.0] if invalidity == "correct" else []}
     return {"timestamp": "2024-01-01T00:00:00Z", "configuration": {"bx": bx, "tile": tile},
-            "objectives": ["time"],
-            "times": {"compilation_time": 0.75, "runtimes": [1.0, 2.0, 3.0], "framework": 0.01,
-                      "search_algorithm": 0.001, "validation": validation},
-            "invalidity": invalidity, "correctness": 1 if invalidity == "correct" else 0,
-            "measurements": [] if value is None else [{"name": "time", "value": value, "unit": unit}]}
+            "times": {k: v for k, v in times.items() if v is not None}, "invalidity": invalidity, "correctness": 1,
+            "measurements": [] if value is None else [{"name": "time", "value": value, "unit": unit}],
+            "objectives": ["time"]}
 
 
 def test_t4_results_statuses_and_times(tmp_path):
-    data = {"schema_version": "1.0.0", "kernel_name": "toy_t4", "device_name": "T4 GPU", "results": [
-        t4_result(32, 1, "correct", 1.5),
-        t4_result(32, 2, "compile"),
-        t4_result(64, 1, "runtime"),
-        t4_result(64, 2, "correctness"),
-        t4_result(128, 1, "constraints"),
-        t4_result(128, 2, "correct", 1200.0, unit="us", validation=0),
-    ]}
+    data = {"schema_version": "1.0.0", "kernel_name": "toy_t4", "device_name": "T4 GPU",
+            "metadata": {"timeunit": "milliseconds"}, "results": [
+                t4_result(32, 1, "correct", 1.5), t4_result(32, 2, "compile"), t4_result(64, 1, "runtime"),
+                t4_result(64, 2, "correctness"), t4_result(128, 1, "constraints"),
+                t4_result(128, 2, "correct", 1200.0, unit="us", validation=0, benchmark=None)]}
     rec = load_recording(write(tmp_path / "t4.json", json.dumps(data)))
     t = {(x.config["bx"], x.config["tile"]): x for x in rec.trials.values()}
     assert len(t) == 6 and rec.meta["format"] == "t4" and rec.meta["device_name"] == "T4 GPU"
@@ -297,13 +295,13 @@ def test_t4_results_statuses_and_times(tmp_path):
         (32, 1): Status.OK, (32, 2): Status.COMPILE_ERROR, (64, 1): Status.RUNTIME_ERROR,
         (64, 2): Status.WRONG_RESULT, (128, 1): Status.INVALID, (128, 2): Status.OK}
     assert t[(32, 1)].time_ms == 1.5 and t[(32, 1)].times_ms == [1.0, 2.0, 3.0]
-    assert t[(32, 1)].compile_s == 0.75 and t[(32, 1)].bench_s == pytest.approx(0.002)
-    # microseconds become milliseconds; without benchmark/validation times the runtimes are the cost
+    assert t[(32, 1)].compile_s == pytest.approx(0.75) and t[(32, 1)].bench_s == pytest.approx(0.042)
+    # the measurement's unit (us) scales the time only; without "benchmark" the runtimes are the cost
     assert t[(128, 2)].time_ms == pytest.approx(1.2)
-    assert t[(128, 2)].times_ms == pytest.approx([1e-3, 2e-3, 3e-3])
-    assert t[(128, 2)].bench_s == pytest.approx(6e-3 / 1000)
+    assert t[(128, 2)].times_ms == pytest.approx([1.0, 2.0, 3.0])
+    assert t[(128, 2)].bench_s == pytest.approx(6e-3)
     for key in [(32, 2), (64, 1), (64, 2), (128, 1)]:
-        assert t[key].time_ms is None and not t[key].ok and t[key].compile_s == 0.75
+        assert t[key].time_ms is None and not t[key].ok and t[key].compile_s == pytest.approx(0.75)
     assert rec.optimum.config == {"bx": 128, "tile": 2}
     assert rec.space.count() == 6
 

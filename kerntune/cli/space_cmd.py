@@ -69,6 +69,8 @@ def info(file: Path = typer.Argument(..., help="A recording (Kernel Tuner cache,
     console.print(f"recorded configs: {s['recorded']:,}  successful: {s['ok']:,}  "
                   f"valid share: {s['valid_share']:.1%} of the cartesian product")
     console.print("status counts: " + ", ".join(f"{k}={v}" for k, v in sorted(s["status_counts"].items())))
+    if s.get("note"):  # a file tuned for another objective than time
+        print_unwrapped(f"note: {s['note']}")
     if s["optimum_ms"] is not None:
         print_unwrapped(f"optimum: {s['optimum_ms']:.6g} ms at {json.dumps({k: jsonable(v) for k, v in s['optimum_config'].items()})}")
         console.print(f"median: {s['median_ms']:.6g} ms  median/optimum: {s['median_over_optimum']:.3f}")

@@ -1,14 +1,14 @@
 """Readers for recorded search spaces: every config of a kernel measured once,
 so strategies can be compared by replaying the measurements.
 
-Formats: Kernel Tuner cache files (``.json``/``.json.gz``, also truncated ones
-that Kernel Tuner left without closing braces), Kernel Tuner's T4 results
-format, KTT's JSON results (``recorded_ktt``), and kerntune's own table (``kerntune-table``).
+Formats: Kernel Tuner cache files (``.json``/``.json.gz``, also truncated ones that Kernel Tuner
+left without closing braces), Kernel Tuner's T4 results format (``recorded_t4``), KTT's JSON results
+(``recorded_ktt``), and kerntune's own table (``kerntune-table``).  Every recording is ranked by kernel
+time; one tuned for another objective (GFLOP/s, energy) says so in ``meta["note"]``.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import math
@@ -17,6 +17,7 @@ import os
 import stat
 import statistics
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -24,21 +25,13 @@ from typing import Any, Iterable, Mapping
 from kerntune.errors import FormatError
 from kerntune.evaluate.known_kernels import describe_kernel
 from kerntune.evaluate.trial import Status, Trial
-from kerntune.space import Constraint, Space, canonical, space_from_dict
+from kerntune.space import Constraint, Space, canonical, jsonable, space_from_dict
 from kerntune.space.params import infer_param
 
-KT_FAILURES = {
-    "InvalidConfig": Status.INVALID,
-    "CompilationFailedConfig": Status.COMPILE_ERROR,
-    "RuntimeFailedConfig": Status.RUNTIME_ERROR,
-}
-T4_FAILURES = {
-    "timeout": Status.TIMEOUT,
-    "compile": Status.COMPILE_ERROR,
-    "runtime": Status.RUNTIME_ERROR,
-    "correctness": Status.WRONG_RESULT,
-    "constraints": Status.INVALID,
-}
+#: Kernel Tuner's failures (util.py), in ``"__error__"`` since 1.5, in ``"time"`` before.  Its reader
+#: also accepts the base class ErrorConfig, which names no stage: a runtime error (named in ``error``).
+KT_FAILURES = {"InvalidConfig": Status.INVALID, "CompilationFailedConfig": Status.COMPILE_ERROR,
+               "RuntimeFailedConfig": Status.RUNTIME_ERROR, "ErrorConfig": Status.RUNTIME_ERROR}
 TABLE_FORMAT = "kerntune-table"
 
 
@@ -108,6 +101,7 @@ class Recording:
             "median_ms": median,
             "median_over_optimum": (median / opt) if times else None,
             "optimum_ties": self.optimum_ties(),
+            **({"note": self.meta["note"]} if self.meta.get("note") else {}),
         }
 
 
@@ -210,10 +204,24 @@ def _close_truncated(text: str) -> str | None:
     return text[: cut[0]] + cut[1]
 
 
+def _parse(text: str, path: Path) -> Any:
+    """``json.loads`` refusing a key given twice in one object (a FormatError, which the truncation
+    repair does not catch).  Why: it keeps the last silently, so a cache holding config "1,1" twice
+    lost one of its measurements (once the optimum) unseen."""
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) < len(pairs):
+            key = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+            raise FormatError(f"{path}: key {key[:60]!r} is recorded twice in one JSON object; which of its"
+                              " values is right is unknowable (a JSON reader would keep the last)")
+        return obj
+    return json.loads(text, object_pairs_hook=unique)
+
+
 def _loads_lenient(text: str, path: Path) -> Any:
     """Parse JSON, closing what Kernel Tuner left open when a run was cut off."""
     try:
-        return json.loads(text)
+        return _parse(text, path)
     except RecursionError:
         raise FormatError(f"{path}: JSON nested too deeply to be a recording") from None
     except json.JSONDecodeError as first_error:
@@ -224,31 +232,36 @@ def _loads_lenient(text: str, path: Path) -> Any:
     repaired = _close_truncated(text)
     if repaired is not None:
         try:
-            return json.loads(repaired)
+            return _parse(repaired, path)
         except (ValueError, RecursionError):
             pass
     raise FormatError(f"{path}: not JSON, and not a truncated Kernel Tuner cache file either")
 
 
-def _recorded_space(names: list[str], values: Mapping[str, list[Any]], keys: Iterable[tuple], name: str) -> Space:
-    """A Space of the recorded params whose constraint is 'was recorded'.
+def _recorded_space(names: list[str], values: Mapping[str, list[Any]], trials: Iterable[Trial],
+                    name: str) -> tuple[Space, dict[str, Trial]]:
+    """A Space of the recorded params whose constraint is 'was recorded', and the trials by key.
 
-    Recordings do not keep the restrictions they were made under, so the set of
-    recorded configs is the only faithful description of the valid space.
+    Recordings do not keep the restrictions they were made under, so the set of recorded configs is
+    the only faithful description of the valid space.  Membership is the trials' key (``Space.key``),
+    not ``==``: ``1 == 1.0 == True`` merged Kernel Tuner's ``["test", 1, true, 2.45]`` into 3 configs.
     """
     described = describe_kernel(name).get("params", {})
     params = [infer_param(n, list(values[n]), described.get(n, "")) for n in names]
-    recorded = frozenset(keys)
+    keyer = Space(params, name=name)   # for its key only; the constraint below needs it before `space` exists
+    by_key = _by_key(keyer, trials, f"recording {name}")
+    recorded = frozenset(by_key)
 
     def recorded_config(cfg: Mapping[str, Any]) -> bool:
-        return tuple(cfg[n] for n in names) in recorded
+        return keyer.key(cfg) in recorded
 
     note = (f"only the {len(recorded):,} recorded combinations are valid (the others were rejected by the"
             " kernel's restrictions when the space was recorded)")
     # The recorded set is the valid set: handed over as members, it is never searched for in the
     # cartesian product (16.7 million points for a sparse 8 x 8 recording took 31 s, then failed).
-    return Space(params, [Constraint(recorded_config, description=note)], name=name,
-                 members=[dict(zip(names, k)) for k in recorded])
+    space = Space(params, [Constraint(recorded_config, description=note)], name=name,
+                  members=[t.config for t in by_key.values()])
+    return space, by_key
 
 
 # ---------------------------------------------------------------------------- Kernel Tuner cache
@@ -278,13 +291,29 @@ def _numbers(value: Any, what: str, where: str) -> list[float]:
     return [float(x) for x in value if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)]
 
 
+def _kt_failure(entry: Mapping[str, Any], where: str) -> str | None:
+    """The Kernel Tuner failure an entry records, or None.  Kernel Tuner 1.5 writes ``"__error__":
+    "InvalidConfig"`` and no ``time`` (once read as an unknown failure, ``time=None``), older ones put it
+    in ``time``; ``__error__`` wins over a time measured before the failure, as in Kernel Tuner.  Other
+    strings are refused: Kernel Tuner writes times as numbers, and "2.0" is neither time nor failure."""
+    marks = [(k, entry[k]) for k in ("__error__", "time") if (k == "__error__" and k in entry)
+             or isinstance(entry.get(k), str)]
+    for key, mark in marks:
+        if not isinstance(mark, str) or mark not in KT_FAILURES:
+            raise FormatError(f"{where}: {key} {str(mark)[:40]!r} is neither a time nor one of Kernel Tuner's"
+                              f" failures ({', '.join(KT_FAILURES)})")
+    if len({m for _, m in marks}) > 1:
+        raise FormatError(f"{where}: __error__ and time name different failures ({marks[0][1]}, {marks[1][1]})")
+    return marks[0][1] if marks else None
+
+
 def _kt_trial(config: dict[str, Any], entry: Mapping[str, Any], where: str = "entry") -> Trial:
     compile_s = _seconds(entry, "compile_time", where, 1e-3)  # Kernel Tuner stores ms
     bench_s = _seconds(entry, "benchmark_time", where, 1e-3) + _seconds(entry, "verification_time", where, 1e-3)
+    failure = _kt_failure(entry, where)
+    if failure is not None:
+        return Trial(config, KT_FAILURES[failure], compile_s=compile_s, bench_s=bench_s, error=failure)
     value = entry.get("time")
-    if isinstance(value, str):
-        status = KT_FAILURES.get(value, Status.RUNTIME_ERROR)
-        return Trial(config, status, compile_s=compile_s, bench_s=bench_s, error=value)
     if value is None or (isinstance(value, float) and (value != value or value >= 1e20)) \
             or (isinstance(value, int) and not isinstance(value, bool) and value >= 10**20):
         # Kernel Tuner's own marks of a failed config (no time, NaN, 1e20).
@@ -339,25 +368,36 @@ def _from_kernel_tuner(data: Mapping[str, Any], path: Path) -> Recording:
     if not trials:
         raise FormatError(f"{path}: Kernel Tuner cache holds no entries")
     meta = {k: data.get(k) for k in ("device_name", "kernel_name", "problem_size", "objective")}
-    meta["format"] = "kernel_tuner_cache"
+    meta.update(format="kernel_tuner_cache", **objective_note([data.get("objective")]))
     return _finish(names, trials, meta, str(data.get("kernel_name") or path.stem), declared)
+
+
+def objective_note(objectives: Iterable[Any]) -> dict[str, str]:
+    """``{"note": ...}`` where a file was tuned for another objective than time (GFLOP/s, energy):
+    kerntune still ranks by time, the one objective every recording holds, and says so."""
+    other = sorted({o if isinstance(o, str) else json.dumps(o) for o in objectives if o not in (None, "time")})
+    return {"note": f"ranked by time; the file's objective is {' / '.join(other)}"} if other else {}
+
+
+def value_id(value: Any) -> str:
+    """A parameter value's identity: its JSON text, as in ``Space.key``.  1, 1.0 and true are
+    three values there (and to Kernel Tuner, whose keys are "1", "1.0", "True"), not one."""
+    return json.dumps(jsonable(canonical(value)))
 
 
 def _finish(names: list[str], trials: list[Trial], meta: dict[str, Any], name: str,
             declared: Mapping[str, list[Any]] | None = None) -> Recording:
     """The recorded space (declared values plus every value seen) and its trials by key."""
     values: dict[str, list[Any]] = {n: list((declared or {}).get(n, [])) for n in names}
-    for t in trials:
-        for n in names:
-            if t.config[n] not in values[n]:
-                values[n].append(t.config[n])
     for n in names:
+        seen = {value_id(v) for v in values[n]}
+        values[n] += [v for i, v in {value_id(t.config[n]): t.config[n] for t in trials}.items() if i not in seen]
         try:
             values[n] = sorted(values[n])
         except TypeError:
             pass
-    space = _recorded_space(names, values, [tuple(t.config[n] for n in names) for t in trials], name)
-    return Recording(space, _by_key(space, trials, f"recording {name}"), meta)
+    space, by_key = _recorded_space(names, values, trials, name)
+    return Recording(space, by_key, meta)
 
 
 def _by_key(space: Space, trials: Iterable[Trial], where: str) -> dict[str, Trial]:
@@ -370,58 +410,6 @@ def _by_key(space: Space, trials: Iterable[Trial], where: str) -> dict[str, Tria
             raise FormatError(f"{where}: config {space.to_json(t.config)[:160]} is recorded twice")
         out[key] = t
     return out
-
-
-# ---------------------------------------------------------------------------- T4
-def _from_t4(data: Mapping[str, Any], path: Path) -> Recording:
-    results = data.get("results")
-    if not isinstance(results, list) or not results:
-        raise FormatError(f"{path}: T4 file without results")
-    first = results[0].get("configuration") if isinstance(results[0], Mapping) else None
-    if not isinstance(first, Mapping) or not first:
-        raise FormatError(f"{path}: T4 result without a configuration object")
-    names = list(first.keys())
-    trials: list[Trial] = []
-    for res in results:
-        conf = res.get("configuration") if isinstance(res, Mapping) else None
-        if not isinstance(conf, Mapping) or list(conf.keys()) != names:
-            continue
-        cfg = {n: canonical(conf[n]) for n in names}
-        where = f"{path}: result {len(trials) + 1}"
-        times = res.get("times") or {}
-        if not isinstance(times, Mapping):
-            raise FormatError(f"{where}: times must be an object")
-        compile_s = _seconds(times, "compilation_time", where)
-        bench_s = _seconds(times, "benchmark", where) + _seconds(times, "validation", where)
-        invalidity = res.get("invalidity", "correct")
-        if invalidity != "correct":
-            trials.append(Trial(cfg, T4_FAILURES.get(invalidity, Status.RUNTIME_ERROR), compile_s=compile_s,
-                                bench_s=bench_s, error=invalidity))
-        else:
-            trials.append(_t4_ok(cfg, res, compile_s, bench_s, where))
-    if not trials:
-        raise FormatError(f"{path}: T4 file holds no usable results")
-    meta = {"format": "t4", "kernel_name": data.get("kernel_name", path.stem),
-            "device_name": data.get("device_name", ""), "problem_size": data.get("problem_size")}
-    return _finish(names, trials, meta, str(meta["kernel_name"]))
-
-
-def _t4_ok(cfg: dict[str, Any], res: Mapping[str, Any], compile_s: float, bench_s: float,
-           where: str = "result") -> Trial:
-    scale = {"ms": 1.0, "s": 1000.0, "us": 1e-3, "ns": 1e-6}
-    measurements = res.get("measurements") or []
-    if not isinstance(measurements, list):
-        raise FormatError(f"{where}: measurements must be a list")
-    for m in measurements:
-        if isinstance(m, Mapping) and m.get("name") == "time" and "value" in m:
-            factor = scale.get(str(m.get("unit", "ms")), 1.0)
-            value = _positive_ms(m["value"], "time", where)
-            runtimes = [x * factor for x in _numbers((res.get("times") or {}).get("runtimes"), "runtimes", where)]
-            if not bench_s:
-                bench_s = sum(runtimes) / 1000.0
-            return Trial(cfg, Status.OK, time_ms=value * factor, times_ms=runtimes,
-                         compile_s=compile_s, bench_s=bench_s)
-    return Trial(cfg, Status.RUNTIME_ERROR, compile_s=compile_s, bench_s=bench_s, error="no time measurement")
 
 
 # ---------------------------------------------------------------------------- kerntune table
@@ -456,13 +444,6 @@ def _from_table(data: Mapping[str, Any], path: Path) -> Recording:
                   description=declared.description, members=[t.config for t in rows])
     trials = _by_key(space, rows, str(path))
     return Recording(space, trials, {**(data.get("meta") or {}), "format": TABLE_FORMAT})
-
-
-def _from_ktt(data: Mapping[str, Any], path: Path) -> Recording:
-    from kerntune.evaluate.recorded_ktt import from_ktt  # here: it uses this module's duration checks
-
-    names, trials, meta = from_ktt(data, path)
-    return _finish(names, trials, meta, str(meta["kernel_name"]))
 
 
 def table_dict(space: Space, trials: Iterable[Trial], meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -503,10 +484,10 @@ def load_recording(path: str | Path) -> Recording:
         reader = _from_table
     elif "cache" in data and ("tune_params_keys" in data or "tune_params" in data):
         reader = _from_kernel_tuner
-    elif "results" in data and "schema_version" in data:
-        reader = _from_t4
+    elif "results" in data and "schema_version" in data:   # these readers import this module: here, late
+        from kerntune.evaluate.recorded_t4 import read_t4 as reader
     elif isinstance(data.get("Metadata"), Mapping) and isinstance(data.get("Results"), list):
-        reader = _from_ktt
+        from kerntune.evaluate.recorded_ktt import read_ktt as reader
     if reader is not None:
         try:
             rec = reader(data, path)
@@ -515,6 +496,4 @@ def load_recording(path: str | Path) -> Recording:
             raise FormatError(f"{path}: malformed recording ({type(exc).__name__}: {exc})"[:300]) from None
         rec.digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return rec
-    raise FormatError(
-        f"{path}: unknown recording format (expected {_FORMATS})"
-    )
+    raise FormatError(f"{path}: unknown recording format (expected {_FORMATS})")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kerntune.errors import FormatError
-from kerntune.evaluate.recorded import _positive_ms, _seconds
+from kerntune.evaluate.recorded import Recording, _finish, _positive_ms, _seconds, value_id
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.space import canonical
 
@@ -48,7 +48,7 @@ def from_ktt(data: Mapping[str, Any], path: Path) -> tuple[list[str], list[Trial
         raise FormatError(f"{path}: KTT TimeUnit {unit!r} is not one of {', '.join(KTT_UNITS)}")
     to_ms = KTT_UNITS[unit]
     names: list[str] | None = None
-    chosen: dict[tuple[Any, ...], tuple[bool, Trial]] = {}
+    chosen: dict[tuple[str, ...], tuple[bool, Trial]] = {}
     for i, result in enumerate(data["Results"]):
         where = f"{path}: result {i + 1}"
         pairs = result.get("Configuration") if isinstance(result, Mapping) else None
@@ -68,7 +68,7 @@ def from_ktt(data: Mapping[str, Any], path: Path) -> tuple[list[str], list[Trial
         else:
             trial = Trial(config, KTT_FAILURES.get(str(status), Status.RUNTIME_ERROR), bench_s=overhead_s,
                           error=f"KTT status {status}")
-        key = tuple(config[n] for n in names)
+        key = tuple(value_id(config[n]) for n in names)   # not the values: 1 == 1.0 == True merged configs
         profiled = _profiled(result)
         if key not in chosen or (chosen[key][0] and not profiled):
             chosen[key] = (profiled, trial)
@@ -78,6 +78,11 @@ def from_ktt(data: Mapping[str, Any], path: Path) -> tuple[list[str], list[Trial
     meta = {"format": "ktt", "device_name": meta_in.get("Device", ""), "kernel_name": _kernel_name(data, path),
             "ktt_version": meta_in.get("KttVersion"), "repeated_results_dropped": len(data["Results"]) - len(trials)}
     return names, trials, meta
+
+
+def read_ktt(data: Mapping[str, Any], path: Path) -> Recording:
+    names, trials, meta = from_ktt(data, path)
+    return _finish(names, trials, meta, str(meta["kernel_name"]))
 
 
 def _kernel_name(data: Mapping[str, Any], path: Path) -> str:
