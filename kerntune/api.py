@@ -355,8 +355,9 @@ def _per_strategy_options(options: Any) -> dict[str, dict[str, Any]]:
     return {k: dict(v) for k, v in options.items()}
 
 
-def compare(space: PathLike | None = None, *, strategies: str | Sequence[str] = ("auto", "gp", "genetic", "random"),
-            budget: int = 100, repeats: int = 10, seed: int = 0, store: PathLike | None = None,
+def compare(space: PathLike | None = None, *, strategies: str | Sequence[str] | None = None,
+            budget: int | None = None, repeats: int | None = None, seed: int | None = None,
+            store: PathLike | None = None,
             llm: str | None = None, llm_base_url: str | None = None, llm_timeout: float = 300.0,
             options: Mapping[str, Mapping[str, Any]] | None = None, source: PathLike | None = None,
             device: str | None = None, resume: str | None = None, report: bool | PathLike = True,
@@ -366,30 +367,40 @@ def compare(space: PathLike | None = None, *, strategies: str | Sequence[str] = 
     ``strategies`` is a list of names, or one string (a name, or comma-separated names).
     ``options`` maps a strategy name to its options (``{"llm": {"initial": 25}}``).
     ``progress(label, done, total)`` is called after each repeat; ``resume`` continues a
-    killed comparison by its id (its stored settings are used).  Bad arguments raise one
-    ``KerntuneError`` before the store is opened or anything is measured.
+    killed comparison by its id with its stored settings, and, like ``compare --resume``, refuses
+    any given again that differs.  Defaults: ``("auto", "gp", "genetic", "random")``, budget 100,
+    10 repeats, seed 0.  Bad arguments raise one ``KerntuneError`` before the store is opened or
+    anything is measured.
     """
     from kerntune.compare.harness import run_compare
     from kerntune.strategies.base import MAX_EVALS, check_seed
 
-    names = _strategy_names(strategies)
-    budget = _check_count("budget", budget, 1, MAX_EVALS, " evaluations per repeat")
-    repeats = _check_count("repeats", repeats, 1, 10_000)
+    names = _strategy_names(strategies) if strategies is not None else None
+    budget = _check_count("budget", budget, 1, MAX_EVALS, " evaluations per repeat", none="the default")
+    repeats = _check_count("repeats", repeats, 1, 10_000, none="the default")
     per_strategy = _per_strategy_options(options)
     _check_seconds("llm_timeout", llm_timeout, 86400, optional=False)
     _check_resume_id(resume)
     _check_path("report", report, flags=True)
     if not resume:
+        names = names or ["auto", "gp", "genetic", "random"]
+        budget, repeats, seed = budget or 100, repeats or 10, seed if seed is not None else 0
         check_seed(seed, repeats)
     st = _open_store(store)
     try:
+        if resume:  # what is given again must be the comparison's own, as `compare --resume` checks
+            from kerntune.store.resume import check_compare_same
+
+            check_compare_same(st.get_run(resume), space, {"strategies": names, "budget": budget,
+                                                           "repeats": repeats, "seed": seed}, per_strategy, prefix="")
         if on_start is not None:
             if resume:
                 on_start(resume, st.path)
             else:
                 st.on_run_created = lambda rid, kind, parent: (on_start(rid, st.path)
                                                                if kind == "compare" and parent is None else None)
-        res = run_compare(str(space) if space is not None else None, names, budget, repeats, seed, st, resume=resume,
+        res = run_compare(str(space) if space is not None else None, names or [], budget or 0, repeats or 0, seed or 0,
+                          st, resume=resume,
                           progress=progress, llm_spec=llm, llm_base_url=llm_base_url, llm_timeout=llm_timeout,
                           strategy_options=per_strategy,
                           kernel_source_path=str(source) if source is not None else None, device=device)

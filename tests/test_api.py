@@ -110,8 +110,8 @@ BAD_CALLS = {  # each once ended in a raw TypeError from deep inside (or, for st
     "compare(strategies={'random'})": (lambda db: kerntune.compare(SPACE, strategies={"random"}, store=db),
                                        "strategies must be"),
     "compare(strategies=[])": (lambda db: kerntune.compare(SPACE, strategies=[], store=db), "strategies is empty"),
-    "compare(budget=None)": (lambda db: kerntune.compare(SPACE, strategies=["random"], budget=None, store=db),
-                             "budget must be an integer"),
+    "compare(budget=0)": (lambda db: kerntune.compare(SPACE, strategies=["random"], budget=0, store=db),
+                          "budget must be an integer"),
     "compare(options=flat)": (lambda db: kerntune.compare(SPACE, strategies=["random"], options={"initial": 25},
                                                           store=db), "nest them under the strategy"),
     "compare(repeats='2')": (lambda db: kerntune.compare(SPACE, strategies=["random"], repeats="2", store=db),
@@ -169,3 +169,23 @@ def test_tune_resume_refuses_a_strategy_budget_option_or_recording_the_run_was_n
     assert (again.run_id, again.strategy, again.seed, again.trials) == (first.run_id, "random", 3, 20)
     with Store(store, readonly=True) as st:
         assert len(st.trials(first.run_id)) == 20 and st.get_run(first.run_id).status == "done"
+
+
+def test_compare_resume_refuses_settings_the_comparison_was_not_started_with(tmp_path: Path) -> None:
+    """As ``compare --resume``: leaving a setting out keeps the comparison's own; giving another
+    budget, seed, strategy list or option is one line (it was silently ignored)."""
+    import pytest
+
+    from kerntune.errors import KerntuneError
+
+    rec = Path(__file__).resolve().parent.parent / "examples/spaces/dedispersion_A4000.json.gz"
+    db = tmp_path / "s.db"
+    first = kerntune.compare(rec, strategies="random", budget=12, repeats=2, store=db, report=False)
+    again = kerntune.compare(resume=first.run_id, store=db, report=False)
+    assert again.scores["random"].score == first.scores["random"].score and again.budget == 12
+    kerntune.compare(resume=first.run_id, budget=12, repeats=2, store=db, report=False)  # the same: fine
+    for bad, said in (({"budget": 50}, "budget 12"), ({"seed": 3}, "seed 0"), ({"strategies": "gp"}, "strategies"),
+                      ({"options": {"random": {"batch_size": 2}}}, "options['random']['batch_size']")):
+        with pytest.raises(KerntuneError, match="cannot resume") as err:
+            kerntune.compare(resume=first.run_id, store=db, report=False, **bad)
+        assert said in str(err.value)

@@ -53,20 +53,10 @@ def print_table(result: CompareResult) -> None:
 def _check_resume(st, run_id: str, space: Optional[Path], names: Optional[list[str]], budget: Optional[int],  # noqa: ANN001
                   repeats: Optional[int], seed: Optional[int], per_strategy: dict[str, dict[str, Any]]) -> None:
     """Anything typed again on ``--resume`` must match what the comparison was started with."""
-    from kerntune.store.resume import check_kind, check_same
+    from kerntune.store.resume import check_compare_same
 
-    run = st.get_run(run_id)
-    check_kind(run, "compare")
-    opts = run.options
-    if space is not None and Path(opts.get("space", "")).resolve() != space.resolve():
-        check_same(run_id, "--space", opts.get("space"), str(space))
-    for flag, key, value in (("--strategies", "strategies", names), ("--budget", "budget", budget),
-                             ("--repeats", "repeats", repeats), ("--seed", "seed", seed)):
-        check_same(run_id, flag, opts.get(key), value)
-    stored = opts.get("strategy_options") or {}
-    for strat, given in per_strategy.items():
-        for name, value in given.items():
-            check_same(run_id, f"-o {strat}.{name}", (stored.get(strat) or {}).get(name), value)
+    check_compare_same(st.get_run(run_id), space, {"strategies": names, "budget": budget, "repeats": repeats,
+                                                   "seed": seed}, per_strategy)
 
 
 def compare(

@@ -73,3 +73,23 @@ def resumed_model(run: RunRecord, given: str | None, asked_a_model: bool, flag: 
         return given
     check_same(run.id, flag, stored, given)
     return given if given is not None else stored
+
+
+def check_compare_same(run: RunRecord, space: Any, given: Mapping[str, Any],
+                       per_strategy: Mapping[str, Mapping[str, Any]], prefix: str = "--") -> None:
+    """Anything given again on a comparison's resume (``space``; ``strategies``, ``budget``, ``repeats``,
+    ``seed`` in ``given``, None where left out; per-strategy options) must be what it was started with.
+    ``prefix``: how the names read to the caller (``--budget`` on the command line, ``budget`` in Python)."""
+    from pathlib import Path
+
+    check_kind(run, "compare")
+    opts = run.options or {}
+    if space is not None and Path(opts.get("space", "")).resolve() != Path(space).resolve():
+        check_same(run.id, f"{prefix}space", opts.get("space"), str(space))
+    for key, value in given.items():
+        check_same(run.id, f"{prefix}{key}", opts.get(key), value)
+    stored = opts.get("strategy_options") or {}
+    for strat, options in per_strategy.items():
+        for name, value in options.items():
+            what = f"-o {strat}.{name}" if prefix else f"options[{strat!r}][{name!r}]"
+            check_same(run.id, what, (stored.get(strat) or {}).get(name), value)
