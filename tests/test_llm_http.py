@@ -115,3 +115,52 @@ def test_api_key_never_reaches_store_transcript_or_logs(tmp_path, monkeypatch, c
             assert key.encode() not in path.read_bytes(), path
     assert key not in caplog.text
     assert "[REDACTED]" in (tmp_path / "t.jsonl").read_text()
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "1e400"])
+def test_a_retry_after_that_is_no_usable_wait_falls_back_to_the_backoff(value: str) -> None:
+    """A server's Retry-After of -1, nan or 1e400 once ended the run (ValueError / OverflowError from
+    time.sleep, outside the errors a round survives)."""
+    script = [("status", 429, {"retry-after": value}, {"error": {"message": "slow down", "type": "rate_limit"}}),
+              ("ok", GOOD)]
+    with ScriptedServer("openai", script) as srv:
+        t0 = time.monotonic()
+        resp = _client(srv).complete(MSGS, schema=SCHEMA)
+    assert resp.parsed["configs"] and time.monotonic() - t0 < 5
+
+
+def test_a_retry_after_longer_than_the_timeout_waits_the_timeout_at_most() -> None:
+    """Retry-After: 86400 slept a day per attempt; a wait is bounded by the request's own timeout."""
+    script = [("status", 429, {"retry-after": "86400"}, {"error": {"message": "come back tomorrow"}}), ("ok", GOOD)]
+    with ScriptedServer("openai", script) as srv:
+        t0 = time.monotonic()
+        resp = _client(srv, timeout=0.5).complete(MSGS, schema=SCHEMA)
+    assert resp.parsed["configs"] and time.monotonic() - t0 < 5
+
+
+def test_a_lone_surrogate_in_an_answer_does_not_end_the_call() -> None:
+    """An answer holding "\\ud800" (valid JSON escape, not UTF-8) that needs a repair: the repair request
+    quotes it, and the SDK's UTF-8 encoding of it once raised outside LLMError, ending the run."""
+    with ScriptedServer("openai", [("ok", "not json \ud800 {"), ("ok", GOOD)]) as srv:
+        resp = _client(srv).complete(MSGS, schema=SCHEMA)
+    assert resp.repaired and resp.parsed["configs"]
+
+
+def test_a_dated_model_name_is_priced_by_its_longest_prefix() -> None:
+    """OpenAI reports "gpt-4o-mini-2024-07-18": it was priced as gpt-4o (16.7x too high)."""
+    from kerntune.llm.types import RawReply, Usage
+
+    client = LLMClient(OpenAIProvider("gpt-4o-mini", base_url="http://127.0.0.1:9/v1", api_key="k"))
+    cost = client._price(RawReply("{}", Usage(1_000_000, 1_000_000), "gpt-4o-mini-2024-07-18"))
+    assert cost == pytest.approx(0.15 + 0.6)
+
+
+def test_a_damaged_cache_file_is_a_miss(tmp_path) -> None:
+    """A cache file cut short (a killed run) made every later call with that prompt raise JSONDecodeError."""
+    with ScriptedServer("openai", [("ok", GOOD), ("ok", GOOD)]) as srv:
+        client = _client(srv, cache_dir=tmp_path, cache=True)
+        client.complete(MSGS, schema=SCHEMA)
+        (cached,) = list(tmp_path.glob("*.json"))
+        cached.write_text('{"text": "abc')
+        resp = client.complete(MSGS, schema=SCHEMA)
+    assert resp.parsed["configs"] and not resp.cached and len(srv.requests) == 2

@@ -145,3 +145,28 @@ def test_bad_specs_are_user_errors() -> None:
         make_provider("gpt:4")
     with pytest.raises(KerntuneError, match="bad --llm spec"):
         make_provider("openai")
+
+
+def test_replay_chained_into_its_own_transcript_appends_only_the_new_answers(tmp_path) -> None:
+    """``replay:T|SPEC`` with the transcript going to T itself (a run spread over sessions): the
+    replayed answers were appended to T again, and the next session replayed round 1's answer in
+    round 5."""
+    cmd, answers = _counting_model(tmp_path)
+    t = tmp_path / "t.jsonl"
+    first = LLMClient(make_provider(f"cmd:{cmd}"), transcript=t)
+    recorded = [first.complete(MSGS, schema=SCHEMA).parsed for _ in range(2)]
+    again = LLMClient(make_provider(f"replay:{t}|cmd:{cmd}"), transcript=t)
+    got = [again.complete(MSGS, schema=SCHEMA).parsed for _ in range(3)]
+    assert got[:2] == recorded and answers.read_text() == "3"
+    assert len(t.read_text().splitlines()) == 3
+    third = LLMClient(make_provider(f"replay:{t}"))
+    assert [third.complete(MSGS, schema=SCHEMA).parsed for _ in range(3)] == got
+
+
+@pytest.mark.parametrize("line", ['{"response": {"configs": []}}', '{"response": "{}", "model": 5}',
+                                  '{"response": "{}", "usage": {"input_tokens": "12"}}'])
+def test_a_transcript_line_of_the_wrong_types_is_one_line(tmp_path, line: str) -> None:
+    t = tmp_path / "t.jsonl"
+    t.write_text(line + "\n")
+    with pytest.raises(KerntuneError, match="line 1"):   # make_provider says an unusable spec in one line
+        make_provider(f"replay:{t}")

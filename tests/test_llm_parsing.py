@@ -97,3 +97,21 @@ def test_no_reply_makes_an_exception_escape_except_parse_error(space: Space, tex
         return
     for cfg in parsed.accepted:
         assert space.is_valid(cfg)
+
+
+def test_a_float_spelling_of_a_recorded_value_is_accepted_as_the_value(tmp_path: Path) -> None:
+    """A recording's space admits its recorded configs by key: a model's 64.0 for 64 was refused as
+    "not among the recorded combinations" although 64 passed (the value was normalised after the check)."""
+    from kerntune.evaluate import ReplayEvaluator, Status, Trial, table_dict
+    from kerntune.llm.parsing import configs_from_answer
+
+    space = Space([PowerOfTwo("BS", low=16, high=128), Choice("W", options=(2, 4))])
+    trials = [Trial(c, Status.OK, 1.0 + c["BS"] / 100, compile_s=0.1, bench_s=0.1) for c in space.enumerate()
+              if c["BS"] != 32]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(table_dict(space, trials, {"kernel_name": "t"})))
+    recorded = ReplayEvaluator.from_file(path).space
+    out = configs_from_answer({"configs": [{"config": {"BS": 64.0, "W": 4}}, {"config": {"BS": 32, "W": 4}}]},
+                              recorded)
+    assert out.accepted == [{"BS": 64, "W": 4}] and type(out.accepted[0]["BS"]) is int
+    assert len(out.rejected) == 1   # 32 was never recorded

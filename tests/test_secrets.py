@@ -329,3 +329,25 @@ def test_cmd_provider_passes_the_prompt_as_data_not_through_a_shell(tmp_path: Pa
     provider = make_provider(f"cmd:{sys.executable} {script}")
     LLMClient(provider).complete([Message("user", f"$(touch {sentinel}); `touch {sentinel}`")])
     assert not sentinel.exists()
+
+
+def test_a_cmd_models_error_that_quotes_a_token_is_redacted_in_notes_and_the_run_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `cmd:` model that prints a token on stderr and fails: the note the round makes (shown on the
+    terminal and kept in the store's run summary) once carried the token verbatim."""
+    from scripted import synthetic_evaluator
+
+    token = "tokval98765432abcdef"
+    monkeypatch.setenv("MYSERVICE_TOKEN", token)
+    script = tmp_path / "leak.py"
+    script.write_text("import os, sys\nsys.stdin.read()\n"
+                      "print('auth failed for key ' + os.environ['MYSERVICE_TOKEN'], file=sys.stderr)\nsys.exit(3)\n")
+    notes: list[str] = []
+    store = Store(tmp_path / "s.db")
+    res = run_search(synthetic_evaluator(tmp_path), "llm", Budget(max_evals=12), seed=0,
+                     run=RunOptions(llm=LLMClient(make_provider(f"cmd:{sys.executable} {script}"), retries=0),
+                                    store=store, on_note=notes.append))
+    assert any("the model failed" in n for n in res.notes)
+    summary = json.dumps(store.get_run(res.run_id).summary)
+    assert token not in " ".join(notes) and token not in summary and token not in " ".join(res.notes)
+    assert MASK in " ".join(notes)

@@ -12,6 +12,8 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -96,7 +98,7 @@ class LLMClient:
         if not problems:
             return resp
         repair = list(messages) + [
-            Message("assistant", resp.text[:8000]),
+            Message("assistant", _utf8(resp.text[:8000])),
             Message("user", "Your answer could not be used:\n- " + "\n- ".join(problems[:20])
                     + "\nAnswer again with one JSON value only, fixing these problems."),
         ]
@@ -152,16 +154,18 @@ class LLMClient:
         path = None
         if use_cache and self.cache_dir is not None:
             path = Path(self.cache_dir) / f"{self._cache_key(messages, schema, temperature)}.json"
-            if path.is_file():
-                data = json.loads(path.read_text())
+            data = _cached(path)
+            if data is not None:
                 resp = Response(data["text"], provider=self.provider.name,
                                 model=redact(str(data.get("model", ""))), cached=True)
                 self._log(messages, schema, resp)
                 return resp
         resp = self._send_with_retries(messages, schema, temperature, max_tokens, timeout)
-        if path is not None:
+        if path is not None:  # written whole or not at all: a killed run leaves no half file behind
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"text": resp.text, "model": resp.model}))
+            part = path.with_suffix(f".{os.getpid()}.part")
+            part.write_text(json.dumps({"text": resp.text, "model": resp.model}))
+            os.replace(part, path)
         self._log(messages, schema, resp)
         return resp
 
@@ -176,12 +180,16 @@ class LLMClient:
                 last = exc
                 if attempt > self.retries:
                     break
-                delay = exc.retry_after if exc.retry_after is not None else min(
-                    self.backoff_max, self.backoff_base * 2 ** (attempt - 1)) * (0.5 + self._rng.random() / 2)
+                delay = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)) * (0.5 + self._rng.random() / 2)
+                delay = _retry_after(exc.retry_after, delay, timeout)
                 log.warning("%s: %s; retry %d/%d in %.1f s", self.provider.spec, redact(str(exc)), attempt,
                             self.retries, delay)
                 time.sleep(delay)
                 continue
+            except LLMError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - an SDK's or a provider's own failure ends the call, not the run
+                raise LLMError(f"{self.provider.spec}: {type(exc).__name__}: {redact(str(exc))[:300]}") from None
             latency = time.perf_counter() - t0
             cost = self._price(raw)
             self.calls += 1
@@ -197,10 +205,20 @@ class LLMClient:
 
     def _price(self, raw: RawReply) -> float:
         model = raw.model or self.provider.model
-        price = self.prices.get(model) or next((p for k, p in self.prices.items() if model.startswith(k)), None)
+        # the longest prefix: "gpt-4o-mini-2024-07-18" is gpt-4o-mini's, not gpt-4o's (16.7x the price)
+        match = max((k for k in self.prices if str(model).startswith(k)), key=len, default=None)
+        price = self.prices.get(model) or (self.prices[match] if match is not None else None)
         if not price:
             return 0.0
         return (raw.usage.input_tokens * price[0] + raw.usage.output_tokens * price[1]) / 1e6
+
+    def _in_transcript_already(self) -> bool:
+        """The last answer was replayed from the file this client's transcript goes to (a resumed run's
+        stored answer: always; ``replay:T``: when T is that file)."""
+        if not getattr(self.provider, "last_replayed", False):
+            return False
+        source = getattr(self.provider, "transcript_path", None)
+        return source is None or Path(source).resolve() == Path(self.transcript).resolve()  # type: ignore[arg-type]
 
     def _log(self, messages: list[Message], schema: Any, resp: Response) -> None:
         if self.store is not None:
@@ -209,8 +227,8 @@ class LLMClient:
                                         redact(resp.text), tokens_in=resp.usage.input_tokens,
                                         tokens_out=resp.usage.output_tokens, latency_s=resp.latency_s,
                                         cost=resp.cost)
-        if self.transcript is None or getattr(self.provider, "last_replayed", False):
-            return  # a resumed run's replayed answer is in the transcript already
+        if self.transcript is None or self._in_transcript_already():
+            return
         entry = {"provider": self.provider.name, "model": redact(resp.model), "time": time.time(),
                  "messages": [{"role": m.role, "content": redact(m.content)} for m in messages],
                  "schema": schema, "response": redact(resp.text), "cached": resp.cached,
@@ -219,3 +237,26 @@ class LLMClient:
         Path(self.transcript).parent.mkdir(parents=True, exist_ok=True)
         with open(self.transcript, "a") as fh:
             fh.write(json.dumps(entry) + "\n")
+
+
+def _retry_after(given: float | None, backoff: float, timeout: float) -> float:
+    """A server's Retry-After, if it is a usable wait: finite, not negative, and no longer than the
+    request's own timeout (a header of -1, nan or 1e400 once ended the run; 86400 slept a day)."""
+    if given is None or not math.isfinite(given) or given < 0:
+        return backoff
+    return min(given, timeout)
+
+
+def _utf8(text: str) -> str:
+    """Text an SDK can send: a lone surrogate in a model's answer (``\ud800``) made the repair
+    request fail to encode, outside the errors a round survives."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _cached(path: Path) -> dict[str, Any] | None:
+    """A cached answer, or None when there is none or the file is damaged (a miss, not a crash)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None

@@ -159,9 +159,10 @@ def configs_from_answer(value: Any, space: Space, exclude: set[str] | None = Non
             continue
         try:
             full = space.normalize(cfg)
-            errors = space.validate(full)
-            if not errors:
-                full = {p.name: _own_value(p, full[p.name]) for p in space.params}
+            errors = space.validate(full, check_constraints=False)
+            if not errors:  # the space's own values first: a recording's membership is by key, so 64.0
+                full = {p.name: _own_value(p, full[p.name]) for p in space.params}  # failed where 64 passed
+                errors = space.validate(full)
         except SpaceError as exc:
             out.rejected.append(Rejected(item, _short(str(exc))))
             continue

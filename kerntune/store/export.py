@@ -60,12 +60,15 @@ def export_kernel_tuner(store: Store, run_id: str, path: str | Path) -> int:
     trials, _ = _run_trials(store, run_id)
     names = list(trials[0].config)
     tune_params: dict[str, list[Any]] = {n: [] for n in names}
+    seen: dict[str, set[str]] = {n: set() for n in names}  # by JSON text: 1, 1.0 and true are three values
     cache: dict[str, Any] = {}
     for t in trials:
         if t.status is Status.UNMEASURED:
             continue
         for n in names:
-            if t.config[n] not in tune_params[n]:
+            ident = json.dumps(t.config[n], sort_keys=True, default=str)
+            if ident not in seen[n]:
+                seen[n].add(ident)
                 tune_params[n].append(t.config[n])
         entry: dict[str, Any] = dict(t.config)
         entry["time"] = t.time_ms if t.ok else _KT_FAILURE.get(t.status, "RuntimeFailedConfig")

@@ -157,7 +157,12 @@ class SearchContext:
         return max(self.clock_s, self._wall_offset + time.perf_counter() - self._wall0)
 
     def note(self, message: str) -> None:
-        """A warning for the user (e.g. 'under half of the LLM batch was valid')."""
+        """A warning for the user (e.g. 'under half of the LLM batch was valid').  Redacted: a note may
+        quote a model's error, and a ``cmd:`` model's stderr once carried a token into the terminal
+        and the store's run summary."""
+        from kerntune.llm.secrets import redact
+
+        message = redact(message)
         self.notes.append(message)
         if self.on_note is not None:
             self.on_note(message)

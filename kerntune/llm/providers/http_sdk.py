@@ -171,7 +171,7 @@ class OllamaProvider(Provider):
         except self._ollama.ResponseError as exc:
             if exc.status_code == 429 or exc.status_code >= 500:
                 raise TransientError(f"ollama: server error {exc.status_code}") from None
-            raise LLMError(f"ollama: {exc.error}") from None
+            raise LLMError(redact(f"ollama: {exc.error}")) from None
         except (httpx.TimeoutException, httpx.TransportError, ConnectionError) as exc:
             raise TransientError(f"ollama: {type(exc).__name__}") from None
         try:

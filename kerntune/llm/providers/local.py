@@ -395,6 +395,21 @@ class FilesProvider(Provider):
         os.replace(tmp, self.dir / name)
 
 
+def _checked_entry(entry: dict[str, Any], where: str) -> dict[str, Any]:
+    """A transcript line's fields, of the types kerntune writes (a hand-written line with an object
+    as its response, or a number as its model, once ended the run with a traceback)."""
+    usage = entry.get("usage") or {}
+    if not isinstance(entry["response"], str):
+        kind = type(entry["response"]).__name__
+        raise LLMError(f"{where}: response must be the answer's text (a string), not {kind}")
+    if not isinstance(entry.get("model", ""), str):
+        raise LLMError(f"{where}: model must be a string")
+    if not isinstance(usage, dict) or not all(isinstance(usage.get(k, 0), int) and not isinstance(usage.get(k, 0), bool)
+                                              for k in ("input_tokens", "output_tokens")):
+        raise LLMError(f"{where}: usage must hold whole token counts")
+    return entry
+
+
 class ReplayProvider(Provider):
     """``replay:FILE`` — answers from a recorded JSONL transcript, in order.
 
@@ -420,12 +435,19 @@ class ReplayProvider(Provider):
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 raise LLMError(f"replay: {path} line {i} is not JSON") from None
-            if "response" in entry:
-                self.entries.append(entry)
+            if isinstance(entry, dict) and "response" in entry:
+                self.entries.append(_checked_entry(entry, f"replay: {path} line {i}"))
         self.position = 0
+        #: Whether the last answer came from the transcript: the client then logs no line when its own
+        #: transcript is this file (chained as ``replay:T|SPEC`` with ``--llm-transcript T``, the replayed
+        #: answers were appended again, and the next session replayed round 1's answer in round 5); into
+        #: another file it copies them, so that file alone replays the whole run
+        self.last_replayed = False
+        self.transcript_path = p
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
+        self.last_replayed = self.position < len(self.entries)
         if self.position >= len(self.entries):
             if self.then is not None:
                 return self.then.send(messages, schema, temperature, max_tokens, timeout)

@@ -24,6 +24,7 @@ from typing import Any
 
 from kerntune.errors import KerntuneError
 from kerntune.llm.parsing import ParsedConfigs, configs_from_answer
+from kerntune.llm.secrets import redact
 from kerntune.llm.types import LLMError, Message
 from kerntune.space import Config, jsonable
 from kerntune.strategies.base import SearchContext
@@ -211,7 +212,7 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
         sources: list[str] | None = None
         if parsed is None:
             if fallback == "error":
-                raise KerntuneError(f"the model failed in round {round_no}: {error}")
+                raise KerntuneError(redact(f"the model failed in round {round_no}: {error}"))
             if not top_up:
                 ctx.note(f"round {round_no}: the model failed ({error}); the LLM phase ends")
                 ctx.stop_reason = "the model failed"
