@@ -283,3 +283,32 @@ def test_the_header_states_the_budget_as_it_was_given(tmp_path) -> None:
     with Store(tmp_path / "r.db") as st:
         assert dict(facts(load_report(st, timed.run_id)))["budget"] == "40 s"
         assert dict(facts(load_report(st, counted.run_id)))["budget"] == "7 evaluations"
+
+
+def test_an_unfinished_repeat_of_a_comparison_is_said_in_its_row(tmp_path, conv_path) -> None:
+    """A killed or interrupted comparison's report counts a repeat cut short in its figures; the
+    strategy's row now says so ("2 (1 unfinished)") where it read as two whole repeats."""
+    import sqlite3
+
+    store = Store(tmp_path / "k.db")
+    result = run_compare(str(conv_path), ["random"], 20, 2, 0, store)
+    store.close()
+    con = sqlite3.connect(tmp_path / "k.db")
+    con.execute("UPDATE runs SET status='interrupted' WHERE label='random#1'")
+    con.commit()
+    con.close()
+    with Store(tmp_path / "k.db") as st:
+        (row,) = analysis.strategy_rows(load_report(st, result.run_id))
+        files = write_report(st, result.run_id, markdown=tmp_path / "r.md")
+    assert row.repeats == 2 and row.partial == 1
+    assert "2 (1 unfinished)" in files.markdown.read_text()
+
+
+def test_failure_messages_are_told_apart_by_their_error_line() -> None:
+    """Cut at 160 characters, every OpenCL compile error read as the same clBuildProgram boilerplate."""
+    boiler = "RuntimeError: clBuildProgram failed: BUILD_PROGRAM_FAILURE - " * 4
+    one = analysis.error_gist(boiler + "\n\nBuild on <dev>:\n\n/tmp/tmpab12.cl:7:26: error: expected expression\n")
+    two = analysis.error_gist(boiler + "\n\nBuild on <dev>:\n\n/tmp/tmpzz99.cl:9:3: error: use of undeclared x\n")
+    same = analysis.error_gist(boiler + "\n\nBuild on <dev>:\n\n/tmp/tmpqq77.cl:7:26: error: expected expression\n")
+    assert one != two and one == same and "expected expression" in one and len(one) <= 240
+    assert analysis.error_gist("ValueError: boom") == "ValueError: boom"

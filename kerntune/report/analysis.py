@@ -49,6 +49,7 @@ class StrategyRow:
     tokens_out: int = 0
     llm_s: float = 0.0
     cost: float = 0.0
+    partial: int = 0                   # repeats not finished (a killed or interrupted comparison's)
 
 
 @dataclass
@@ -193,7 +194,7 @@ def strategy_rows(data: ReportData) -> list[StrategyRow]:
             tuning_s=statistics.fmean(r.trials[-1].clock_s if r.trials else 0.0 for r in runs) if runs else 0.0,
             llm_calls=len(exchanges), tokens_in=sum(ex.tokens_in for ex in exchanges),
             tokens_out=sum(ex.tokens_out for ex in exchanges), llm_s=sum(ex.latency_s for ex in exchanges),
-            cost=sum(ex.cost for ex in exchanges)))
+            cost=sum(ex.cost for ex in exchanges), partial=sum(r.status != "done" for r in runs)))
     return out
 
 
@@ -224,11 +225,29 @@ def failures(data: ReportData, max_errors: int = 8) -> Failures:
         if t.ok:
             continue
         counts[(t.status, run.strategy)] = counts.get((t.status, run.strategy), 0) + 1
-        msg = " ".join((t.error or "").split())[:160] or "(no message)"
+        msg = error_gist(t.error or "") or "(no message)"
         errors[(t.status, msg)] = errors.get((t.status, msg), 0) + 1
     statuses = sorted({s for s, _ in counts}, key=lambda s: -sum(v for (st, _), v in counts.items() if st == s))
     top = sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))[:max_errors]
     return Failures(statuses, list(data.by_strategy()), counts, total, [(s, m, c) for (s, m), c in top])
+
+
+_TEMP_PATH = re.compile(r"(/tmp|/var/folders)/[^\s:'\"]+")
+
+
+def error_gist(text: str, width: int = 240) -> str:
+    """One line that tells errors apart: the first line and, when there are more, the first later line
+    that names an error (else the last), with temporary file paths as ``<tmp>``.  Why: cut at 160
+    characters, every OpenCL compile error read as the same 200 characters of clBuildProgram
+    boilerplate, and different errors were counted as one."""
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    later = lines[1:]
+    detail = next((line for line in later if "error" in line.lower()), later[-1] if later else "")
+    head = lines[0] if len(lines[0]) <= width // 2 or not detail else lines[0][: width // 2]
+    gist = _TEMP_PATH.sub("<tmp>", f"{head} … {detail}" if detail else head)
+    return gist if len(gist) <= width else gist[: width - 1] + "…"
 
 
 def _label(value: Any) -> str:

@@ -82,7 +82,9 @@ def strategies(rows: list[StrategyRow], with_reference: bool) -> Table:
         headers += ["LLM calls", "tokens in+out", "LLM s", "cost"]
     out = []
     for r in rows:
-        row = [r.strategy, str(r.repeats), f"{r.evaluations:.0f}", ms(r.best_ms)]
+        # a repeat a kill or Ctrl-C cut short is counted in the figures, and said to be
+        row = [r.strategy, f"{r.repeats} ({r.partial} unfinished)" if r.partial else str(r.repeats),
+               f"{r.evaluations:.0f}", ms(r.best_ms)]
         if with_reference:
             row += [ratio(r.best_over_opt), "–" if r.found_optimum is None else f"{r.found_optimum:.0%}",
                     "–" if r.score is None else f"{r.score:.3f}"]
