@@ -164,3 +164,49 @@ def test_a_damaged_cache_file_is_a_miss(tmp_path) -> None:
         cached.write_text('{"text": "abc')
         resp = client.complete(MSGS, schema=SCHEMA)
     assert resp.parsed["configs"] and not resp.cached and len(srv.requests) == 2
+
+
+def test_a_server_that_trickles_its_answer_is_cut_at_the_timeout() -> None:
+    """The SDKs' timeout is per read: a server sending its answer a piece a second was waited for in full
+    (12 s for a 3-s timeout); a request is now given up at the timeout (plus a grace) and retried."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = json.dumps({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": GOOD}}],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+
+    class Trickle(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:  # noqa: ANN002
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server API
+            self.rfile.read(int(self.headers["content-length"]))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            step = max(1, len(body) // 12)
+            for i in range(0, len(body), step):
+                try:
+                    self.wfile.write(body[i:i + step])
+                    self.wfile.flush()
+                except OSError:
+                    return
+                time.sleep(1.0)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = LLMClient(OpenAIProvider("m", base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+                                          api_key="k"), retries=0)
+        t0 = time.monotonic()
+        with pytest.raises(LLMError, match="no whole answer within 1 s"):
+            client.complete(MSGS, timeout=1.0)
+        assert time.monotonic() - t0 < 6
+    finally:
+        server.shutdown()

@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,7 +176,8 @@ class LLMClient:
         t0 = time.perf_counter()
         for attempt in range(1, self.retries + 2):
             try:
-                raw: RawReply = self.provider.send(messages, schema, temperature, max_tokens, timeout)
+                raw: RawReply = _within(timeout, self.provider.spec, self.provider.send, messages, schema,
+                                        temperature, max_tokens, timeout)
             except TransientError as exc:
                 last = exc
                 if attempt > self.retries:
@@ -260,3 +262,27 @@ def _cached(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None
+
+
+def _within(timeout: float, spec: str, send: Callable[..., RawReply], *args: Any) -> RawReply:
+    """``send(*args)``, given up (a TransientError, retried as a timeout) ``timeout`` seconds plus a
+    grace after it began.  Why: the HTTP SDKs' timeout is per read, so a server that trickles its
+    answer a few bytes a second was never cut at --llm-timeout (12 s for a 3-s timeout, measured);
+    providers that keep their own deadline (cmd:, local:) answer before this one."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["reply"] = send(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="kerntune-llm-request", daemon=True).start()
+    if not done.wait(timeout + 2.0):
+        raise TransientError(f"{spec}: no whole answer within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["reply"]
