@@ -115,3 +115,16 @@ def test_a_float_spelling_of_a_recorded_value_is_accepted_as_the_value(tmp_path:
                               recorded)
     assert out.accepted == [{"BS": 64, "W": 4}] and type(out.accepted[0]["BS"]) is int
     assert len(out.rejected) == 1   # 32 was never recorded
+
+
+@pytest.mark.parametrize("text, n", [
+    ('{"configs": [{"config": {"BM": 32}}, {"config": {"BM": 64}}, {"config": {"BM"', 2),   # cut at the token cap
+    ('{"configs": [{"config": {"BM": 32}},], }', 1),                                      # trailing commas
+    ('{"configs": [ // the default\n {"config": {"BM": 32}} /* and */ ]}', 1),            # comments
+    ('Trying BM in [32, 64] first.\n{"configs": [{"config": {"BM": 128}}]}', 1),          # a list in prose first
+])
+def test_an_almost_json_answer_keeps_its_whole_configs(text: str, n: int) -> None:
+    """Such answers lost every config (the first inner object or the prose list was taken, and the
+    repair was told 'expected {"configs": [...]}'); now their whole items are kept, nothing evaluated."""
+    value = extract_json(text)
+    assert isinstance(value, dict) and len(value["configs"]) == n

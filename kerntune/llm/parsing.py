@@ -129,12 +129,53 @@ def extract_json(text: str) -> Any:
                 return value
         raise ParseError(f"not JSON: {hint}")
     scanned = [0]
+    first: Any = None
     for chunk in candidates:
         for start in (i for i, ch in enumerate(chunk) if ch in "{["):
             value = _decode(decoder, chunk, start, scanned)
-            if isinstance(value, (dict, list)):
-                return value
+            if isinstance(value, dict) and "configs" in value:
+                return value     # the answer, past a bracketed list in prose before it ("BS in [32, 64]")
+            if isinstance(value, (dict, list)) and first is None:
+                first = value
+    salvaged = _salvage(text, decoder)   # an answer that names "configs" but did not decode whole
+    if salvaged is not None:
+        return salvaged
+    if first is not None:
+        return first
     raise ParseError("no JSON object or array found in the response")
+
+
+_COMMENT_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+
+
+def _salvage(text: str, decoder: json.JSONDecoder) -> dict[str, Any] | None:
+    """``{"configs": [...]}`` from an answer that is almost JSON: ``//`` or ``/* */`` comments, trailing
+    commas, or cut off after some whole items (a model that ran into its token cap).  Why: such an
+    answer lost every config it did hold, and its repair round was told "expected {"configs": [...]}".
+    Only whole items are kept; nothing is evaluated."""
+    at = text.find('"configs"')
+    if at < 0:
+        return None
+    body = _COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0).startswith('"') else "", text[at:])
+    body = _TRAILING_COMMA.sub(r"\1", body)
+    open_at = body.find("[")
+    if open_at < 0:
+        return None
+    items, pos = [], open_at + 1
+    while True:
+        while pos < len(body) and body[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(body) or body[pos] == "]" or len(items) >= 10_000:
+            break
+        try:
+            item, pos = decoder.raw_decode(body, pos)
+        except (ValueError, RecursionError):
+            break        # the cut-off item, or something that is no JSON at all
+        if isinstance(item, (dict, list)) and _depth(item) > MAX_DEPTH:
+            break
+        items.append(item)
+    return {"configs": items} if items else None
 
 
 def configs_from_answer(value: Any, space: Space, exclude: set[str] | None = None) -> ParsedConfigs:
