@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -170,3 +171,20 @@ def test_a_transcript_line_of_the_wrong_types_is_one_line(tmp_path, line: str) -
     t.write_text(line + "\n")
     with pytest.raises(KerntuneError, match="line 1"):   # make_provider says an unusable spec in one line
         make_provider(f"replay:{t}")
+
+
+def test_a_files_request_a_killed_run_left_is_taken_up_with_its_answer(tmp_path) -> None:
+    """kerntune killed while it waited on 0001; the person answered 0001 meanwhile; the resumed run asks
+    the same: it takes that answer instead of writing the same question again as 0002 and waiting."""
+    exchange = tmp_path / "ex"
+    with pytest.raises(LLMError):
+        LLMClient(make_provider(f"files:{exchange}"), retries=0, timeout=0.5).complete(MSGS, schema=SCHEMA)
+    assert (exchange / "0001.prompt.md").exists()
+    (exchange / "0001.response.json").write_text(json.dumps({"configs": [{"config": {"BM": 16}}]}))
+    resp = LLMClient(make_provider(f"files:{exchange}"), retries=0, timeout=5).complete(MSGS, schema=SCHEMA)
+    assert resp.parsed == {"configs": [{"config": {"BM": 16}}]}
+    assert not (exchange / "0002.prompt.md").exists()
+    other = [Message("user", "another question")]
+    with pytest.raises(LLMError):   # a different question still gets a number of its own
+        LLMClient(make_provider(f"files:{exchange}"), retries=0, timeout=0.5).complete(other)
+    assert (exchange / "0002.prompt.md").exists()

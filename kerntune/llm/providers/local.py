@@ -306,11 +306,18 @@ class FilesProvider(Provider):
         existing = [int(p.name[:4]) for p in self.dir.glob("[0-9][0-9][0-9][0-9].prompt.md")]
         self.counter = max(existing, default=0)
         self.pending: _Pending | None = None
+        #: The last request a killed run left (its number): asked the same again, it is taken up under
+        #: that number with any answer already written to it, instead of a copy under the next number
+        #: that the person answering must answer again
+        self.left = self.counter or None
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
         prompt = render_prompt(messages, schema)
         key = hashlib.sha256(prompt.encode("utf-8", "replace")).hexdigest()
+        left, self.left = self.left, None
+        if self.pending is None and left is not None and self._same_prompt(left, prompt):
+            self.pending = _Pending(left, key, stale=set())   # answers written to it are answers to it
         if self.pending is None or self.pending.key != key:
             self.counter += 1
             n = f"{self.counter:04d}"
@@ -329,6 +336,14 @@ class FilesProvider(Provider):
                     return RawReply(text, Usage(), self.model)
             time.sleep(self.poll_s)
         raise TransientError(f"files: no {n}.response.* (complete) in {self.dir} within {timeout:g} s")
+
+    def _same_prompt(self, number: int, prompt: str) -> bool:
+        try:
+            fd = os.open(self.dir / f"{number:04d}.prompt.md", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return False
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read(len(prompt.encode("utf-8", "replace")) + 1) == prompt.encode("utf-8", "replace")
 
     def _identities(self, n: str) -> set[tuple[str, int, int, int]]:
         out = set()
