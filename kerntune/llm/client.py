@@ -190,7 +190,9 @@ class LLMClient:
                 continue
             except LLMError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - an SDK's or a provider's own failure ends the call, not the run
+            except (ValueError, TypeError, AttributeError, LookupError, ArithmeticError, OSError) as exc:
+                # an SDK's or a provider's own failure (a lone surrogate it cannot encode, a malformed
+                # body) ends the call, not the run; other exceptions (a caller's own signals) pass
                 raise LLMError(f"{self.provider.spec}: {type(exc).__name__}: {redact(str(exc))[:300]}") from None
             latency = time.perf_counter() - t0
             cost = self._price(raw)
