@@ -28,13 +28,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from itertools import product
 from typing import Any, Mapping, Sequence
 
 from kerntune.errors import SpaceError
 from kerntune.prune.rules import Rule, kind_of
 from kerntune.space import Choice, Param, Space, jsonable
 from kerntune.space.params import canonical
+from kerntune.space.space import find_valid
 
 OPS = ("remove_param", "remove_value", "add_value", "add_param", "split_group", "join_groups")
 
@@ -213,11 +213,13 @@ def _rebuilt(space: Space, name: str, values: Sequence[Any], what: str) -> Space
     params = [_with_values(p, values, default) if p.name == name else p for p in space.params]
     new_default = dict(space.default, **{name: default})
     if not all(c(new_default) for c in space.constraints):
-        # The old default is gone: the first valid config of the edited space takes its place.
-        new_default = next((dict(zip(space.names, combo)) for combo in product(*(p.values() for p in params))
-                            if all(c(dict(zip(space.names, combo))) for c in space.constraints)), None)
-        if new_default is None:
-            raise SpaceError(f"{what} would leave no valid config")
+        # The old default is gone: the first valid config of the edited space takes its place,
+        # searched within find_valid's bounds (walking 1e12 points for it hung the run).
+        try:
+            new_default = find_valid(params, space.constraints)
+        except SpaceError as exc:
+            detail = "" if str(exc) == "the space has no valid configuration" else f" ({exc})"
+            raise SpaceError(f"{what} would leave no valid config{detail}") from None
     return Space(params, space.constraints, new_default, name=space.name, description=space.description)
 
 

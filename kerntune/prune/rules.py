@@ -29,8 +29,22 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+# A kernel parameter beyond 64 bits is a model's mistake; such an int also cannot become a float
+# (math.isfinite(10**400) raises OverflowError, as do the bounds' and the encoding's conversions).
+_MAX_INT = 2**63
+
+
+def _too_large(v: Any) -> bool:
+    if isinstance(v, tuple):
+        return any(_too_large(x) for x in v)
+    return _is_int(v) and abs(v) >= _MAX_INT
+
+
 def _is_number(v: Any) -> bool:
-    return (_is_int(v) or isinstance(v, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """An int or a finite float; never raises (isfinite on a huge int would)."""
+    if _is_int(v):
+        return True
+    return isinstance(v, float) and math.isfinite(v)
 
 
 def kind_of(values: Sequence[Any]) -> str:
@@ -81,8 +95,8 @@ class Rule:
         if kind not in KINDS:
             raise SpaceError(f"accepts[{name}]: unknown kind {kind!r} (known: {', '.join(KINDS)})")
         for bound in ("low", "high"):
-            if decl.get(bound) is not None and not _is_number(decl[bound]):
-                raise SpaceError(f"accepts[{name}]: {bound} must be a number")
+            if decl.get(bound) is not None and (not _is_number(decl[bound]) or _too_large(decl[bound])):
+                raise SpaceError(f"accepts[{name}]: {bound} must be a number (below 2**63)")
         values = decl.get("values")
         return cls(kind, tuple(canonical(v) for v in values) if values is not None else None,
                    decl.get("low"), decl.get("high"), decl.get("length", base.length))
@@ -92,6 +106,8 @@ class Rule:
         v = canonical(value)
         if self.kind == "fixed":
             return "its values are complete (a permutation or fixed-length list): nothing can be added"
+        if _too_large(v):
+            return "an integer of 2**63 or more is not a value a kernel accepts"
         type_ok = {"pow2": lambda: _is_int(v) and v > 0 and v & (v - 1) == 0, "int": lambda: _is_int(v),
                    "number": lambda: _is_number(v), "str": lambda: isinstance(v, str),
                    "bool": lambda: isinstance(v, bool),

@@ -54,18 +54,22 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "len": len,
     "int": int,
     "float": float,
-    "round": round,
     "log2": math.log2,
     "ceil": math.ceil,
     "floor": math.floor,
     "sorted": sorted,
-    "sum": sum,
 }
 _MAX_POW_EXPONENT = 64
 # No sensible constraint needs integers this large; bounding results (not only
 # operands) stops nested powers like ((9**64)**64)**64 from building huge ints.
 _MAX_INT_BITS = 4096
 _MAX_REPEAT_LEN = 100_000
+# round(x, -10**8) computes 10**(10**8) inside CPython (minutes); a float has at most ~330 digits
+# either side of the point and a bounded int (_MAX_INT_BITS) about 1,240, so nothing larger rounds.
+_MAX_ROUND_DIGITS = 1_300
+# Deeper expressions ('-'*3000 + 'x', 'x+x+...' 20,000 times) overflow the parser's or the
+# interpreter's stack; a real constraint is a handful of levels deep.
+_MAX_DEPTH = 200
 
 
 def _pow(a: Any, b: Any) -> Any:
@@ -97,6 +101,31 @@ def _mul(a: Any, b: Any) -> Any:
     return a * b
 
 
+def _mod(a: Any, b: Any) -> Any:
+    # '%0999999999d' % x builds a gigabyte string: a constraint has no use for printf formatting.
+    if isinstance(a, (str, bytes)):
+        raise SpaceError("string formatting with % is not allowed in a constraint")
+    return a % b
+
+
+def _round(number: Any, ndigits: Any = None) -> Any:
+    if isinstance(ndigits, int) and abs(ndigits) > _MAX_ROUND_DIGITS:
+        raise SpaceError(f"round to {ndigits} digits not allowed in a constraint (limit {_MAX_ROUND_DIGITS:,})")
+    return round(number, ndigits)
+
+
+def _sum(items: Any, start: Any = 0) -> Any:
+    # sum(tuples, ()) concatenates quadratically: 3000 tuples of 3000 items ran for minutes.  A
+    # constraint sums numbers; a non-numeric start (the only way to sum sequences) is refused.
+    if not isinstance(start, (int, float)):
+        raise SpaceError("sum adds numbers only in a constraint (its start must be a number)")
+    return sum(items, start)
+
+
+# Wrapped builtins: bounded versions of round and sum (see above).
+FUNCTIONS["round"] = _round
+FUNCTIONS["sum"] = _sum
+_BINOPS[ast.Mod] = _mod
 _BINOPS[ast.Pow] = _pow
 _BINOPS[ast.LShift] = _lshift
 _BINOPS[ast.Mult] = _mul
@@ -104,15 +133,36 @@ _BINOPS[ast.Mult] = _mul
 Evaluator = Callable[[Mapping[str, Any]], Any]
 
 
+def _depth(root: ast.AST) -> int:
+    """Nesting depth of ``root``, counted without recursion (the tree may be thousands deep)."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > _MAX_DEPTH:
+            break
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 class Expression:
     """A compiled constraint such as ``block_size_x * block_size_y <= 1024``."""
 
     def __init__(self, source: str, known_names: Iterable[str] | None = None) -> None:
+        if not isinstance(source, str):
+            raise SpaceError(f"constraint must be a string, got {type(source).__name__}")
         self.source = source.strip()
+        shown = self.source if len(self.source) <= 200 else self.source[:200] + "..."
         try:
             tree = ast.parse(self.source, mode="eval")
         except SyntaxError as exc:
-            raise SpaceError(f"constraint {self.source!r} is not a valid expression: {exc.msg}") from None
+            raise SpaceError(f"constraint {shown!r} is not a valid expression: {exc.msg}") from None
+        except (RecursionError, MemoryError):
+            # The parser's own stack: '-' * 3000 + 'x' never reaches our depth check.
+            raise SpaceError(f"constraint {shown!r} is nested too deeply or too long to parse") from None
+        depth = _depth(tree.body)
+        if depth > _MAX_DEPTH:
+            raise SpaceError(f"constraint {shown!r} is nested {depth} levels deep (limit {_MAX_DEPTH})")
         self.names: set[str] = set()
         self._fn = self._compile(tree.body)
         if known_names is not None:

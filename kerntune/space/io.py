@@ -36,7 +36,14 @@ def _space_from_dict(data: Mapping[str, Any]) -> Space:
     constraints = data.get("constraints") or []
     if isinstance(constraints, str):
         constraints = [constraints]
-    return Space(params, constraints, default=data.get("default"), name=data.get("name", ""),
+    # A default the file declares on a parameter is as much the user's as the space-level one: if
+    # together they violate a constraint, that is an error naming them, not a silent swap for the
+    # first valid config (which only an unstated default gets).  The space-level entry wins.
+    default = data.get("default")
+    declared = {p.name: p.default for p in params if p.default is not None}
+    if declared and (default is None or isinstance(default, Mapping)):
+        default = {**declared, **(default or {})}
+    return Space(params, constraints, default=default, name=data.get("name", ""),
                  description=data.get("description", ""))
 
 

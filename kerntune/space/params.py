@@ -301,6 +301,24 @@ class Permutation(Param):
             return None
         return super().index(value)
 
+    def own(self, value: Value) -> Value:
+        """``value`` with each element replaced by the item it equals: (2, 1, 0) for a model's [2.0, 1, 0].
+
+        The answer schema lists the items in an ``enum``, and JSON Schema compares 2.0 equal to 2, so
+        the float passes it; items are matched by repr (1 and 1.0 may both be items), so validation
+        refused it.  An element equal to no item, or to several, is left as it is (and refused)."""
+        value = canonical(value)
+        if not isinstance(value, tuple):
+            return value
+        out = []
+        for element in value:
+            exact = [i for i in self.items if type(i) is type(element) and i == element]
+            near = exact or [i for i in self.items if _same(i, element)]
+            if len(near) != 1:
+                return value
+            out.append(near[0])
+        return tuple(out)
+
     def adjacent(self, value: Value) -> list[Value]:
         value = canonical(value)
         out = []

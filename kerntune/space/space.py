@@ -19,7 +19,7 @@ import numpy as np
 
 from kerntune.errors import SpaceError
 from kerntune.space.expr import Expression
-from kerntune.space.params import ListParam, Param, canonical, jsonable
+from kerntune.space.params import ListParam, Param, Permutation, canonical, jsonable
 
 Config = dict[str, Any]
 
@@ -70,6 +70,48 @@ class Constraint:
         return f"Constraint({self.text!r})"
 
 
+# Above this many cartesian points (minutes of constraint checks) a constrained space is not counted.
+COUNT_LIMIT = 100_000_000
+# A space too large to walk is searched this far for a valid default: in cartesian order, then at
+# random (the first points all share the lowest values of the leading parameters).  About a second.
+DEFAULT_SEARCH_ORDERED = 200_000
+DEFAULT_SEARCH_RANDOM = 100_000
+
+
+def find_valid(params: Sequence[Param], constraints: Sequence[Constraint]) -> Config:
+    """A valid config for a space that names no valid default: the first in cartesian order, or
+    (beyond the first points of a huge space) one drawn at random.
+
+    A space of up to ``_MATERIALISE_LIMIT`` points is walked whole, so "no valid configuration" is
+    exact.  A larger one (an unsatisfiable ``a > 65536`` over 1.1e12 points walked for hours) is
+    searched in bounded steps; when that finds nothing the error says how far it looked and what the
+    user can do: check the constraints, or give a default that satisfies them.
+    """
+    names = [p.name for p in params]
+    value_lists = [p.values() for p in params]
+    size = math.prod(len(v) for v in value_lists)
+
+    def ok(cfg: Config) -> bool:
+        return all(c(cfg) for c in constraints)
+
+    ordered = size if size <= _MATERIALISE_LIMIT else DEFAULT_SEARCH_ORDERED
+    for combo in itertools.islice(itertools.product(*value_lists), ordered):
+        cfg = dict(zip(names, combo))
+        if ok(cfg):
+            return cfg
+    if size <= _MATERIALISE_LIMIT:
+        raise SpaceError("the space has no valid configuration")
+    rng = random.Random(0)  # seeded: the same space file always gets the same default
+    for _ in range(DEFAULT_SEARCH_RANDOM):
+        cfg = {n: rng.choice(v) for n, v in zip(names, value_lists)}
+        if ok(cfg):
+            return cfg
+    raise SpaceError(
+        f"no valid configuration found among the first {ordered:,} of {size:,} configurations and"
+        f" {DEFAULT_SEARCH_RANDOM:,} drawn at random: the constraints may admit none"
+        f" ({'; '.join(c.text for c in constraints)[:300]}); if they do, give a 'default' that satisfies them")
+
+
 class Space:
     """A finite, constrained search space of kernel configurations."""
 
@@ -116,11 +158,13 @@ class Space:
             raise SpaceError(f"default config invalid: {errors[0]}")
         if self.constraints and not self.satisfies(cfg):
             if given:
-                raise SpaceError(f"default config {self.to_json(cfg)} violates the constraints")
-            first = next(self.enumerate(), None)
-            if first is None:
-                raise SpaceError("the space has no valid configuration")
-            cfg = first
+                broken = next((c.text for c in self.constraints if not c(cfg)), "of the space")
+                raise SpaceError(f"default config {self.to_json(cfg)} violates constraint {broken!r}")
+            if self._valid_cache is not None:  # given members: the first of them, never a non-member
+                if not self._valid_cache:
+                    raise SpaceError("the space has no valid configuration")
+                return dict(self._valid_cache[0])
+            cfg = find_valid(self.params, self.constraints)
         return cfg
 
     # -- sizes ------------------------------------------------------------------------------
@@ -129,10 +173,19 @@ class Space:
         return math.prod(len(p.values()) for p in self.params)
 
     def count(self) -> int:
-        """Number of valid configs (enumerates once, then cached)."""
+        """Number of valid configs (enumerates once, then cached).  Without constraints every
+        cartesian point is valid: ten pow2 1..32768 parameters are 1.1e12 configs, not an hour's walk."""
         if self._count is None:
             if self._valid_cache is not None:
                 self._count = len(self._valid_cache)
+            elif not self.constraints:
+                self._count = self.cartesian_size
+            elif self.cartesian_size > COUNT_LIMIT:
+                # Walking them would take hours: one clear line instead of a hang.
+                raise SpaceError(
+                    f"the space has {self.cartesian_size:,} cartesian points under {len(self.constraints)}"
+                    f" constraint(s): too many to count its valid configs (at most {COUNT_LIMIT:,} are walked);"
+                    " give the parameters fewer values")
             else:
                 self._count = sum(1 for _ in self.enumerate())
         return self._count
@@ -182,6 +235,8 @@ class Space:
             raise SpaceError(f"{unknown[0]}: unknown parameter (known: {', '.join(self.names)})")
         cfg = dict(self.default)
         cfg.update({k: canonical(v) for k, v in partial.items()})
+        # A permutation's items become the space's own (a model's [2.0, 1, 0] passes the schema's enum).
+        cfg.update({p.name: p.own(cfg[p.name]) for p in self.params if isinstance(p, Permutation)})
         return {n: cfg[n] for n in self.names}
 
     def sparse(self, config: Mapping[str, Any]) -> Config:

@@ -99,7 +99,14 @@ class TensileConfig:
         p = Path(path)
         if not p.is_file():
             raise TensileError(f"file not found: {p}")
-        return cls(p.read_text(), str(p))
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise TensileError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason}); a Tensile config is YAML"
+                               " text") from None
+        except OSError as exc:
+            raise TensileError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        return cls(text, str(p))
 
     def dumps(self) -> str:
         """The config as text: the input bytes, with edited ForkParameters entries re-written in
@@ -119,6 +126,7 @@ class TensileConfig:
 
     def _check_structure(self) -> None:
         if self.alternate:
+            _check_parameters(self.doc, f"{self.source}:")
             return
         problems = self.doc["BenchmarkProblems"]
         if not isinstance(problems, list):
@@ -133,6 +141,8 @@ class TensileConfig:
                     raise TensileError(f"{self.source}: BenchmarkProblems[{i}] step {j} uses the legacy key "
                                        f"{legacy[0]} (current Tensile refuses it; move its parameters to "
                                        "ForkParameters)")
+                if isinstance(step, dict):
+                    _check_parameters(step, f"{self.source}: BenchmarkProblems[{i}] step {j}:")
 
     def steps(self) -> list[Step]:
         return [Step(i, j, node) for i, j, node in step_nodes(self.doc)]
@@ -152,6 +162,58 @@ class TensileConfig:
         other = copy.copy(self)
         other.doc = copy.deepcopy(self.doc)
         return other
+
+
+def _check_parameters(step: Any, where: str) -> None:
+    """The shapes Tensile itself needs, refused here with one line instead of a traceback or a wrong
+    count.  BenchmarkCommonParameters and ForkParameters are lists of mappings ``{Name: [values]}``:
+    Tensile iterates every value list (``for value in values``), so a scalar ``DepthU: 5`` stops it
+    (TypeError), a string ``KernelLanguage: Assembly`` is read as the letters A, s, s, ... (each an
+    invalid value), and ``null`` stops it ("You must specify value(s)").  ``Groups`` is a list of
+    groups, each a list of alternative mappings."""
+    for section in ("BenchmarkCommonParameters", "ForkParameters"):
+        entries = step.get(section)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise TensileError(f"{where} {section} must be a list of entries like '- DepthU: [16, 32]',"
+                               f" not a {_kind(entries)}")
+        for entry in entries:
+            if not isinstance(entry, dict):
+                raise TensileError(f"{where} {section} entry {_short(entry)} must be a mapping like"
+                                   " 'DepthU: [16, 32]'")
+            for name, values in entry.items():
+                if name == "ProblemSizes":
+                    continue
+                if name == "Groups" and section == "ForkParameters":
+                    _check_groups(values, f"{where} {section} Groups")
+                elif values is None:
+                    raise TensileError(f"{where} {section} {name} has no values (null): Tensile stops on it;"
+                                       " give a list like [16, 32]")
+                elif not isinstance(values, list):
+                    raise TensileError(f"{where} {section} {name}: {_short(values)} is a {_kind(values)}, not a"
+                                       f" list of values: Tensile reads a list (write [{_short(values)}])")
+
+
+def _check_groups(groups: Any, where: str) -> None:
+    if not isinstance(groups, list):
+        raise TensileError(f"{where} must be a list of groups (each a list of alternatives), not a {_kind(groups)}")
+    for n, group in enumerate(groups):
+        if not isinstance(group, list) or not all(isinstance(alt, dict) for alt in group):
+            raise TensileError(f"{where}[{n}] must be a list of alternative mappings like"
+                               " '- {StaggerU: 0, WorkGroupMapping: 1}'")
+
+
+def _kind(value: Any) -> str:
+    for cls, word in ((dict, "mapping"), (list, "list"), (str, "string"), (bool, "boolean"), ((int, float), "number")):
+        if isinstance(value, cls):
+            return word
+    return type(value).__name__
+
+
+def _short(value: Any) -> str:
+    text = str(_plain(value))
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def step_nodes(doc: Any) -> list[tuple[int, int, Any]]:
@@ -212,8 +274,14 @@ def _edit_block_list(lines: list[str], entry0: Any, entry1: Any, region_end: int
     if not hasattr(seq, "lc") or not len(seq) or seq.fa.flow_style() or not isinstance(new, list):
         return None
     start = entry0.lc.key(name)[0]
-    item_lines = [seq.lc.item(j)[0] for j in range(len(seq))]
+    positions = [seq.lc.item(j) for j in range(len(seq))]
+    item_lines = [line for line, _ in positions]
     if start in item_lines:
+        return None
+    # ruamel places an item at its value: for "-" alone on a line (a Groups group written
+    # "-\n  - {...}") that is the first child's line, and splicing there corrupted the file.
+    # Only items whose dash shares the value's line are edited line by line; others are re-written.
+    if any(lines[line][:col].strip() != "-" for line, col in positions):
         return None
     dash_col = len(lines[item_lines[0]]) - len(lines[item_lines[0]].lstrip())
     spans = []

@@ -109,11 +109,31 @@ class TensileEdit:
     reason: str = ""
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TensileEdit":
+    def from_dict(cls, d: Any) -> "TensileEdit":
+        """An edit from a model's answer item; anything malformed is one TensileError (the caller drops
+        the item): a string item, a problem of 1e400 (int(inf) overflows) or 1.5, values not a list."""
+        if not isinstance(d, Mapping):
+            raise TensileError(f"an edit must be an object, got {type(d).__name__}: {str(d)[:80]!r}")
         if d.get("op") not in OPS:
-            raise TensileError(f"unknown edit op {d.get('op')!r} (known: {', '.join(OPS)})")
-        return cls(d["op"], str(d.get("param", "")), d.get("value"), list(d.get("values") or []),
-                   int(d.get("problem", 0)), int(d.get("step", 0)), str(d.get("reason", ""))[:300])
+            raise TensileError(f"unknown edit op {str(d.get('op'))[:80]!r} (known: {', '.join(OPS)})")
+        param = d.get("param", "")
+        if not isinstance(param, str):
+            raise TensileError(f"{d['op']}: param must be a string, got {type(param).__name__}")
+        values = d.get("values") or []
+        if not isinstance(values, list):
+            raise TensileError(f"{d['op']} {param}: values must be a list, got {type(values).__name__}")
+        return cls(d["op"], param, d.get("value"), list(values), _index(d, "problem"), _index(d, "step"),
+                   str(d.get("reason", ""))[:300])
+
+
+def _index(d: Mapping[str, Any], key: str) -> int:
+    """A problem or step index: a non-negative whole number (2.0 is 2; 1e400, 1.5, "a" and true are refused)."""
+    v = d.get(key, 0)
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1_000_000:
+        raise TensileError(f"{d['op']} {d.get('param', '')}: {key} must be a non-negative integer, got {str(v)[:40]}")
+    return v
 
 
 def apply(config: TensileConfig, edits: list[TensileEdit]) -> tuple[TensileConfig, list[tuple[TensileEdit, str]]]:

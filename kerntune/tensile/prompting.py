@@ -73,6 +73,7 @@ def ask(client: Any, config: TensileConfig, gpu: str, results: str = "",
     for item in items if isinstance(items, list) else []:
         try:
             edits.append(TensileEdit.from_dict(item))
-        except (TensileError, TypeError, ValueError, KeyError) as exc:
-            dropped.append(str(exc))
+        except (TensileError, TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
+            # A malformed item is dropped with its reason; the other edits still count.
+            dropped.append(str(exc) or type(exc).__name__)
     return edits, dropped, time.perf_counter() - t0
