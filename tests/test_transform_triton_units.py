@@ -27,11 +27,11 @@ def test_variant_problems_static_checks():
     assert "code: the kernel file must define `space` at module level" in variant_problems(no_space)
     assert "code: no @triton.jit kernel" in variant_problems(GOOD.replace("@triton.jit", ""))
     cheat = GOOD.replace("    return c\n", "    return torch.matmul(a, b)\n", 1)
-    assert any("launch calls torch.matmul" in p for p in variant_problems(cheat))
+    assert any("launch uses torch.matmul" in p for p in variant_problems(cheat))
     assert any("@ operator" in p for p in variant_problems(GOOD.replace("    return c\n", "    return a @ b\n", 1)))
     # a helper that launch calls is checked too (the library call cannot hide one level down)
     hidden = GOOD.replace("    return c\n", "    return _helper(a, b)\n", 1) + "\n\ndef _helper(x, y):\n    return torch.matmul(x, y)\n"
-    assert any("_helper (called from launch) calls torch.matmul" in p for p in variant_problems(hidden))
+    assert any("_helper (reached from launch) uses torch.matmul" in p for p in variant_problems(hidden))
     # the original's reference may use torch.matmul: only launch and what it calls are checked
     assert variant_problems(GOOD.replace("(a.float() @ b.float())", "torch.matmul(a.float(), b.float())")) == []
 

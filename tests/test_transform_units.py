@@ -399,6 +399,16 @@ def test_fake_session_drift_between_rounds_cancels_in_the_paired_speedup():
     assert not any("within the rounds' noise" in n for n in rec.notes)
 
 
+def test_accepted_verdict_text_shows_the_paired_figure_it_was_judged_on():
+    """Rounds where the original ran 1.0, 10.1 and 3.0 ms and the rewrite 0.5, 5.0 and 19.7 ms: the
+    per-round ratios' median (2.01x) accepts it while the medians of the times (5.0 ms against 3.0 ms)
+    say slower; the text must give the figure the verdict used, not the times alone."""
+    ctx, rec = judged(DriftSession(screened=2, factors=[0.33, 3.3, 13.0], orig_factors=[0.5, 5.0, 1.5]))
+    assert rec.status == "accepted", rec.reason
+    assert rec.time_ms > ctx.original_state.time_ms  # the medians of the times disagree with the verdict
+    assert rec.reason.startswith(f"{rec.speedup:.3f}x faster, paired by round over 3 rounds"), rec.reason
+
+
 def test_fake_session_a_round_against_the_rewrite_is_accepted_on_its_median_and_says_so():
     """One round of three reads the rewrite 1.5x slower than the others (a load burst in its window
     alone): the paired median still clears the threshold, so the step is accepted, and its notes say

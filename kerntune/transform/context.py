@@ -363,7 +363,12 @@ class TransformContext:
         needed = 1 / (1 - self.performance_threshold / 100.0)
         if rec.speedup >= needed:
             rec.status = "accepted"
-            rec.reason = f"{rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms"
+            # the figure the verdict used comes first: with paired rounds the median of per-round ratios,
+            # which the medians of the two times need not agree with (a noisy round moves one median)
+            rec.reason = (f"{rec.speedup:.3f}x faster, paired by round over {self.confirm_rounds} rounds"
+                          f" [{paired.lo:.3f}, {paired.hi:.3f}] (median times {rec.time_ms:.4g} ms against"
+                          f" {cur.time_ms:.4g} ms)" if paired is not None else
+                          f"{rec.speedup:.3f}x faster: {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms")
             if paired is not None and paired.lo <= 1:
                 rec.notes.append(f"accepted on its median; within the rounds' noise ({verdict(paired)})")
             self.current = KernelState(spec, dict(best.config), rec.time_ms, rec.id,
@@ -372,9 +377,11 @@ class TransformContext:
             self._accepted(spec, rec)
         else:
             rec.status = "rejected"
-            rec.reason = (f"not faster: {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms"
-                          + (f", {paired.median:.3f}x paired by round" if paired is not None else "")
-                          + f" (needs at least {self.performance_threshold:g}% less)")
+            rec.reason = (f"not faster: {paired.median:.3f}x paired by round over {self.confirm_rounds} rounds"
+                          f" (median times {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms)"
+                          if paired is not None else
+                          f"not faster: {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms ({rec.speedup:.3f}x)")
+            rec.reason += f" (needs at least {self.performance_threshold:g}% less)"
 
     def side_by_side(self, spec: KernelSpec, config: Mapping[str, Any]) -> dict[str, list[float]] | None:
         """The original kernel, the current one and a candidate, each at its best config, timed in turns in

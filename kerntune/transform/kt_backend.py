@@ -26,6 +26,7 @@ from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.space import Config, Space, jsonable
 from kerntune.transform.kernel import KernelSpec, lang_of
+from kerntune.transform.procs import end_group
 from kerntune.transform.worker import LIMITS_ENV
 
 MEMORY_ENV = "KERNTUNE_TRANSFORM_MEMORY_MB"
@@ -56,6 +57,7 @@ class _Worker:
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
         self.buf = b""
+        self.set_up = False  # True once it answered a bench: the device's one-time set-up is done
 
     def send(self, obj: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -77,11 +79,8 @@ class _Worker:
         return json.loads(line)
 
     def death(self) -> str:
-        try:
-            code = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            code = self.proc.returncode
+        end_group(self.proc, timeout=5)  # what the worker started dies with it
+        code = self.proc.returncode
         if code is not None and code < 0:
             return f"worker process died (signal {-code}, {signal.Signals(-code).name})"
         return f"worker process exited (code {code}): {self.stderr_tail()}"
@@ -93,22 +92,17 @@ class _Worker:
             return ""
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        end_group(self.proc, timeout=0)
 
     def close(self) -> None:
+        """End the worker: EOF on its stdin, then its whole process group is killed, also when it
+        exits by itself, so processes the model's code started do not outlive it (``procs``)."""
         try:
             if self.proc.stdin:
                 self.proc.stdin.close()
-            self.proc.wait(timeout=5)
-        except (subprocess.TimeoutExpired, OSError):
-            self.kill()
+        except OSError:
+            pass
+        end_group(self.proc, timeout=5)
         self.sel.close()
         self.log.close()
 
@@ -133,7 +127,7 @@ class KernelTunerSession:
         self.dir = Path(workdir or self._tmp.name).resolve()  # type: ignore[union-attr]
         self.dir.mkdir(parents=True, exist_ok=True)
         self.iterations, self.timeout_s, self.startup_s = iterations, timeout_s, startup_s
-        self.first_result_s = first_result_s  # the first result of a request also sets up the device
+        self.first_result_s = first_result_s  # a new worker's first bench result also sets the device up
         mem = default_memory_mb() if memory_mb is None else memory_mb
         self.limits = {"memory_mb": mem, "memory_kind": "data" if self.lang not in ("OpenCL", "C") else "as",
                        "cpu_s": cpu_s, "preload": True}
@@ -205,7 +199,10 @@ class KernelTunerSession:
         path = self.dir / "args.npz"
         req = {"op": "inputs", "problem_size": list(self.problem_size), "out": str(path),
                "file": str(Path(file).resolve()) if file else None, "code": code}
-        lines = list(self._request(req, self.timeout_s))
+        try:
+            lines = list(self._request(req, self.timeout_s))
+        except WorkerFailed as exc:  # it hung or crashed the worker: the generator's failure all the same
+            raise WorkerFailed(f"the argument generator failed: {exc}") from None
         last = lines[-1] if lines else {}
         if not last.get("ok"):
             raise WorkerFailed(f"the argument generator failed: {last.get('error') or 'no answer'}")
@@ -216,25 +213,33 @@ class KernelTunerSession:
     def _request(self, req: dict[str, Any], timeout: float) -> Iterator[dict[str, Any]]:
         """Send one request; yield its lines until 'done'.  A crash or a timeout raises WorkerFailed.
 
-        The first line may take ``first_result_s`` longer: it includes setting up the device."""
+        Each line must come within ``timeout`` s, except the first result of the first ``bench`` a
+        worker answers: that one also sets the device up in a freshly started process (driver load,
+        first context), so it may take ``first_result_s`` longer.  Only a worker's start is charged
+        (a request to a warm worker, or a generator run, gets ``timeout`` alone), and a timeout's
+        message names the limit that was applied."""
         w = self._ensure()
-        first = True
         self._next_id += 1
         req = dict(req, id=self._next_id)
+        allowance = self.first_result_s if req.get("op") == "bench" and not w.set_up else 0.0
         t0 = time.perf_counter()
         try:
             w.send(req)
             while True:
+                limit = timeout + allowance
                 try:
-                    line = w.read(timeout + (self.first_result_s if first else 0.0))
-                    first = False
+                    line = w.read(limit)
                 except EOFError:
                     why = w.death()
                     self._drop_worker(kill=False)
                     raise WorkerFailed(why) from None
                 if line is None:
                     self._drop_worker()
-                    raise WorkerFailed(f"no result within {timeout:g} s; worker killed")
+                    extra = (f" ({timeout:g} s plus {allowance:g} s for the new worker to set the device up)"
+                             if allowance else "")
+                    raise WorkerFailed(f"no result within {limit:g} s{extra}; worker killed")
+                if allowance and line.get("id") == req["id"]:
+                    w.set_up, allowance = True, 0.0
                 if line.get("id") != req["id"]:
                     continue
                 yield line

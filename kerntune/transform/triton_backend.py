@@ -3,13 +3,14 @@
 ``TritonSession`` owns one problem: the user's kernel file (imported here, as ``kerntune tune`` does: it is
 the user's code) and a shape.  A model-written variant is never imported in this process:
 
-- its text is checked statically (``variant_problems``: Python syntax via ``ast``, the names a kernel file
-  needs, no library call standing in for the kernel in ``launch``);
+- its text is checked statically (``triton_static.variant_problems``: Python syntax via ``ast``, the names a
+  kernel file needs, a ``launch`` that launches the file's kernel and uses no library call in its place);
 - it is written to ``WORKDIR/variants/STEP.py`` with a harness file beside it (``triton_harness``) that
   takes the variant's ``space``/``launch`` and the original's inputs and reference;
-- ``check`` imports the harness in a subprocess under a memory limit and a time limit (its process group
-  is killed past it), which returns the space as data and runs the default config once against the
-  original's reference;
+- ``check`` runs ``triton_check`` under a memory limit and a time limit: a judge process that never
+  imports the variant takes the original's reference, a runner process it starts imports the harness,
+  returns the space as data and the default config's outputs, and the judge compares them; the whole
+  process group is killed when the check ends, however it ends (``procs``);
 - ``evaluator`` is the ``TritonEvaluator`` of ``kerntune tune`` on the harness, with a stand-in module
   (``module=``) so the evaluator does not import the variant here either: compile and benchmark
   workers (memory limit, compile and benchmark time limits) are the only places it runs.
@@ -17,12 +18,11 @@ the user's code) and a shape.  A model-written variant is never imported in this
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
 import re
-import signal
+import select
 import subprocess
 import sys
 import time
@@ -34,70 +34,24 @@ from typing import Any, Sequence
 from kerntune.errors import KerntuneError
 from kerntune.space import Space, space_from_dict
 from kerntune.transform.kt_backend import default_memory_mb
-from kerntune.transform.replies import MAX_CODE_CHARS
+from kerntune.transform.procs import end_group, exited
+from kerntune.transform.triton_static import variant_problems  # noqa: F401 - re-exported
 from kerntune.transform.worker import LIMITS_ENV
 
-#: Calls that would replace the kernel by a library in ``launch`` (the comparison would be with cuBLAS itself).
-#: (``torch.cuda.*`` is left out: device queries such as the SM count are what a persistent launcher needs.)
-LIBRARY_CALLS = re.compile(r"^(torch\.(matmul|mm|bmm|addmm|baddbmm|einsum|softmax|layer_norm|_scaled_dot|"
-                           r"nn\.functional\.|ops\.)|F\.|cublas|scaled_dot_product_attention)")
-REQUIRED = ("space", "launch")
-
-
-def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    return ""
-
-
-def variant_problems(code: str) -> list[str]:
-    """Problems with a model-written kernel file, found without running it (empty: usable)."""
-    if len(code) > MAX_CODE_CHARS:
-        return [f"code: longer than {MAX_CODE_CHARS:,} characters"]
-    try:
-        tree = ast.parse(code)
-    except SyntaxError as exc:
-        return [f"code: not valid Python: {exc.msg} (line {exc.lineno})"]
-    names: dict[str, ast.AST] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names[node.name] = node
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                if isinstance(t, ast.Name):
-                    names[t.id] = node
-    problems = [f"code: the kernel file must define `{n}` at module level" for n in REQUIRED if n not in names]
-    jit = [n for n in tree.body if isinstance(n, ast.FunctionDef)
-           and any("jit" in _dotted(d.func if isinstance(d, ast.Call) else d) for d in n.decorator_list)]
-    if not jit:
-        problems.append("code: no @triton.jit kernel")
-    launch = names.get("launch")
-    if isinstance(launch, ast.FunctionDef):
-        if len(launch.args.args) < 2:
-            problems.append("code: launch must take (config, inputs)")
-        # launch and every module-level function it reaches by name (a helper that calls the
-        # library would otherwise hide it)
-        seen: set[str] = set()
-        todo = ["launch"]
-        while todo:
-            name = todo.pop()
-            fn = names.get(name)
-            if name in seen or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn in jit:
-                continue
-            seen.add(name)
-            where = "launch" if name == "launch" else f"{name} (called from launch)"
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Call):
-                    called = _dotted(node.func)
-                    if LIBRARY_CALLS.match(called):
-                        problems.append(f"code: {where} calls {called}: the kernel must compute the result itself")
-                    elif called in names:
-                        todo.append(called)
-                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-                    problems.append(f"code: {where} uses the @ operator: the kernel must compute the result itself")
-    return problems
+def _read_until_exit(proc: subprocess.Popen, timeout: float) -> bytes | None:
+    """``proc``'s stdout until EOF and its exit, without reaping it (``procs``); None past ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    fd = proc.stdout.fileno()  # type: ignore[union-attr]
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks) if exited(proc, max(deadline - time.monotonic(), 0.0)) else None
 
 
 @dataclass
@@ -185,26 +139,30 @@ class TritonSession:
         log = self.dir / "variants" / f"{variant.path.stem}.check.log"
         t0 = time.perf_counter()
         self.checks += 1
+        limit = self.timeout_s + 60  # + the imports of two processes
         with open(log, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "kerntune.transform.triton_harness", str(variant.harness),
-                                     "x".join(map(str, self.shape))], stdout=subprocess.PIPE, stderr=err,
-                                    cwd=self.dir, env=env, start_new_session=True)
+            proc = subprocess.Popen([sys.executable, "-m", "kerntune.transform.triton_check", str(self.original_path),
+                                     str(variant.harness), "x".join(map(str, self.shape))], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=err, cwd=self.dir, env=env, start_new_session=True)
             try:
-                out, _ = proc.communicate(timeout=self.timeout_s + 60)  # + the worker's imports
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                out = _read_until_exit(proc, limit)
+            finally:
+                end_group(proc, timeout=0)  # the check's processes and whatever the variant started
                 self.worker_seconds += time.perf_counter() - t0
-                return {"ok": False, "stage": "timeout", "error": f"no answer within {self.timeout_s + 60:g} s;"
-                        " worker killed"}
-        self.worker_seconds += time.perf_counter() - t0
+        if out is None:
+            return {"ok": False, "stage": "timeout", "error": f"no answer within {limit:g} s; worker killed"}
         lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.strip()]
         try:
             result = json.loads(lines[-1])
         except (IndexError, json.JSONDecodeError):
+            code = proc.returncode
+            sig = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            result = {"ok": False, "stage": "crash", "error": f"the check worker died ({sig})"}
+        if not isinstance(result, dict):
+            result = {"ok": False, "stage": "crash", "error": "the check worker answered nonsense"}
+        if result.get("stage") == "crash":  # the log says why
             tail = log.read_bytes()[-600:].decode(errors="replace").strip().replace("\n", " | ")
-            sig = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
-            return {"ok": False, "stage": "crash", "error": f"the check worker died ({sig}): {tail}"}
+            result["error"] = f"{result.get('error')}: {tail}"
         if result.get("space"):
             variant.space = result["space"]
         return result

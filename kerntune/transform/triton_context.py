@@ -35,7 +35,8 @@ from kerntune.transform.strategies import ExplicitTuningStrategy, TuningStrategy
 from kerntune.transform.triton_backend import TritonSession, TritonVariant, variant_problems
 
 _STAGES = {"load": "does not load", "space": "unusable space", "launch": "does not run", "compare": "incorrect",
-           "timeout": "does not finish", "crash": "crashed its worker"}
+           "timeout": "does not finish", "crash": "crashed its worker",
+           "reference": "could not be checked (the original kernel file failed to give its reference)"}
 
 
 def spec_of(variant: TritonVariant, name: str, description: str) -> KernelSpec:

@@ -12,19 +12,17 @@ variant is checked against the original's reference on the original's inputs, wh
 own ``make_inputs``/``reference`` say.  With several variants the harness is one kernel file whose space
 has a ``variant`` parameter (each variant's parameters constrained to its own values, the others pinned).
 
-``python -m kerntune.transform.triton_harness HARNESS SHAPE`` is the check worker: under the limits in
-``KERNTUNE_TRANSFORM_LIMITS`` it imports the harness, reports the space as data (callable constraints
-cannot leave the process: refused), launches the default config once and compares it with the
-reference (dtype tolerances of the Triton evaluator's worker).  One JSON line on its own stdout.
+The check of a new variant (``kerntune.transform.triton_check``) takes the reference and compares in a
+process that never imports the variant.  In the evaluator's workers, which import the harness, ``bind``
+takes the reference before it loads any variant, and ``launch`` refuses to go on once a variant has
+replaced one of the functions the output comparison uses (``ComparisonGuard``): a variant's code runs
+in the process that compares there, so this is a tripwire against the plain patches, not a wall.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
-import traceback
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -99,13 +97,90 @@ def combined_space(spaces: Sequence[Any], labels: Sequence[str]) -> Any:
     return Space(params, rules, default=default, name="+".join(labels))
 
 
+#: What ``compare_outputs`` (the Triton evaluator's worker) and its callers rely on: replacing one of them
+#: is how a variant would make a wrong output pass.
+GUARDED = {"torch": ("allclose", "isnan", "isfinite", "nan_to_num", "equal", "Tensor", "float16", "bfloat16",
+                     "float32", "cuda"),
+           "torch.Tensor": ("float", "abs", "max", "any", "item", "numel", "clone", "copy_", "to", "__and__",
+                            "__invert__", "__sub__", "__getitem__", "shape", "dtype", "__bool__", "__float__"),
+           "numpy": ("allclose", "isnan", "asarray", "nanmax", "abs"),
+           "builtins": ("isinstance", "len", "max", "float", "zip", "type", "all", "any", "abs"),
+           "kerntune.evaluate.triton_backend.worker": ("compare_outputs", "clone", "_is_plain_numbers", "timer")}
+
+
+class ComparisonGuard:
+    """The objects in ``GUARDED`` as they were before any variant ran; ``changed()`` names those replaced
+    since (identity, so any reassignment counts).  A tripwire for processes where a variant's code and
+    the comparison share an interpreter: it sees ``torch.allclose = ...``, not a patch of torch's C
+    internals; the check of a new variant does not rely on it (``triton_check``)."""
+
+    def __init__(self) -> None:
+        import importlib
+
+        self.entries: list[tuple[str, Any, str, Any]] = []
+        for owner_name, attrs in GUARDED.items():
+            try:
+                owner: Any = importlib.import_module(owner_name.removesuffix(".Tensor"))
+            except ImportError:
+                continue
+            if owner_name.endswith(".Tensor"):
+                owner = owner.Tensor
+            self.entries += [(owner_name, owner, attr, getattr(owner, attr, None)) for attr in attrs]
+        main = sys.modules.get("__main__")  # the evaluator's worker runs as ``python -m ...worker``
+        if main is not None and callable(getattr(main, "compare_outputs", None)):
+            owner_name = "kerntune.evaluate.triton_backend.worker"
+            self.entries += [("__main__", main, attr, getattr(main, attr, None)) for attr in GUARDED[owner_name]]
+        self.hooks = (sys.getprofile(), sys.gettrace())  # a hook could patch while the comparison runs
+
+    def add(self, name: str, fn: Any) -> None:
+        """Also guard a function's code (the reference's: ``fn.__code__ = ...`` would change it in place)."""
+        for attr in ("__code__", "__defaults__", "__kwdefaults__"):
+            if hasattr(fn, attr):
+                self.entries.append((name, fn, attr, getattr(fn, attr)))
+
+    def changed(self) -> list[str]:
+        out = [f"{name}.{attr}" for name, owner, attr, value in self.entries if getattr(owner, attr, None) is not value]
+        if (sys.getprofile(), sys.gettrace()) != self.hooks:
+            out.append("sys.setprofile/settrace hooks")
+        return out
+
+    def check_outputs(self, got: Any) -> None:
+        """Tensors ``launch`` returns must be plain ``torch.Tensor``s: a subclass can override
+        ``__torch_function__`` and answer the comparison itself."""
+        torch = sys.modules.get("torch")
+        if torch is None or type(got) is torch.Tensor:
+            return
+        for t in (got if isinstance(got, (tuple, list)) else (got,)):
+            if isinstance(t, torch.Tensor) and type(t) is not torch.Tensor:
+                raise RuntimeError(f"launch returned a {type(t).__name__}, a subclass of torch.Tensor: return"
+                                   " plain tensors")
+
+    def verify(self, who: str) -> None:
+        if all(getattr(owner, attr, None) is value for _, owner, attr, value in self.entries) \
+                and (sys.getprofile(), sys.gettrace()) == self.hooks:
+            return  # the fast path: it runs after every launch the evaluator times
+        bad = self.changed()
+        if bad:
+            raise RuntimeError(f"{who} replaced {', '.join(bad[:4])}, which the output check uses: refused")
+
+    def after_launch(self, got: Any) -> Any:
+        self.verify("launch")
+        self.check_outputs(got)
+        return got
+
+
 def bind(namespace: dict[str, Any], original: str, variants: Sequence[str], labels: Sequence[str] = (),
          shape: Sequence[int] | None = None) -> None:
     """Fill a harness module's namespace (see the module docstring); paths relative to the harness."""
     fix_interpreter()
     base = Path(namespace.get("__file__") or ".").resolve().parent
+    # the original, its reference and the guard's snapshot come before any variant's code runs
     orig = _load(original, base)
-    mods = [_load(v, base) for v in variants]
+    import kerntune.evaluate.triton_backend.worker  # noqa: F401 - its functions are guarded
+    guard = ComparisonGuard()
+    for key in ("make_inputs", "reference", "launch"):
+        if callable(getattr(orig, key, None)):
+            guard.add(f"the original's {key}", getattr(orig, key))
     for key in FROM_ORIGINAL:
         if hasattr(orig, key):
             namespace[key] = getattr(orig, key)
@@ -114,83 +189,26 @@ def bind(namespace: dict[str, Any], original: str, variants: Sequence[str], labe
     else:  # the original kernel's own output at its default config is the reference
         orig_default = _space_of(orig, shape).default
         namespace["reference"] = lambda inputs: orig.launch(orig_default, inputs)
+    mods = []
+    for v in variants:
+        mods.append(_load(v, base))
+        guard.verify(f"importing {Path(v).name}")
     if len(mods) == 1:
         namespace["space"] = _space_of(mods[0], shape)
-        namespace["launch"] = mods[0].launch
+        own_launch = mods[0].launch
+
+        def launch(config: Mapping[str, Any], inputs: Any) -> Any:
+            return guard.after_launch(own_launch(config, inputs))
+
+        namespace["launch"] = launch
         return
     spaces = [_space_of(m, shape) for m in mods]
+    guard.verify("a variant's space")
     namespace["space"] = combined_space(spaces, list(labels) or [Path(v).stem for v in variants])
 
-    def launch(config: Mapping[str, Any], inputs: Any) -> Any:
+    def launch_one(config: Mapping[str, Any], inputs: Any) -> Any:
         i = int(config["variant"])
         own = {n: config[n] for n in spaces[i].names}
-        return mods[i].launch(own, inputs)
+        return guard.after_launch(mods[i].launch(own, inputs))
 
-    namespace["launch"] = launch
-
-
-def check(harness: str, shape: tuple[int, ...], out: dict[str, Any]) -> dict[str, Any]:
-    """Import the harness, report its space, run its default config once against the reference;
-    ``out`` says how far it got when an exception escapes."""
-    from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module, module_space
-    from kerntune.evaluate.triton_backend.worker import clone, compare_outputs
-
-    out.update(ok=False, stage="load")
-    t0 = time.perf_counter()
-    module = load_kernel_module(harness)
-    out["load_s"] = time.perf_counter() - t0
-    out["stage"] = "space"
-    space = module_space(module, shape)
-    calls = [c.text for c in space.constraints if c.expression is None]
-    if calls:
-        out["error"] = (f"constraint {calls[0]!r} is a Python callable: give constraints as expression strings"
-                        " (e.g. \"BLOCK_M * BLOCK_N <= 16384\")")
-        return out
-    out["space"] = space.to_dict()
-    out["stage"] = "launch"
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    inputs = module.make_inputs(shape)
-    originals = [clone(t) for t in inputs]
-    ref = clone(module.reference(inputs))
-    for t, o in zip(inputs, originals):
-        if hasattr(t, "copy_"):
-            t.copy_(o)
-    t1 = time.perf_counter()
-    got = module.launch(space.default, inputs)
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.synchronize()
-    out["launch_s"] = time.perf_counter() - t1
-    out["stage"] = "compare"
-    wrong = compare_outputs(got, ref, torch)
-    if wrong:
-        out["error"] = f"at its default config {json.dumps(out['space']['default'])}: {wrong}"
-        return out
-    out["ok"], out["stage"] = True, "done"
-    return out
-
-
-def main() -> None:
-    from kerntune.evaluate.triton_backend.worker import results_pipe
-    from kerntune.transform.worker import LIMITS_ENV, apply_limits
-
-    apply_limits(json.loads(os.environ.get(LIMITS_ENV) or "{}"))
-    pipe = results_pipe()
-    harness, shape = sys.argv[1], tuple(int(x) for x in sys.argv[2].split("x"))
-    result: dict[str, Any] = {}
-    try:
-        check(harness, shape, result)
-    except MemoryError:
-        result.update(ok=False, error="out of memory (the worker's memory limit)")
-    except BaseException as exc:  # noqa: BLE001 - model-written code may raise anything
-        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        where = next((ln.strip() for ln in reversed(tb) if "/variants/" in ln), "")
-        result.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:1500] + (f" ({where[:300]})" if where else ""))
-    pipe.write(json.dumps(result) + "\n")
-    pipe.flush()
-
-
-if __name__ == "__main__":
-    main()
+    namespace["launch"] = launch_one

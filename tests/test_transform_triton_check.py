@@ -1,0 +1,130 @@
+"""The check of a Triton rewrite must be out of the rewrite's reach.
+
+A rewrite's import-time code used to run in the process that then took the reference and compared
+(``torch.allclose = lambda *a, **k: True`` made a launch that only zeroes its output pass).  Now the
+judge (``triton_check``) never imports the variant; the harness's tripwire (``ComparisonGuard``) refuses
+such patches where a variant and a comparison do share a process (the evaluator's workers); and a
+worker's leftovers die with it.  Triton runs under its CPU interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kerntune.transform.triton_backend import TritonSession  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "triton_transform"
+ORIG = (DATA / "matmul_small.py").read_text()
+GOOD = (DATA / "rewrite_tiles.py").read_text()
+SHAPE = (32, 32, 32)
+#: the original file's kernel, with a launch that only zeroes the output
+ZEROES = ORIG.split("def reference")[0].replace(
+    "def launch(config, inputs):\n", "def launch(config, inputs):\n    inputs[2].zero_()\n    return inputs[2]\n\n"
+    "def _unused(config, inputs):\n")
+PATCH = "import torch as _t\n_t.allclose = lambda *a, **k: True\n"
+
+
+@pytest.fixture
+def env(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return dict(os.environ)
+
+
+def session(tmp_path: Path) -> TritonSession:
+    return TritonSession(DATA / "matmul_small.py", SHAPE, workdir=tmp_path, timeout_s=60, memory_mb=4096)
+
+
+def test_rewrite_that_patches_the_comparison_at_import_is_rejected(tmp_path, env):
+    s = session(tmp_path)
+    v = s.check(s.write_variant("cheat", PATCH + ZEROES))
+    assert not v["ok"], v
+    assert "torch.allclose" in v["error"]
+    # the same rewrite without the patch: plainly incorrect
+    v = s.check(s.write_variant("zeroes", ZEROES))
+    assert not v["ok"] and v["stage"] == "compare" and "differs from the reference" in v["error"], v
+    assert s.check(s.write_variant("good", GOOD))["ok"]
+
+
+def _judge(tmp_path: Path, env: dict, kernel_file: str) -> dict:
+    """The judge on a kernel file given as the harness itself: no ``bind``, so no tripwire either."""
+    path = tmp_path / "variants" / "raw.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(kernel_file)
+    out = subprocess.run([sys.executable, "-m", "kerntune.transform.triton_check", str(DATA / "matmul_small.py"),
+                          str(path), "x".join(map(str, SHAPE))], capture_output=True, env=env, timeout=300,
+                         cwd=tmp_path)
+    return json.loads(out.stdout.decode().splitlines()[-1])
+
+
+SUBCLASS = """
+class _Agree(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return True if func is torch.allclose else super().__torch_function__(func, types, args, kwargs or {})
+
+
+def launch(config, inputs):
+    return inputs[2].zero_().as_subclass(_Agree)
+"""
+
+
+def test_judge_compares_where_the_variant_never_ran(tmp_path, env):
+    # whatever the variant does to torch in its own process, the judge's comparison is its own
+    hook = ("import sys as _s\n_s.setprofile(lambda f, e, a: setattr(_t, 'allclose', lambda *x, **k: True)"
+            " if f.f_code.co_name == 'compare_outputs' else None)\n")
+    v = _judge(tmp_path, env, PATCH + hook + ZEROES + "\n\ndef reference(inputs):\n    return inputs[2]\n")
+    assert not v["ok"] and v["stage"] == "compare" and "differs from the reference" in v["error"], v
+    # an output that answers the comparison itself (a tensor subclass) never reaches it
+    v = _judge(tmp_path, env, ZEROES + SUBCLASS)
+    assert not v["ok"] and v["stage"] == "compare" and "cannot be compared" in v["error"], v
+    assert _judge(tmp_path, env, GOOD)["ok"]
+
+
+def test_harness_tripwire_in_processes_that_import_the_variant(tmp_path, env):
+    """The evaluator's workers import the harness and compare in the same process: ``bind`` refuses a
+    variant that replaced a comparison function, the original's reference, or returns a subclass."""
+    s = session(tmp_path)
+    steal = ("import sys as _s\nfor _m in list(_s.modules.values()):\n"
+             "    if getattr(_m, '__name__', '').startswith('kerntune_user_kernel_') and hasattr(_m, 'reference'):\n"
+             "        _m.reference.__code__ = (lambda inputs: inputs[2]).__code__\n")
+    cases = {"patch": (PATCH + ZEROES, "torch.allclose"), "steal": (steal + ZEROES, "the original's reference"),
+             "subclass": (ZEROES + SUBCLASS, "subclass of torch.Tensor")}
+    for label, (code, expected) in cases.items():
+        harness = s.write_variant(label, code).harness
+        script = ("import sys\nfrom kerntune.evaluate.triton_backend.kernel_file import load_kernel_module\n"
+                  f"m = load_kernel_module({str(harness)!r})\nx = m.make_inputs({SHAPE!r})\n"
+                  "m.launch(m.space.default, x)\nprint('LAUNCHED')\n")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+        assert "LAUNCHED" not in out.stdout and expected in out.stderr, (label, out.stderr[-800:])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_processes_a_variant_starts_die_with_the_check(tmp_path, env):
+    pidfile = tmp_path / "child.pid"
+    spawn = (f"import subprocess as _sp\n_p = _sp.Popen(['sleep', '300'])\n"
+             f"open({str(pidfile)!r}, 'w').write(str(_p.pid))\n")
+    s = session(tmp_path)
+    assert s.check(s.write_variant("spawns", spawn + GOOD))["ok"]
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the variant's child outlived the check"
