@@ -278,7 +278,7 @@ def test_a_resumed_run_replays_the_models_stored_seconds_and_keeps_its_path(tmp_
     """On a recording's clock ``auto`` measures while the model thinks for as long as the model took;
     a resumed run's stored answers came back at once, so it measured fewer configs "meanwhile" and left
     its stored path (a review found 63 trials stored for a budget of 60).  Now a replayed answer is
-    charged the seconds it took when it was made.  The scripted model sleeps 1 s a call; the first run
+    charged the seconds it took when it was made.  The scripted model sleeps 0.9 s a call; the first run
     is stopped by an error after 30 trials and resumed."""
     ev = synthetic_evaluator(tmp_path)  # 0.6 s a config on the recording's clock
 
@@ -287,7 +287,7 @@ def test_a_resumed_run_replays_the_models_stored_seconds_and_keeps_its_path(tmp_
     def slow(n: int, messages) -> str:  # noqa: ANN001 - three configs that depend on the prompt alone
         import hashlib
 
-        time.sleep(1.0)
+        time.sleep(0.9)  # 0.3 s from either edge of (0.6, 1.2]: two 0.6-s configs measured meanwhile either way
         h = int(hashlib.sha256(messages[-1].content.encode()).hexdigest(), 16)
         return answer(*everything[h % len(everything):][:3])
 
