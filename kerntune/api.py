@@ -11,7 +11,6 @@ one started from the command line (same store, same run ids).
 
 from __future__ import annotations
 
-import json
 import numbers
 import os
 from collections.abc import Sequence
@@ -131,14 +130,6 @@ def _check_resume_id(resume: Any) -> None:
     """``resume=""`` started a new run instead (as if no id were given); the CLI refuses it too."""
     if resume is not None and (not isinstance(resume, str) or not resume.strip()):
         raise KerntuneError(f"resume needs a run id (`kerntune store runs` lists them), got {resume!r}")
-
-
-def _plain(value: Any) -> Any:
-    """A value as the store keeps it (JSON: a tuple reads back as a list), to compare with a stored one."""
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError):
-        return value
 
 
 def _report(st: Store, run_id: str, report: bool | PathLike) -> Path | None:
@@ -289,31 +280,26 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
 def _resumed(st: Store, run_id: str, strategy: str | None, seed: int | None, budget: int | None | Unset,
              seconds: float | None, target_ms: float | None, options: dict[str, Any]) -> tuple[str, int, Any, dict]:
     """The stored run's strategy, seed, budget and options, after checking that any of them given
-    again is the run's own, as ``tune --resume`` does (``kerntune.cli.tune_cmd._resumed``).
+    again is the run's own, as ``tune --resume`` does (``kerntune.store.resume.resumed_settings``).
 
     Why: ``tune(resume=ID, strategy="gp", budget=50)`` went on with the run's random search and
     its budget without a word, where the CLI refuses a differing option in one line.
     """
-    from kerntune.store.resume import check_kind, check_same
+    from kerntune.store.resume import check_kind, resumed_settings
     from kerntune.strategies import DEFAULT_STRATEGY, Budget
 
     run = st.get_run(run_id)
     check_kind(run, "tune")
-    check_same(run_id, "strategy", run.strategy, strategy)
-    check_same(run_id, "seed", run.seed, seed)
-    stored_budget = run.options.get("budget") or {}
-    if budget is None and stored_budget.get("max_evals") is not None:  # None given is "no cap", not "left out"
-        raise StoreError(f"cannot resume {run_id}: it was started with budget {stored_budget['max_evals']}, not None"
+    stored_max = ((run.options or {}).get("budget") or {}).get("max_evals")
+    if budget is None and stored_max is not None:  # None given is "no cap", not "left out"
+        raise StoreError(f"cannot resume {run_id}: it was started with budget {stored_max}, not None"
                          " (no cap) (leave budget out to keep the run's own, or start a new run)")
-    for what, key, value in (("budget", "max_evals", None if isinstance(budget, Unset) else budget),
-                             ("seconds", "max_seconds", seconds), ("target_ms", "target_ms", target_ms)):
-        check_same(run_id, what, stored_budget.get(key), value)
-    stored = {k: v for k, v in run.options.items() if k not in ("budget", "llm")}  # llm: resumed_model's
-    for name, value in options.items():
-        check_same(run_id, f"options[{name!r}]", stored.get(name), _plain(value))
+    given = {"max_evals": None if isinstance(budget, Unset) else budget, "max_seconds": seconds,
+             "target_ms": target_ms}
+    strategy, seed, stored_budget, stored = resumed_settings(run, strategy, seed, given, options, cli=False)
     b = Budget(**stored_budget) if stored_budget else Budget(max_evals=default_evals(budget, seconds),
                                                              max_seconds=seconds, target_ms=target_ms)
-    return run.strategy or DEFAULT_STRATEGY, run.seed if run.seed is not None else 0, b, stored
+    return strategy or DEFAULT_STRATEGY, seed, b, stored
 
 
 def _strategy_names(strategies: Any) -> list[str]:

@@ -27,15 +27,15 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import threading
 from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.budget_default import UNSET, Unset, default_evals
 from kerntune.errors import KerntuneError
+from kerntune.evaluate.triton_backend.capture import layers
 from kerntune.run.decorator_search import (Timer, default_timer, device_and_versions, key_part, search_call,
                                             torch_module)
 from kerntune.space import Config, Space, space_from_dict
-from kerntune.store import Store
+from kerntune.store import Store, thread_store
 
 
 class Autotuned:
@@ -67,7 +67,7 @@ class Autotuned:
         self.options, self.llm, self.seed = dict(options or {}), llm, seed
         self.timer = timer or default_timer(rep_ms)
         self._store_arg = store
-        self._stores: dict[int, Store] = {}  # thread id -> its connection (see ``store``)
+        self.tuned = frozenset(self.space.names)  # names a launch must not pass
         self.source = _source(fn) or self.name
         self.defaults = _defaults(fn)
         blob = json.dumps([self.source, self.space.to_dict()], sort_keys=True, default=str)
@@ -98,17 +98,13 @@ class Autotuned:
 
     @property
     def store(self) -> Store:
-        """The store; one connection per thread when kerntune opens it: a training step's backward
-        kernels launch from autograd's own thread, and a SQLite connection serves only the thread that
-        opened it (a ``Store`` given by the caller is used as given)."""
+        """The store; one connection per thread when kerntune opens it (``kerntune.store.thread_store``
+        says why; a ``Store`` given by the caller is used as given)."""
         if isinstance(self._store_arg, Store):
             return self._store_arg
-        tid = threading.get_ident()
-        if tid not in self._stores:
-            from kerntune.cli.common import default_store_path
+        from kerntune.cli.common import default_store_path
 
-            self._stores[tid] = Store(self._store_arg or default_store_path())
-        return self._stores[tid]
+        return thread_store(self._store_arg or default_store_path())
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
@@ -205,8 +201,8 @@ class Autotuned:
         bound = dict(zip(self.arg_names, args))
         bound.update({k: v for k, v in kwargs.items() if k in self.arg_names})
         extra = {k: v for k, v in kwargs.items() if k not in self.arg_names}
-        clash = sorted(set(self.space.names) & (set(bound) | set(extra)))
-        if clash:
+        if not (self.tuned.isdisjoint(bound) and self.tuned.isdisjoint(extra)):  # every launch: no sets built
+            clash = sorted(self.tuned & (set(bound) | set(extra)))
             raise KerntuneError(f"{self.name}: {', '.join(clash)} passed to a launch but tuned by kerntune.autotune "
                                 "(leave it out of the call, or out of the space)")
         if warmup:  # compile only (``JITFunction.run(warmup=True)``): the known winner, else the default
@@ -220,16 +216,12 @@ class Autotuned:
 def _source(fn: Any) -> str | None:
     """The kernel's source text under any wrappers (``triton.heuristics`` keeps the JITFunction, which
     holds ``src``, in ``.fn``): the cache is keyed by it, so an edited kernel is tuned afresh."""
-    layer = fn
-    for _ in range(8):
-        src = getattr(layer, "src", None)
-        if isinstance(src, str) and src:
-            return src
-        if getattr(layer, "fn", None) is None:
-            break
-        layer = layer.fn
+    stack = list(layers(fn))
+    src = next((s for s in (getattr(layer, "src", None) for layer in stack) if isinstance(s, str) and s), None)
+    if src is not None:
+        return src
     try:
-        return inspect.getsource(layer)
+        return inspect.getsource(stack[-1])
     except (OSError, TypeError):
         return None
 
@@ -237,13 +229,8 @@ def _source(fn: Any) -> str | None:
 def _defaults(fn: Any) -> dict[str, Any]:
     """The kernel's argument defaults (the innermost Python function's signature), for key arguments a
     call leaves out."""
-    layer = fn
-    for _ in range(8):
-        if getattr(layer, "fn", None) is None:
-            break
-        layer = layer.fn
     try:
-        params = inspect.signature(layer).parameters.values()
+        params = inspect.signature(list(layers(fn))[-1]).parameters.values()
     except (TypeError, ValueError):
         return {}
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}

@@ -105,7 +105,6 @@ import hashlib
 import json
 import math
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -172,7 +171,6 @@ def enable_from_env() -> bool:
 
 
 _SETTINGS: dict[str, Any] = {}
-_stores: dict[tuple[str, int], Any] = {}  # (store path, thread id) -> Store
 
 
 def _whole_number(name: str, text: str, least: int) -> int:
@@ -233,14 +231,10 @@ def _budget(n_configs: int) -> int:
 
 
 def _store() -> Any:
-    """The store, one connection per thread: a training step's backward kernels launch from
-    autograd's own thread, and a SQLite connection serves only the thread that opened it."""
-    from kerntune.store import Store
+    """The store, one connection per thread (``kerntune.store.thread_store`` says why)."""
+    from kerntune.store import thread_store
 
-    key = (_SETTINGS["store"], threading.get_ident())
-    if key not in _stores:
-        _stores[key] = Store(key[0])
-    return _stores[key]
+    return thread_store(_SETTINGS["store"])
 
 
 def _key(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from processes import alive
 from scripted import synthetic_evaluator
 
 KERNTUNE = [sys.executable, "-m", "kerntune"]
@@ -155,16 +156,21 @@ def test_scripted_model_llm_run_killed_a_dozen_times_resumes_to_the_uninterrupte
     assert _query(db, "SELECT status FROM runs") == [("done",)]
 
 
-def test_a_second_resume_of_a_running_scripted_model_run_is_refused_with_one_line(
-        tmp_path: Path, workdir: Path, reference: tuple[list[tuple], list[tuple]]) -> None:
-    ref_trials = reference[0]
-    db = tmp_path / "store.db"
+def _killed_after_three_exchanges(workdir: Path, db: Path) -> str | None:
+    """A run SIGKILLed once the store holds three exchanges; its id."""
     first = subprocess.Popen(_args(workdir, db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
     while first.poll() is None and len(_exchanges(db)) < 3:
         time.sleep(0.01)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    run_id = _run_id(db)
+    return _run_id(db)
+
+
+def test_a_second_resume_of_a_running_scripted_model_run_is_refused_with_one_line(
+        tmp_path: Path, workdir: Path, reference: tuple[list[tuple], list[tuple]]) -> None:
+    ref_trials = reference[0]
+    db = tmp_path / "store.db"
+    run_id = _killed_after_three_exchanges(workdir, db)
     assert run_id is not None
     # A slow model keeps the winner running while the second resume starts.
     winner = subprocess.Popen(_args(workdir, db, run_id), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -237,12 +243,7 @@ def test_a_resume_without_llm_asks_the_runs_own_model_and_a_different_one_is_ref
     trials than the budget); `--llm` naming another model is refused in one line."""
     ref_trials = reference[0]
     db = tmp_path / "store.db"
-    first = subprocess.Popen(_args(workdir, db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
-    while first.poll() is None and len(_exchanges(db)) < 3:
-        time.sleep(0.01)
-    first.send_signal(signal.SIGKILL)
-    first.wait()
-    run_id = _run_id(db)
+    run_id = _killed_after_three_exchanges(workdir, db)
     assert run_id is not None and len(_trials(db)) < BUDGET
     other = subprocess.run(KERNTUNE + ["tune", "--resume", run_id, "--store", str(db), "--no-report", "--llm",
                                        "replay:elsewhere.jsonl"], capture_output=True, text=True, env=_env(), timeout=120)
@@ -277,11 +278,5 @@ def test_ctrl_c_during_a_model_call_ends_the_run_at_once(tmp_path: Path, workdir
     proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 15
     assert _query(db, "SELECT status FROM runs") == [("interrupted",)]
-    pid = int(marker.read_text())
     time.sleep(0.5)
-    try:
-        os.kill(pid, 0)
-        alive = True
-    except ProcessLookupError:
-        alive = False
-    assert not alive, "the model's process outlived kerntune"
+    assert not alive(int(marker.read_text())), "the model's process outlived kerntune"

@@ -14,17 +14,10 @@ pytest.importorskip("kernel_tuner")
 from kerntune.evaluate.trial import Status  # noqa: E402
 from kerntune.transform.kernel import KernelSpec  # noqa: E402
 from kerntune.transform.kt_backend import KernelTunerSession, WorkerFailed  # noqa: E402
+from processes import alive  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "transform"
 NAIVE = (DATA / "matmul_naive.cl").read_text()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def test_hanging_generator_is_the_generators_failure_within_the_timeout():
@@ -47,11 +40,11 @@ def test_children_of_model_code_end_with_the_worker(tmp_path):
     with KernelTunerSession("opencl", (4,), timeout_s=30, memory_mb=4096) as s:
         s.make_args(code=code)
         pid = int(pidfile.read_text())
-        assert _alive(pid)
+        assert alive(pid)
     deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(pid), "a process the model's code started outlived the worker"
+    assert not alive(pid), "a process the model's code started outlived the worker"
 
 
 def _has_opencl() -> bool:

@@ -21,6 +21,7 @@ pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from kerntune.transform.triton_backend import TritonSession  # noqa: E402
+from processes import alive  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "triton_transform"
@@ -109,14 +110,6 @@ def test_harness_tripwire_in_processes_that_import_the_variant(tmp_path, env):
         assert "LAUNCHED" not in out.stdout and expected in out.stderr, (label, out.stderr[-800:])
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def test_processes_a_variant_starts_die_with_the_check(tmp_path, env):
     pidfile = tmp_path / "child.pid"
     spawn = (f"import subprocess as _sp\n_p = _sp.Popen(['sleep', '300'])\n"
@@ -125,6 +118,6 @@ def test_processes_a_variant_starts_die_with_the_check(tmp_path, env):
     assert s.check(s.write_variant("spawns", spawn + GOOD))["ok"]
     pid = int(pidfile.read_text())
     deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(pid), "the variant's child outlived the check"
+    assert not alive(pid), "the variant's child outlived the check"

@@ -253,22 +253,13 @@ def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None,
     """The stored run's strategy, seed, budget and options, after checking that what was given
     now (kernel or recording, space, and any option typed again) matches what it was started with."""
     from kerntune.run.search import evaluator_identity
-    from kerntune.store.resume import check_evaluator, check_kind, check_same
+    from kerntune.store.resume import check_evaluator, resumed_settings
 
     run = st.get_run(run_id)
-    check_kind(run, "tune")
     check_evaluator(run, evaluator_identity(evaluator), evaluator.space.to_dict())
-    check_same(run_id, "--strategy", run.strategy, strategy)
-    check_same(run_id, "--seed", run.seed, seed)
-    stored_budget = run.options.get("budget") or {}
-    for flag, key, value in zip(("--budget", "--seconds", "--target-ms"), ("max_evals", "max_seconds", "target_ms"),
-                                given_budget):
-        check_same(run_id, flag, stored_budget.get(key), value)
-    stored = {k: v for k, v in run.options.items() if k not in ("budget", "llm")}  # llm: resumed_model's
-    for name, value in options.items():
-        check_same(run_id, f"-o {name}", stored.get(name), value)
-    b = Budget(**stored_budget) if stored_budget else budget
-    return run.strategy or DEFAULT_STRATEGY, run.seed if run.seed is not None else 0, b, stored
+    strategy, seed, stored_budget, stored = resumed_settings(
+        run, strategy, seed, dict(zip(("max_evals", "max_seconds", "target_ms"), given_budget)), options)
+    return strategy or DEFAULT_STRATEGY, seed, Budget(**stored_budget) if stored_budget else budget, stored
 
 
 def _confirm(evaluator, history, n: int):  # noqa: ANN001, ANN202 - Evaluator, list[Trial] -> Trial | None

@@ -17,6 +17,7 @@ import os
 import random
 import threading
 import time
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -266,25 +267,31 @@ def _cached(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None
 
 
+def on_daemon_thread(fn: Callable[..., Any], *args: Any) -> Future:
+    """``fn(*args)`` on a daemon thread, as a Future.  Why a daemon thread and not a ThreadPoolExecutor:
+    Python joins an executor's threads at exit, so Ctrl-C (or an error) during a model call kept the
+    process waiting for the call, up to ``--llm-timeout``; a daemon thread is left behind at exit (a
+    ``cmd:`` model's process group is ended by its provider's exit handler)."""
+    future: Future = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="kerntune-model-call", daemon=True).start()
+    return future
+
+
 def _within(timeout: float, spec: str, send: Callable[..., RawReply], *args: Any) -> RawReply:
     """``send(*args)``, given up (a TransientError, retried as a timeout) ``timeout`` seconds plus a
     grace after it began.  Why: the HTTP SDKs' timeout is per read, so a server that trickles its
     answer a few bytes a second was never cut at --llm-timeout (12 s for a 3-s timeout, measured);
     providers that keep their own deadline (cmd:, local:) answer before this one."""
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box["reply"] = send(*args)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="kerntune-llm-request", daemon=True).start()
-    if not done.wait(timeout + 2.0):
+    future = on_daemon_thread(send, *args)
+    if not wait([future], timeout + 2.0).done:
         raise TransientError(f"{spec}: no whole answer within {timeout:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["reply"]
+    return future.result()

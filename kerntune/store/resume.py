@@ -93,3 +93,35 @@ def check_compare_same(run: RunRecord, space: Any, given: Mapping[str, Any],
         for name, value in options.items():
             what = f"-o {strat}.{name}" if prefix else f"options[{strat!r}][{name!r}]"
             check_same(run.id, what, (stored.get(strat) or {}).get(name), value)
+
+
+#: A stored budget's fields and how a caller names them: on the command line, in Python.
+_BUDGET_NAMES = {"max_evals": ("--budget", "budget"), "max_seconds": ("--seconds", "seconds"),
+                 "target_ms": ("--target-ms", "target_ms")}
+
+
+def plain(value: Any) -> Any:
+    """A value as the store keeps it (JSON: a tuple reads back as a list), to compare with a stored one."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return value
+
+
+def resumed_settings(run: RunRecord, strategy: str | None, seed: int | None, budget: Mapping[str, Any],
+                     options: Mapping[str, Any], cli: bool = True) -> tuple[str | None, int, dict, dict]:
+    """A ``tune`` run's strategy, seed, stored budget and options, after checking that each given again
+    (``budget``: ``max_evals`` / ``max_seconds`` / ``target_ms``, None where left out) is the run's own.
+    ``tune --resume`` and ``kerntune.tune(resume=...)`` both use it; ``cli`` names the settings as the
+    command line does (``--budget``, ``-o name``), else as the Python arguments (``budget``, ``options``)."""
+    check_kind(run, "tune")
+    prefix = "--" if cli else ""
+    check_same(run.id, f"{prefix}strategy", run.strategy, strategy)
+    check_same(run.id, f"{prefix}seed", run.seed, seed)
+    stored_budget = (run.options or {}).get("budget") or {}
+    for key, value in budget.items():
+        check_same(run.id, _BUDGET_NAMES[key][0 if cli else 1], stored_budget.get(key), value)
+    stored = {k: v for k, v in (run.options or {}).items() if k not in ("budget", "llm")}  # llm: resumed_model's
+    for name, value in options.items():
+        check_same(run.id, f"-o {name}" if cli else f"options[{name!r}]", stored.get(name), plain(value))
+    return run.strategy, run.seed if run.seed is not None else 0, stored_budget, stored

@@ -52,7 +52,7 @@ def jit_function(kernel: Any) -> Any:
     return kernel
 
 
-def _layers(kernel: Any) -> Iterator[Any]:
+def layers(kernel: Any) -> Iterator[Any]:
     """The kernel object and the wrappers under it, outermost first (each keeps the next in ``.fn``;
     at most 8, as deep as Triton's own decorators and a package's stack of them go)."""
     for _ in range(8):
@@ -64,7 +64,7 @@ def _layers(kernel: Any) -> Iterator[Any]:
 
 def autotuner(kernel: Any) -> Any | None:
     """The ``triton.autotune`` wrapper around a kernel, if it has one."""
-    return next((k for k in _layers(kernel) if hasattr(k, "configs") and hasattr(k, "keys")), None)
+    return next((k for k in layers(kernel) if hasattr(k, "configs") and hasattr(k, "keys")), None)
 
 
 def heuristics(kernel: Any) -> dict[str, Callable[[dict[str, Any]], Any]]:
@@ -73,7 +73,7 @@ def heuristics(kernel: Any) -> dict[str, Callable[[dict[str, Any]], Any]]:
     A rule may read a tuned constexpr (``EVEN_K = K % BLOCK_K == 0``), so a replay with another
     config must recompute it, as the heuristics wrapper would have."""
     out: dict[str, Callable[[dict[str, Any]], Any]] = {}
-    for layer in _layers(kernel):
+    for layer in layers(kernel):
         values = getattr(layer, "values", None)
         if isinstance(values, dict) and hasattr(layer, "fn"):
             out.update({k: v for k, v in values.items() if callable(v)})
@@ -294,7 +294,7 @@ def clear_launch_caches(kernel: Any) -> int:
     from collections.abc import MutableMapping
 
     cleared = 0
-    for layer in _layers(kernel):
+    for layer in layers(kernel):
         cache = getattr(layer, "kernel_cache", None)
         caches = [c for c in (cache if isinstance(cache, (tuple, list)) else (cache,)) if isinstance(c, MutableMapping)]
         if caches:

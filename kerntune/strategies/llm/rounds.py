@@ -16,13 +16,13 @@ run stops with one clear line).  Convergence: no improvement for
 from __future__ import annotations
 
 import json
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from kerntune.errors import KerntuneError
+from kerntune.llm.client import on_daemon_thread
 from kerntune.llm.parsing import ParsedConfigs, configs_from_answer
 from kerntune.llm.secrets import redact
 from kerntune.llm.types import LLMError, Message
@@ -92,24 +92,9 @@ def call_model(ctx: SearchContext, messages: list[Message], temperature: float, 
 
 def call_in_background(ctx: SearchContext, messages: list[Message], temperature: float, max_tokens: int,
                        exclude: set[str], n: int) -> Future:
-    """``call_model`` on a daemon thread, for a search that measures while the model thinks.
-
-    Why not a ThreadPoolExecutor: Python joins its threads at exit, so Ctrl-C (or an error) during
-    a model call kept the process waiting for the call, up to ``--llm-timeout`` (300 s; an hour for a
-    ``files:`` answerer).  A daemon thread is left behind at exit; a ``cmd:`` model's process group is
-    ended by the provider's exit handler."""
-    future: Future = Future()
-
-    def run() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(call_model(ctx, messages, temperature, max_tokens, exclude, n))
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name="kerntune-model-call", daemon=True).start()
-    return future
+    """``call_model`` on a daemon thread (``kerntune.llm.client.on_daemon_thread`` says why), for a
+    search that measures while the model thinks."""
+    return on_daemon_thread(call_model, ctx, messages, temperature, max_tokens, exclude, n)
 
 
 def _seconds(ctx: SearchContext, t0: float) -> float:
