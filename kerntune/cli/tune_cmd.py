@@ -253,9 +253,10 @@ def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None,
     """The stored run's strategy, seed, budget and options, after checking that what was given
     now (kernel or recording, space, and any option typed again) matches what it was started with."""
     from kerntune.run.search import evaluator_identity
-    from kerntune.store.resume import check_evaluator, resumed_settings
+    from kerntune.store.resume import check_evaluator, check_kind, resumed_settings
 
     run = st.get_run(run_id)
+    check_kind(run, "tune")
     check_evaluator(run, evaluator_identity(evaluator), evaluator.space.to_dict())
     strategy, seed, stored_budget, stored = resumed_settings(
         run, strategy, seed, dict(zip(("max_evals", "max_seconds", "target_ms"), given_budget)), options)

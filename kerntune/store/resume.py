@@ -113,8 +113,8 @@ def resumed_settings(run: RunRecord, strategy: str | None, seed: int | None, bud
     """A ``tune`` run's strategy, seed, stored budget and options, after checking that each given again
     (``budget``: ``max_evals`` / ``max_seconds`` / ``target_ms``, None where left out) is the run's own.
     ``tune --resume`` and ``kerntune.tune(resume=...)`` both use it; ``cli`` names the settings as the
-    command line does (``--budget``, ``-o name``), else as the Python arguments (``budget``, ``options``)."""
-    check_kind(run, "tune")
+    command line does (``--budget``, ``-o name``), else as the Python arguments (``budget``, ``options``).
+    The callers have checked that the run is a ``tune`` run (``check_kind``) before anything else."""
     prefix = "--" if cli else ""
     check_same(run.id, f"{prefix}strategy", run.strategy, strategy)
     check_same(run.id, f"{prefix}seed", run.seed, seed)
