@@ -105,6 +105,8 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}))
+    if any("error" in run for run in result["runs"].values()):
+        sys.exit(1)  # a failed process is a failed benchmark, not a short result
 
 
 if __name__ == "__main__":
