@@ -26,7 +26,7 @@ from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.space import Config, Space, jsonable
 from kerntune.transform.kernel import KernelSpec, lang_of
-from kerntune.transform.procs import end_group
+from kerntune.procs import end_group
 from kerntune.transform.worker import LIMITS_ENV
 
 MEMORY_ENV = "KERNTUNE_TRANSFORM_MEMORY_MB"
@@ -96,7 +96,7 @@ class _Worker:
 
     def close(self) -> None:
         """End the worker: EOF on its stdin, then its whole process group is killed, also when it
-        exits by itself, so processes the model's code started do not outlive it (``procs``)."""
+        exits by itself, so processes the model's code started do not outlive it (``kerntune.procs``)."""
         try:
             if self.proc.stdin:
                 self.proc.stdin.close()

@@ -10,7 +10,7 @@ the user's code) and a shape.  A model-written variant is never imported in this
 - ``check`` runs ``triton_check`` under a memory limit and a time limit: a judge process that never
   imports the variant takes the original's reference, a runner process it starts imports the harness,
   returns the space as data and the default config's outputs, and the judge compares them; the whole
-  process group is killed when the check ends, however it ends (``procs``);
+  process group is killed when the check ends, however it ends (``kerntune.procs``);
 - ``evaluator`` is the ``TritonEvaluator`` of ``kerntune tune`` on the harness, with a stand-in module
   (``module=``) so the evaluator does not import the variant here either: compile and benchmark
   workers (memory limit, compile and benchmark time limits) are the only places it runs.
@@ -34,12 +34,12 @@ from typing import Any, Sequence
 from kerntune.errors import KerntuneError
 from kerntune.space import Space, space_from_dict
 from kerntune.transform.kt_backend import default_memory_mb
-from kerntune.transform.procs import end_group, exited
+from kerntune.procs import end_group, exited
 from kerntune.transform.triton_static import variant_problems  # noqa: F401 - re-exported
 from kerntune.transform.worker import LIMITS_ENV
 
 def _read_until_exit(proc: subprocess.Popen, timeout: float) -> bytes | None:
-    """``proc``'s stdout until EOF and its exit, without reaping it (``procs``); None past ``timeout`` s."""
+    """``proc``'s stdout until EOF and its exit, without reaping it (``kerntune.procs``); None past ``timeout`` s."""
     deadline = time.monotonic() + timeout
     fd = proc.stdout.fileno()  # type: ignore[union-attr]
     chunks: list[bytes] = []

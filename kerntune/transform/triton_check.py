@@ -19,7 +19,7 @@ judge: the check then fails); stronger isolation needs another user or a sandbox
 
 Both print one JSON line on their own stdout (``results_pipe``); both run under the limits in
 ``KERNTUNE_TRANSFORM_LIMITS``.  The runner is in the judge's process group, which the session kills as
-a whole when the check ends (``procs``).
+a whole when the check ends (``kerntune.procs``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import shlex
-import signal
 import stat
 import subprocess
 import threading
@@ -23,6 +22,7 @@ from typing import Any
 from kerntune.llm.parsing import MAX_RESPONSE_CHARS
 from kerntune.llm.providers.base import Provider
 from kerntune.llm.types import LLMError, Message, RawReply, TransientError, Usage
+from kerntune.procs import end_group, exited
 
 
 def render_prompt(messages: list[Message], schema: dict[str, Any] | None) -> str:
@@ -157,14 +157,14 @@ class CommandProvider(Provider):
                 raise LLMError(f"cmd: output over {MAX_OUTPUT_CHARS:,} characters; the command was stopped")
             if out.thread.is_alive():
                 raise TransientError(f"cmd: no answer within {timeout:g} s")
-            try:
-                code = proc.wait(max(deadline - time.monotonic(), 0.5))
-            except subprocess.TimeoutExpired:
-                raise TransientError(f"cmd: no answer within {timeout:g} s") from None
+            # not reaped yet (WNOWAIT): its pid, the group's id, stays reserved until the group is killed
+            if not exited(proc, max(deadline - time.monotonic(), 0.5)):
+                raise TransientError(f"cmd: no answer within {timeout:g} s")
         finally:
             _end_group(proc)
             with _RUNNING_LOCK:
                 _RUNNING.discard(proc)
+        code = proc.returncode
         if code != 0:
             err.thread.join(1.0)
             tail = err.text().strip().splitlines()[-1:] or [""]
@@ -239,18 +239,8 @@ def _end_running() -> None:
 
 
 def _end_group(proc: subprocess.Popen) -> None:
-    """End the command's whole process group (its children too), then reap it."""
-    if hasattr(os, "killpg"):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    elif proc.poll() is None:
-        proc.kill()
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        pass
+    """End the command's whole process group (its children too), reap it, close its pipes."""
+    end_group(proc, timeout=0)
     for pipe in (proc.stdout, proc.stderr):
         try:
             if pipe is not None:

@@ -1,7 +1,8 @@
-"""Ending a worker together with every process its code started.
+"""Ending a child process together with every process it started.
 
-Workers run model-written code, which may start processes of its own (a shell-out, a
-``multiprocessing`` pool, a forked loop).  Each worker is started in a session of its own
+Used by the code-rewrite workers, which run model-written code, and by the ``cmd:`` model, which
+runs any command the user names: both may start processes of their own (a shell-out, a
+``multiprocessing`` pool, a wrapper script's grandchildren).  Each worker is started in a session of its own
 (``start_new_session=True``), so it leads a process group its children inherit; when the worker
 ends, however it ends, the whole group gets SIGKILL.  Waiting is done with ``WNOWAIT`` so the worker
 is not reaped before the group is killed: while the leader is an unreaped zombie its pid (the group's
@@ -22,6 +23,10 @@ import time
 
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the process group ``proc`` leads (started with ``start_new_session=True``); never raises."""
+    if not hasattr(os, "killpg"):  # no process groups here: the process alone
+        if proc.poll() is None:
+            proc.kill()
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
