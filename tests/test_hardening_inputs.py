@@ -364,3 +364,38 @@ def test_resume_by_id_alone_from_another_directory_after_a_relative_recording_pa
     assert done.returncode == 0, done.stderr
     assert "the recording's optimum" in done.stdout, done.stdout
     one_line(cli(elsewhere, "tune", "--resume", rid, "--shape", "64", "--no-report", *store), "--shape")
+
+
+def test_prompt_show_of_a_later_round_is_the_stored_prompt_or_the_first_n_trials(tmp_path) -> None:
+    """``prompt show --round K --run R`` prints what round K of R sent (stored), not a prompt over R's whole
+    history; ``--trials N`` builds it from R's first N trials.  The model is a real ``cmd:`` program that
+    answers every round with two configs it has not given before (a scripted model)."""
+    from bad_inputs import VALUES
+
+    rec = write(tmp_path / "r.json", kt_cache())
+    script = tmp_path / "model.py"
+    script.write_text(
+        "import itertools, json, sys, pathlib\n"
+        "sys.stdin.read()\n"
+        "n = pathlib.Path(sys.argv[1]); k = int(n.read_text()) if n.exists() else 0; n.write_text(str(k + 2))\n"
+        f"grid = list(itertools.product(*{[list(v) for v in VALUES.values()]!r}))\n"
+        f"names = {list(VALUES)!r}\n"
+        "print(json.dumps({'configs': [{'reasoning': 'r', 'config': dict(zip(names, g))} for g in grid[k:k + 2]]}))\n")
+    rid = run_id(cli(tmp_path, "tune", "--replay", str(rec), "--strategy", "llm", "--budget", "9",
+                     "--llm", f"cmd:{sys.executable} {script} {tmp_path / 'n'}", "-o", "llm.initial=2",
+                     "-o", "llm.refine=2", "-o", "llm.patience=9", "--no-report", "--retime", "0"))
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        stored = dict(conn.execute("SELECT round, prompt FROM llm_exchanges WHERE run_id=?", (rid,)).fetchall())
+    assert {2, 3} <= set(stored), sorted(stored)
+    shown = cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", rid)
+    assert shown.returncode == 0 and "as stored" in shown.stderr, shown.stderr
+    assert shown.stdout.strip() == stored[2].strip()
+    assert stored[2] != stored[3]
+    first3 = cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", rid, "--trials", "3")
+    assert first3.returncode == 0, first3.stderr
+    assert "/ 3 measured" in first3.stdout, first3.stdout
+    one_line(cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", rid, "--trials", "0"),
+             "--trials")
+    # compare's spelling of an option works in tune for the run's own strategy, and only for it
+    one_line(cli(tmp_path, "tune", "--replay", str(rec), "--strategy", "genetic", "--budget", "4", "-o",
+                 "auto.stall=3", "--no-report"), "auto", "genetic")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from kerntune.cli.common import console, open_store
+from kerntune.cli.common import console, err_console, open_store
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine_round
@@ -21,6 +21,9 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
          run: Optional[str] = typer.Option(None, "--run", help="Run whose trials feed a refinement prompt (an id,"
                                             " a unique prefix, or 'last')"),
          n: Optional[int] = typer.Option(None, "--n", help="Configs asked for (default 25, later rounds 15)"),
+         trials: Optional[int] = typer.Option(None, "--trials", help="Build the refinement prompt from the run's"
+                                              " first N trials (default: the prompt the run stored for that"
+                                              " round, else all its trials)"),
          no_source: bool = typer.Option(False, "--no-source", help="Leave the kernel source out"),
          source: Optional[Path] = typer.Option(None, "--source", help="The kernel's source file, shown to the model"),
          device: Optional[str] = typer.Option(None, "--device", help="The GPU: a name, or a JSON/text file describing it"),
@@ -30,6 +33,8 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
         raise KerntuneError(f"file not found: {space}")
     if round_no < 1:
         raise KerntuneError("--round must be 1 or more")
+    if trials is not None and trials < 1:
+        raise KerntuneError("--trials must be 1 or more")
     from kerntune.evaluate.replay import replay_extras
 
     kernel_source, device_info = replay_extras(source, device)
@@ -47,9 +52,16 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
             children = st.child_runs(run)
             raise KerntuneError(f"run {run} is a comparison of {len(children)} repeats: give one repeat's id"
                                 + (f", e.g. {children[0].id} ({children[0].label})" if children else ""))
+        if trials is None:
+            stored = [ex for ex in st.llm_exchanges(run) if ex["round"] == round_no and ex["prompt"]]
+            if stored:  # what was sent, exactly (redacted when stored)
+                err_console.print(f"(the prompt run {run} sent in round {round_no}, as stored)", style="dim")
+                console.print(stored[0]["prompt"], markup=False, highlight=False, soft_wrap=True)
+                return
         history = [t for _, t, _ in st.trials(run)]
         if not history:
             raise KerntuneError(f"run {run} has no trials")
+        whole, history = len(history), history[:trials]
         names = set(ev.space.names)
         other = next((t.config for t in history if set(t.config) != names), None)
         if other is not None:
@@ -57,7 +69,10 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
                                 f" recording's are {', '.join(ev.space.names)})")
         history = [t.__class__(ev.space.canonical(t.config), t.status, t.time_ms, t.times_ms, t.compile_s,
                                t.bench_s, t.error, t.extra) for t in history]
+        if trials is None:
+            err_console.print(f"(no prompt stored for round {round_no} of run {run}: built from all {whole} of"
+                              " its trials; --trials N uses the first N)", style="dim")
         messages = refine_round(ev.space, ev.workload(), ev.device(), history, n or 15, round_no - 1, False, opts)
     for m in messages:
         console.rule(m.role)
-        console.print(m.content, markup=False, highlight=False)
+        console.print(m.content, markup=False, highlight=False, soft_wrap=True)

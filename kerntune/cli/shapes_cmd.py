@@ -11,6 +11,7 @@ from rich.table import Table
 from kerntune.cli.common import console, err_console, open_store, parse_options
 from kerntune.errors import KerntuneError
 from kerntune.run.shapes import ShapeResult, read_shapes, tune_shapes
+from kerntune.strategies.options import own_options
 
 
 def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Optional[int], seed: int,
@@ -20,7 +21,7 @@ def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Opti
     shapes = read_shapes(shapes_file)
     if budget is None:
         raise KerntuneError("--shapes needs --budget: the total number of evaluations over all shapes")
-    options = parse_options(option)
+    options = own_options(strategy, parse_options(option))
     st = open_store(store)
 
     def report(r: ShapeResult) -> None:

@@ -23,7 +23,7 @@ from kerntune.llm import LLMClient
 from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, BudgetExhausted, get_strategy
 from kerntune.budget_default import UNSET, default_evals, describe_budget
 from kerntune.strategies.base import check_seed
-from kerntune.strategies.options import validate_options
+from kerntune.strategies.options import own_options, validate_options
 
 
 def tune(
@@ -55,7 +55,7 @@ def tune(
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript",
                                                   help="Append every model exchange to this JSONL file (replayable)"),
-    option: list[str] = typer.Option([], "--option", "-o", help="Strategy option NAME=JSON, e.g. -o initial=25"),
+    option: list[str] = typer.Option([], "--option", "-o", help="Strategy option NAME=JSON, e.g. -o initial=25 (or STRATEGY.NAME, as compare takes it)"),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the HTML report here (default: next to the store, reports/RUN_ID.html)"),
     no_report: bool = typer.Option(False, "--no-report", help="Write no report"),
 ) -> None:
@@ -92,12 +92,14 @@ def tune(
     evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address, source, device)
     given_options = parse_options(option)
     if resume:
+        given_options = own_options(strategy or st.get_run(resume).strategy or DEFAULT_STRATEGY, given_options)
         strategy, seed, b, options = _resumed(st, resume, evaluator, strategy, seed,
                                               Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms),
                                               (budget, seconds, target_ms), given_options)
         llm = resumed_model(st.get_run(resume), llm, bool(st.llm_exchanges(resume)))
     else:
-        strategy, seed, options = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0, given_options
+        strategy = strategy or DEFAULT_STRATEGY
+        seed, options = seed if seed is not None else 0, own_options(strategy, given_options)
         b = Budget(max_evals=default_evals(UNSET if budget is None else budget, seconds), max_seconds=seconds,
                    target_ms=target_ms)
 

@@ -195,6 +195,25 @@ def _problem(strategy: str, exc: ValidationError, given: dict[str, Any]) -> str:
     return f"{strategy}: {where}{err['msg']}{shown}"
 
 
+def own_options(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
+    """One strategy's options with ``compare``'s spelling accepted: ``-o auto.stall=30`` is ``stall=30`` when
+    the strategy is ``auto`` (or an alias of it); an option named for another strategy is refused."""
+    from kerntune.strategies import ALIASES
+
+    own = ALIASES.get(strategy, strategy)
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        prefix, dot, name = key.partition(".")
+        if dot and prefix and name:
+            if ALIASES.get(prefix, prefix) != own:
+                raise KerntuneError(f"option {key!r} is for strategy {prefix}; this run's strategy is {strategy}")
+            key = name
+        if key in out:
+            raise KerntuneError(f"option {key!r} is given twice")
+        out[key] = value
+    return out
+
+
 def validate_options(strategy: str, options: dict[str, Any] | None) -> dict[str, Any]:
     """The options ``strategy`` was given, checked; raises KerntuneError with one line.
 
