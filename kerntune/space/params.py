@@ -9,6 +9,7 @@ without knowing which kind it holds.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -84,9 +85,10 @@ class Param:
 
     def allowed_text(self) -> str:
         vals = self.values()
+        # JSON literals (true, "tma", null), as the model must write them in its answer, not Python's
         if len(vals) > 64:
-            return f"{len(vals)} values from {jsonable(vals[0])!r} to {jsonable(vals[-1])!r}"
-        return "[" + ", ".join(repr(jsonable(v)) for v in vals) + "]"
+            return f"{len(vals)} values from {_json_literal(vals[0])} to {_json_literal(vals[-1])}"
+        return "[" + ", ".join(_json_literal(v) for v in vals) + "]"
 
     def adjacent(self, value: Value) -> list[Value]:
         """Values one step away: the natural 'small move' for local search."""
@@ -484,3 +486,7 @@ def infer_param(name: str, values: Sequence[Value], description: str = "", defau
         default = vals[0] if default is None else default
         vals = sorted(vals)
     return Choice(name=name, options=tuple(vals), description=description, default=default)
+
+
+def _json_literal(value: Value) -> str:
+    return json.dumps(jsonable(value), ensure_ascii=False)

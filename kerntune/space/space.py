@@ -402,7 +402,7 @@ class Space:
         lines = []
         for p in self.params:
             desc = f" — {p.description}" if p.description else ""
-            lines.append(f"- {p.name}: {p.type_text()}; default {jsonable(self.default[p.name])!r}{desc}")
+            lines.append(f"- {p.name}: {p.type_text()}; default {json.dumps(jsonable(self.default[p.name]), ensure_ascii=False)}{desc}")
         for c in self.constraints:
             lines.append(f"- constraint: {c.text}")
         return "\n".join(lines)
