@@ -399,3 +399,16 @@ def test_prompt_show_of_a_later_round_is_the_stored_prompt_or_the_first_n_trials
     # compare's spelling of an option works in tune for the run's own strategy, and only for it
     one_line(cli(tmp_path, "tune", "--replay", str(rec), "--strategy", "genetic", "--budget", "4", "-o",
                  "auto.stall=3", "--no-report"), "auto", "genetic")
+
+
+def test_tune_shapes_refuses_what_it_cannot_use_and_needs_a_model_for_llm(tmp_path) -> None:
+    """``tune FILE --shapes`` used to drop --ray-address, --resume and --report silently, and said
+    "--strategy llm needs a model" with --llm given."""
+    (tmp_path / "s.txt").write_text("64x64x64\n128x128x128\n")
+    kernel = str(ROOT / "examples" / "triton" / "matmul.py")
+    for extra, needle in ((["--ray-address", "local"], "--ray-address"), (["--resume", "abc"], "--resume"),
+                          (["--report", "r.html"], "--report"), (["--strategy", "llm"], "needs a model")):
+        one_line(cli(tmp_path, "tune", kernel, "--shapes", "s.txt", *extra), needle)
+    # with --llm the model is built (a missing transcript is its error, not "needs a model")
+    one_line(cli(tmp_path, "tune", kernel, "--shapes", "s.txt", "--strategy", "llm", "--llm",
+                 f"replay:{tmp_path / 'none.jsonl'}"), "none.jsonl")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from rich.table import Table
 
@@ -15,7 +15,9 @@ from kerntune.strategies.options import own_options
 
 
 def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Optional[int], seed: int,
-                    store: Optional[str], compile_timeout: float, gpus: int | None, option: list[str]) -> None:
+                    store: Optional[str], compile_timeout: float, gpus: int | None, option: list[str],
+                    llm: Any = None) -> None:
+    """``llm``: an ``LLMClient`` for the strategies that take a model (each shape is a run of its own)."""
     from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
 
     shapes = read_shapes(shapes_file)
@@ -32,7 +34,7 @@ def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Opti
                           f"(within 2% of it after {r.evals_to_best}){warm}")
 
     results = tune_shapes(lambda s: TritonEvaluator(kernel, s, compile_timeout=compile_timeout, gpus=gpus),
-                          shapes, strategy, budget, st, seed=seed, options=options, on_shape=report)
+                          shapes, strategy, budget, st, seed=seed, options=options, llm=llm, on_shape=report)
     table = Table(title=f"dispatch table: {len(results)} shapes, {sum(r.evaluations for r in results)} evaluations")
     for col in ("shape", "best ms", "evaluations", "within 2% after", "warm start from", "config"):
         table.add_column(col)

@@ -72,13 +72,22 @@ def tune(
     check_output("--llm-transcript", llm_transcript)
     if shapes is not None:
         if seconds is not None or target_ms is not None:
-            raise KerntuneError("--shapes takes --budget (evaluations per shape, default 100), not --seconds or --target-ms")
+            raise KerntuneError("--shapes takes --budget (evaluations over all shapes, default 100), not --seconds"
+                                " or --target-ms")
+        for flag, value in (("--ray-address", ray_address), ("--resume", resume), ("--report", report)):
+            if value is not None:  # each shape is a run of its own on this machine, with no report of its own
+                raise KerntuneError(f"--shapes does not take {flag}")
         strategy, budget, seed = strategy or DEFAULT_STRATEGY, budget if budget is not None else 100, seed or 0
         from kerntune.cli.shapes_cmd import tune_shapes_cli
 
         if kernel is None or shape is not None or replay is not None:
             raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
-        tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option)
+        if strategy in LLM_STRATEGIES and not llm:
+            raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
+        client = (LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
+                  if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL else None)
+        tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option,
+                        llm=client)
         return
     if kernel is None and replay is None and not resume:
         raise KerntuneError("nothing to tune: give a kernel file (with --shape), --replay RECORDING, or --resume RUN_ID")
@@ -141,10 +150,14 @@ def tune(
                              warm_start=[shipped] if shipped else (),
                              on_note=lambda note: err_console.print(f"[yellow]note:[/yellow] {note}"),
                              on_status=status)
-    res = run_search(evaluator, strategy, b, seed, run_options)
-    best = res.best
-    if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
-        best = _confirm(evaluator, res.history, retime) or best
+    try:
+        res = run_search(evaluator, strategy, b, seed, run_options)
+        best = res.best
+        if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
+            best = _confirm(evaluator, res.history, retime) or best
+    except BaseException:  # an error or Ctrl-C: the workers end now, not at interpreter exit
+        evaluator.close()
+        raise
     if best is None and kernel is not None:  # a recording of failures replays as one: a finished run
         console.print(f"no successful config in {len(res.history)} evaluations ({res.stop_reason})")
         errors = {_last_line(t) for t in res.history}
