@@ -84,3 +84,24 @@ def test_prune_edit_on_a_huge_constrained_space_is_one_error_not_a_hang():
         apply_edits(space, [Edit.from_dict({"op": "remove_value", "param": "a", "value": 2})])
     with pytest.raises(SpaceError, match="too many to count"):
         space.count()
+
+
+def test_a_large_space_with_a_sparse_valid_set_is_walked_once_when_sampling_misses(monkeypatch):
+    """Above the materialise limit, rejection sampling that keeps missing used to end every sampling
+    strategy with "too many to materialise"; the valid set is now walked once and held when it is
+    small (the limit is lowered here so that the walk is a few thousand points)."""
+    import random
+
+    import kerntune.space.space as space_mod
+
+    monkeypatch.setattr(space_mod, "_MATERIALISE_LIMIT", 100)
+    sp = Space([PowerOfTwo(n, low=1, high=8) for n in "abcdef"], ["a == b == c and d == e == f"])
+    assert sp.cartesian_size == 4096
+    draws = [sp.random_config(random.Random(i), max_tries=3) for i in range(20)]
+    assert all(sp.satisfies(c) for c in draws) and sp.materialised and sp.count() == 16
+    assert len(sp.sample(random.Random(0), 16)) == 16
+    # a valid set too large to hold is still one clear error
+    monkeypatch.setattr(space_mod, "_MATERIALISE_LIMIT", 10)
+    wide = Space([PowerOfTwo(n, low=1, high=8) for n in "abcdef"], ["a == b"])
+    with pytest.raises(SpaceError, match="too many to hold"):
+        wide.valid_configs()

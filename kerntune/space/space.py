@@ -273,12 +273,18 @@ class Space:
     def valid_configs(self) -> list[Config]:
         """The materialised valid set, for spaces small enough to hold in memory."""
         if self._valid_cache is None:
-            if self.cartesian_size > _MATERIALISE_LIMIT:
-                raise SpaceError(
-                    f"space has {self.cartesian_size:,} cartesian points; too many to materialise"
-                )
-            self._valid_cache = list(self.enumerate())
-            self._count = len(self._valid_cache)
+            if self.cartesian_size > COUNT_LIMIT:
+                raise SpaceError(f"space has {self.cartesian_size:,} cartesian points; too many to walk for its valid"
+                                 f" configs (at most {COUNT_LIMIT:,})")
+            # A large space under tight constraints (rejection sampling keeps missing) is walked once and
+            # its valid set kept when it is small enough to hold.
+            valid: list[Config] = []
+            for cfg in self.enumerate():
+                if len(valid) == _MATERIALISE_LIMIT:
+                    raise SpaceError(f"space has more than {_MATERIALISE_LIMIT:,} valid configs; too many to hold")
+                valid.append(cfg)
+            self._valid_cache = valid
+            self._count = len(valid)
         return self._valid_cache
 
     def random_config(self, rng: random.Random, max_tries: int = 10_000) -> Config:
