@@ -12,7 +12,10 @@ source, its autotune list, the key, the device and the torch/Triton versions), a
 launch of that key, in this process or any later one, takes it from memory or the store without
 measuring.  Only the kernel's own list is searched: its author vouched for every config in it, so,
 as with ``triton.autotune``, no output is checked (``kerntune tune`` searches beyond a list and
-checks every output).  Kernels without ``triton.autotune`` are untouched.
+checks every output).  Kernels without ``triton.autotune`` are untouched.  Where kerntune's own search
+fails for an autotuner (a store it cannot open, a list whose configs do not all name the same knobs,
+no config timed), the switch says so on stderr, once per kernel and reason, and leaves that autotuner
+to ``triton.autotune``'s own tuning from then on: an opt-in speed-up never stops a working program.
 
 The list is first pruned for the call as ``triton.autotune`` prunes it (the autotuner's own
 ``prune_configs``: its ``prune_configs_by``'s ``early_config_prune``, then the ``top_k`` best by its
@@ -128,6 +131,8 @@ class Stats:
     measured: int = 0                                   # configs timed in this process
     tuning_s: float = 0.0
     searches: list[dict[str, Any]] = field(default_factory=list)  # one per tuned key: seconds, evaluations, list size
+    #: "kernel: reason" for each autotuner left to Triton's own tuning after kerntune failed on it
+    fell_back: list[str] = field(default_factory=list)
 
 
 STATS = Stats()
@@ -184,29 +189,51 @@ def _whole_number(name: str, text: str, least: int) -> int:
     return n
 
 
-def _runoff_setting() -> int | str:
+def _runoff_setting(text: str | None = None, name: str = "KERNTUNE_AUTOTUNE_RUNOFF") -> int | str:
     """``auto`` (the default): the close contenders; N: the N fastest in 5 rounds; 0: off."""
-    text = os.environ.get("KERNTUNE_AUTOTUNE_RUNOFF", "").strip().lower() or "auto"
-    return "auto" if text == "auto" else _whole_number("KERNTUNE_AUTOTUNE_RUNOFF", text, 0)
+    text = (os.environ.get(name, "") if text is None else text).strip().lower() or "auto"
+    return "auto" if text == "auto" else _whole_number(name, text, 0)
 
 
-def _cut_setting() -> float:
+def _cut_setting(text: str | None = None, name: str = "KERNTUNE_AUTOTUNE_CUT") -> float:
     """The ratio to the best time so far above which a config gets no timing window (0: never)."""
-    text = os.environ.get("KERNTUNE_AUTOTUNE_CUT", "").strip() or "1.25"
+    text = (os.environ.get(name, "") if text is None else text).strip() or "1.25"
     try:
         value = float(text)
     except ValueError:
-        raise KerntuneError(f"KERNTUNE_AUTOTUNE_CUT={text!r}: expected a ratio such as 1.25, or 0 (off)") from None
+        raise KerntuneError(f"{name}={text!r}: expected a ratio such as 1.25, or 0 (off)") from None
     if not math.isfinite(value) or (value != 0 and value <= 1):
-        raise KerntuneError(f"KERNTUNE_AUTOTUNE_CUT={text!r}: must be above 1, or 0 (off)")
+        raise KerntuneError(f"{name}={text!r}: must be above 1, or 0 (off)")
     return value
 
 
-def _overlap_setting() -> bool:
-    text = os.environ.get("KERNTUNE_AUTOTUNE_OVERLAP", "").strip().lower() or "1"
+def _overlap_setting(text: str | None = None, name: str = "KERNTUNE_AUTOTUNE_OVERLAP") -> bool:
+    text = (os.environ.get(name, "") if text is None else text).strip().lower() or "1"
     if text not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
-        raise KerntuneError(f"KERNTUNE_AUTOTUNE_OVERLAP={text!r}: expected 1 (on) or 0 (off)")
+        raise KerntuneError(f"{name}={text!r}: expected 1 (on) or 0 (off)")
     return text in ("1", "true", "yes", "on")
+
+
+def check_exec_options(strategy: str | None = None, budget: str | None = None, cut: str | None = None,
+                       runoff: str | None = None, overlap: str | None = None) -> None:
+    """The checks the switch makes of its settings (``enable``, and the strategy's name at its first
+    search), made on ``kerntune exec``'s options in the parent, so that a bad option stops there with
+    one line instead of turning the switch off in the program; None: not given."""
+    if strategy is not None:
+        from kerntune.strategies import get_strategy
+
+        try:
+            get_strategy(strategy)
+        except KerntuneError as exc:
+            raise KerntuneError(f"--strategy: {exc}") from None
+    if budget is not None:
+        _budget_share(budget, "--budget")
+    if cut is not None:
+        _cut_setting(cut, "--cut")
+    if runoff is not None:
+        _runoff_setting(runoff, "--runoff")
+    if overlap is not None:
+        _overlap_setting(overlap, "--overlap")
 
 
 def _threads(given: int | None) -> int:
@@ -216,14 +243,18 @@ def _threads(given: int | None) -> int:
     return _whole_number("KERNTUNE_AUTOTUNE_COMPILE_THREADS", text, 1)
 
 
-def _budget(n_configs: int) -> int:
-    text = _SETTINGS.get("budget", "1")
+def _budget_share(text: str, name: str = "KERNTUNE_AUTOTUNE_BUDGET") -> float:
     try:
         value = float(text)
     except ValueError:
-        raise KerntuneError(f"KERNTUNE_AUTOTUNE_BUDGET={text!r}: expected a share such as 0.5 or a count") from None
+        raise KerntuneError(f"{name}={text!r}: expected a share such as 0.5 or a count") from None
     if not math.isfinite(value) or value <= 0:
-        raise KerntuneError(f"KERNTUNE_AUTOTUNE_BUDGET={text!r}: must be positive")
+        raise KerntuneError(f"{name}={text!r}: must be positive")
+    return value
+
+
+def _budget(n_configs: int) -> int:
+    value = _budget_share(_SETTINGS.get("budget", "1"))
     if n_configs <= 4:
         return n_configs
     n = math.ceil(value * n_configs) if value <= 1 else int(value)
@@ -296,25 +327,57 @@ def _pruned(tuner: Any, kwargs: dict[str, Any]) -> list[Any]:
     return list(prune(kwargs) if prune is not None else tuner.configs)
 
 
+_WARNED: set[tuple[str, str]] = set()  # (kernel, reason) already told on stderr
+
+
 def _run(self: Any, *args: Any, **kwargs: Any) -> Any:
-    if len(self.configs) > 1:
+    # An autotuner kerntune failed on is left to Triton's own tuning for good (``_fall_back``).
+    if len(self.configs) > 1 and "_kerntune_failed" not in self.__dict__:
         key = _key(self, args, kwargs)
         if key not in self.cache:
+            best = None
             self.nargs = dict(zip(self.arg_names, args))  # Autotuner._bench and its hooks read it
             try:
-                best = _winner(self, key, args, kwargs)
-                self.pre_hook({**self.nargs, **kwargs, **best.all_kwargs()}, reset_only=True)
+                # The package's pruner and hooks are its own code, which Triton's ``run`` calls too:
+                # their errors are the program's, raised as Triton would raise them.  What fails in
+                # kerntune's own search (its store, a list it cannot read, no config timed) must not
+                # stop a program that runs without the switch: Triton's own tuning takes the call.
+                configs = _pruned(self, kwargs)
+                try:
+                    best = _winner(self, key, args, kwargs, configs)
+                except Exception as exc:  # noqa: BLE001 - any failure of kerntune's: fall back
+                    _fall_back(self, exc)
+                if best is not None:
+                    self.pre_hook({**self.nargs, **kwargs, **best.all_kwargs()}, reset_only=True)
             finally:
                 self.nargs = None
-            self.cache[key] = best
+            if best is not None:
+                self.cache[key] = best
     return _original_run(self, *args, **kwargs)
 
 
-def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+def _fall_back(tuner: Any, exc: BaseException) -> None:
+    """Leave ``tuner`` to ``triton.autotune``'s own tuning from now on (kerntune is not tried again at
+    its later launches), saying so on stderr once per (kernel, reason)."""
+    import sys
+
+    name = getattr(getattr(tuner, "base_fn", None), "__name__", "kernel")
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+    tuner.__dict__["_kerntune_failed"] = reason
+    STATS.fell_back.append(f"{name}: {reason}")
+    if (name, reason) not in _WARNED:
+        _WARNED.add((name, reason))
+        print(f"kerntune retune: {name}: {reason}; left to triton.autotune's own tuning", file=sys.stderr,
+              flush=True)
+
+
+def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[str, Any],
+            configs: Sequence[Any] | None = None) -> Any:
+    """The config for this call's key (``configs``: the list pruned for the call, by default pruned here)."""
     from kerntune.decorator import device_and_versions
 
     started = time.perf_counter()
-    configs = _pruned(tuner, kwargs)
+    configs = _pruned(tuner, kwargs) if configs is None else list(configs)
     if len({flat_key(config_dict(c)) for c in configs}) == 1:  # Triton would time it only to take it
         return configs[0]
     # The search, the store's lookup and its winner are over the pruned list alone (the space holds

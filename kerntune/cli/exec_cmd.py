@@ -15,10 +15,11 @@ from kerntune.errors import KerntuneError
 def exec_(
     command: list[str] = typer.Argument(..., help="The program and its arguments (after --)"),
     store: Optional[str] = typer.Option(None, "--store", help="Store of the winners (default .kerntune/kerntune.db)"),
-    strategy: str = typer.Option("bayes", "--strategy", help="Strategy that searches each autotune list"),
-    budget: str = typer.Option("1", "--budget", help="Measurements per (kernel, key): a share of the list "
-                               "(1: all of it, as triton.autotune measures; 0.5: half, which picked a 20% slower "
-                               "config on one FLA kernel) or a count"),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy that searches each autotune list "
+                                           "(default bayes)"),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Measurements per (kernel, key): a share of the "
+                                         "list (default 1: all of it, as triton.autotune measures; 0.5: half, which "
+                                         "picked a 20% slower config on one FLA kernel) or a count"),
     cut: Optional[str] = typer.Option(None, "--cut", help="A config whose first two launches take this many times "
                                       "the best time so far gets no timing window (default 1.25; 0: off)"),
     runoff: Optional[str] = typer.Option(None, "--runoff", help="Leaders re-timed, their launches interleaved: auto "
@@ -29,15 +30,23 @@ def exec_(
                                           "it is compiled, while the list's other compiles run; 0: compile all first"),
 ) -> None:
     """Run COMMAND with every triton.autotune kernel tuned once by kerntune and its winner kept in the store;
-    later runs load the winners without measuring (see kerntune.retune)."""
+    later runs load the winners without measuring (see kerntune.retune).  An option not given leaves
+    its KERNTUNE_AUTOTUNE_* variable as the environment has it; a bad one stops here."""
     if not command:
         raise KerntuneError("kerntune exec needs a command, e.g. kerntune exec -- python train.py")
+    from kerntune.retune import check_exec_options
+
+    # the program's own checks, here: a bad option would only turn the switch off in the program
+    check_exec_options(strategy=strategy, budget=budget, cut=cut, runoff=runoff, overlap=overlap)
     site = Path(__file__).resolve().parents[1] / "retune_site"
-    env = dict(os.environ, KERNTUNE_AUTOTUNE="1", KERNTUNE_AUTOTUNE_STRATEGY=strategy,
-               KERNTUNE_AUTOTUNE_BUDGET=budget,
+    env = dict(os.environ, KERNTUNE_AUTOTUNE="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p))
     if store:
         env["KERNTUNE_STORE"] = str(Path(store).resolve())
+    if strategy is not None:
+        env["KERNTUNE_AUTOTUNE_STRATEGY"] = strategy
+    if budget is not None:
+        env["KERNTUNE_AUTOTUNE_BUDGET"] = budget
     if cut is not None:
         env["KERNTUNE_AUTOTUNE_CUT"] = cut
     if runoff is not None:

@@ -1,5 +1,7 @@
 """Started by ``kerntune exec -- CMD`` (this folder heads CMD's PYTHONPATH): turns on kerntune's
-retuning of ``triton.autotune`` kernels in every Python process of CMD (kerntune.retune)."""
+retuning of ``triton.autotune`` kernels in every Python process of CMD (kerntune.retune), then runs
+the ``sitecustomize`` this one shadows (the next on ``sys.path`` past this folder: the user's, a
+virtualenv's, a distribution's), as Python would have without ``kerntune exec``."""
 
 try:
     import kerntune.retune as _retune
@@ -9,3 +11,32 @@ except Exception as _exc:  # noqa: BLE001 - never stop the user's program from s
     import sys
 
     print(f"kerntune exec: retuning is off ({type(_exc).__name__}: {_exc})", file=sys.stderr)
+
+
+def _chain() -> None:
+    """Execute the next ``sitecustomize`` on ``sys.path`` past this file's folder, in place of this
+    module (``sys.modules["sitecustomize"]`` becomes it, as a plain start-up would have it).  Its
+    errors reach ``site``, which reports them as it reports any ``sitecustomize``'s."""
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+
+    def real(entry: str) -> str:
+        return os.path.realpath(entry or os.getcwd()) if isinstance(entry, str) else ""
+
+    paths = [p for p in sys.path if isinstance(p, str)]
+    ours = [i for i, p in enumerate(paths) if real(p) == here]
+    rest = [p for p in paths[ours[0] + 1:] if real(p) != here] if ours else paths
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None or (spec.origin and os.path.realpath(spec.origin)
+                                               == os.path.realpath(os.path.abspath(__file__))):
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+_chain()

@@ -114,7 +114,7 @@ def tune_shapes(make_evaluator: Callable[[Shape], Evaluator], shapes: Sequence[S
             dev = ev.device()
             device = dev.get("name", "") or ""
             stack = f"torch={dev.get('torch')},triton={dev.get('triton')}" if dev.get("triton") else versions
-            near = nearby_runs(store, name, size, device) if warm else []  # one scan for both uses
+            near = nearby_runs(store, name, size, device, evaluator=ev.describe()) if warm else []  # one scan for both uses
             winners = past_winners(store, name, size, ev.space, device, runs=near) if warm else []
             use_transfer = warm and strategy in TRANSFER_STRATEGIES
             transfer = transfer_data(store, name, size, ev.space, device, runs=near) if use_transfer else []

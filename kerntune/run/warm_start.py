@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from kerntune.space import Config, Space
 from kerntune.store import Store
@@ -51,11 +52,39 @@ class PastWinner:
     distance: float
 
 
-def nearby_runs(store: Store, kernel_name: str, problem_size: Sequence[Any], device: str
-                 ) -> list[tuple[bool, float, str, str, list[Any]]]:
+def _numbers(size: Any) -> list[float] | None:
+    """A problem size as numbers, or None where it is not a sequence of numbers (Helion's runs store
+    ``"512x512, 512x512"``, Kernel Tuner transform runs ``"4096x4096"``: no shape distance to them)."""
+    if isinstance(size, (str, bytes)) or not isinstance(size, Sequence) or not size:
+        return None
+    if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in size):
+        return None
+    return [float(x) for x in size]
+
+
+def _same_kernel(ident: Mapping[str, Any], evaluator: Mapping[str, Any] | None) -> bool:
+    """Whether a stored run's evaluator identity (``kerntune.run.search.evaluator_identity``) is of the
+    same kind as ``evaluator`` (the new run's ``describe()``), and of the same kernel source where both
+    carry its hash: a kernel of the same name from another evaluator, or edited since, is not this one."""
+    if evaluator is None:
+        return True
+    if ident.get("evaluator") != evaluator.get("evaluator"):
+        return False
+    ours, theirs = evaluator.get("source_hash"), ident.get("source_hash")
+    return not (ours and theirs and ours != theirs)
+
+
+def nearby_runs(store: Store, kernel_name: str, problem_size: Sequence[Any], device: str,
+                evaluator: Mapping[str, Any] | None = None) -> list[tuple[bool, float, str, str, list[Any]]]:
     """Finished runs of ``kernel_name`` on other shapes: (other device, distance, id, device, size),
     same device and nearest shape first.  ``past_winners`` and ``transfer_data`` take its result
-    so that a caller wanting both (``tune --shapes``) scans the runs table once."""
+    so that a caller wanting both (``tune --shapes``) scans the runs table once.  With ``evaluator``
+    (the new run's evaluator's ``describe()``), only runs of the same evaluator type count, and of
+    the same kernel source hash where both carry one.  Sizes that are not sequences of numbers (the
+    runs', or ``problem_size``) have no distance and are left out."""
+    ours = _numbers(problem_size)
+    if ours is None:
+        return []
     rows = store.conn.execute("SELECT id, evaluator_json, device FROM runs WHERE evaluator_json IS NOT NULL "
                               "AND status = 'done'").fetchall()
     runs = []
@@ -64,10 +93,13 @@ def nearby_runs(store: Store, kernel_name: str, problem_size: Sequence[Any], dev
             ident = json.loads(row["evaluator_json"] or "{}")
         except ValueError:
             continue
-        size = ident.get("problem_size")
-        if ident.get("kernel_name") != kernel_name or not size or list(size) == list(problem_size):
+        if not isinstance(ident, dict) or ident.get("kernel_name") != kernel_name or not _same_kernel(ident, evaluator):
             continue
-        dist = shape_distance([float(x) for x in size], [float(x) for x in problem_size])
+        size = ident.get("problem_size")
+        theirs = _numbers(size)
+        if theirs is None or theirs == ours:
+            continue
+        dist = shape_distance(theirs, ours)
         if math.isfinite(dist):
             same_device = not device or row["device"] == device
             runs.append((not same_device, dist, row["id"], row["device"] or "", list(size)))
@@ -75,8 +107,8 @@ def nearby_runs(store: Store, kernel_name: str, problem_size: Sequence[Any], dev
 
 
 def transfer_data(store: Store, kernel_name: str, problem_size: Sequence[Any], space: Space, device: str = "",
-                  max_runs: int = 3, runs: Sequence[tuple[bool, float, str, str, list[Any]]] | None = None
-                  ) -> list[PastRun]:
+                  max_runs: int = 3, runs: Sequence[tuple[bool, float, str, str, list[Any]]] | None = None,
+                  evaluator: Mapping[str, Any] | None = None) -> list[PastRun]:
     """Everything the nearest past runs measured, one ``PastRun`` per run (nearest first):
     config key -> log(time / that run's best), inf for a config that failed there.
 
@@ -88,7 +120,7 @@ def transfer_data(store: Store, kernel_name: str, problem_size: Sequence[Any], s
     """
     out: list[PastRun] = []
     if runs is None:
-        runs = nearby_runs(store, kernel_name, problem_size, device)
+        runs = nearby_runs(store, kernel_name, problem_size, device, evaluator)
     for _, dist, run_id, _dev, size in runs[:max_runs]:
         rows = store.conn.execute("SELECT config_json, status, time_ms FROM trials WHERE run_id=?",
                                   (run_id,)).fetchall()
@@ -109,11 +141,13 @@ def transfer_data(store: Store, kernel_name: str, problem_size: Sequence[Any], s
 
 def past_winners(store: Store, kernel_name: str, problem_size: Sequence[Any], space: Space, device: str = "",
                  per_run: int = 3, max_runs: int = 3,
-                 runs: Sequence[tuple[bool, float, str, str, list[Any]]] | None = None) -> list[PastWinner]:
+                 runs: Sequence[tuple[bool, float, str, str, list[Any]]] | None = None,
+                 evaluator: Mapping[str, Any] | None = None) -> list[PastWinner]:
     """The best ``per_run`` configs of up to ``max_runs`` past runs of ``kernel_name`` on other
-    shapes, nearest shape first; configs that are not valid in ``space`` are left out."""
+    shapes, nearest shape first; configs that are not valid in ``space`` are left out (``evaluator``:
+    as ``nearby_runs`` takes it)."""
     if runs is None:
-        runs = nearby_runs(store, kernel_name, problem_size, device)
+        runs = nearby_runs(store, kernel_name, problem_size, device, evaluator)
     out: list[PastWinner] = []
     seen: set[str] = set()
     for _, dist, run_id, dev, size in runs[:max_runs]:
