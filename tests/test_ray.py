@@ -136,3 +136,121 @@ def test_a_shipped_file_is_recreated_where_the_path_is_missing(tmp_path: Path) -
     assert elsewhere != src and elsewhere.name == src.name and elsewhere.read_bytes() == CONV.read_bytes()
     with pytest.raises(KerntuneError, match="not found"):
         ShippedFile.read(src)
+
+
+def _toy_factory(fail_on: int, how: str, delay_s: float = 0.05):  # noqa: ANN202
+    """A factory of evaluators over x in 0..9 that measure x in ``delay_s`` and, for x ==
+    ``fail_on``, hang (``how="hang"``) or raise (``how="raise"``).  Built in a function, so
+    that Ray pickles the classes by value and the actors need no import of this file."""
+    import time
+
+    from kerntune.evaluate.base import Evaluator
+    from kerntune.evaluate.trial import Status, Trial
+    from kerntune.space import Choice, Space
+
+    class Toy(Evaluator):
+        name = "toy"
+
+        def __init__(self) -> None:
+            super().__init__(Space([Choice("x", options=tuple(range(10)))]))
+
+        def evaluate(self, configs):  # noqa: ANN001, ANN201
+            return [t for _, t in self.stream(configs)]
+
+        def stream(self, configs):  # noqa: ANN001, ANN201
+            for j, cfg in enumerate(configs):
+                if cfg["x"] == fail_on and how == "hang":
+                    time.sleep(3600)
+                if cfg["x"] == fail_on:
+                    raise ValueError(f"boom on x={fail_on}")
+                time.sleep(delay_s)
+                yield j, Trial(dict(cfg), Status.OK, 1.0 + cfg["x"], [1.0 + cfg["x"]])
+
+        def describe(self):  # noqa: ANN201
+            return {"evaluator": "toy"}
+
+    return lambda cpus: Toy()
+
+
+def test_a_batch_no_larger_than_the_window_is_spread_round_robin(cluster) -> None:
+    """A batch of at most ``window`` configs used to go wholly to actor 0."""
+    ev = RayEvaluator(ReplayFactory.of(CONV), num_actors=2)
+    try:
+        assert ev.window >= 2
+        configs = _configs(8)
+        for k in range(0, 8, 2):  # batches of 2, the size of the default window of a replay
+            ev.evaluate(configs[k:k + 2])
+        assert dict(ev.stats.results) == {0: 4, 1: 4}
+        ev.stats.results.clear()
+        ev.window = 8
+        trials = ev.evaluate(configs[:6])  # a window holds the whole batch: still one each in turn
+        assert dict(ev.stats.results) == {0: 3, 1: 3}
+        expected = ReplayEvaluator.from_file(CONV).evaluate(configs[:6])
+        assert [t.to_dict() for t in trials] == [t.to_dict() for t in expected]
+    finally:
+        ev.close()
+
+
+def test_a_hung_evaluator_is_a_lost_actor_and_a_config_that_hangs_every_actor_fails(cluster) -> None:
+    """An actor answers every wait_s with nothing while its evaluator hangs: once it has held
+    work for stall_s with no result it is replaced and its configs re-queued; the config that
+    hangs again, alone, on the other actor fails, the one that only waited behind it does not."""
+    import threading
+
+    ev = RayEvaluator(_toy_factory(1, "hang"), num_actors=2, wait_s=0.2, stall_s=3.0, max_requeues=1)
+    got: list = []
+    configs = [{"x": k} for k in range(4)]  # round-robin: actor 0 gets x=0 and x=2, actor 1 x=1 and x=3
+    runner = threading.Thread(target=lambda: got.extend(ev.stream(configs)), daemon=True)
+    try:
+        runner.start()
+        runner.join(timeout=60)
+        assert not runner.is_alive(), "the run hung with its actor"
+        res = dict(got)
+        assert sorted(res) == [0, 1, 2, 3]
+        assert all(res[k].ok and res[k].time_ms == 1.0 + k for k in (0, 2, 3))  # x=3 waited behind x=1
+        assert res[1].status.value == "runtime_error" and "no result for 3 s" in res[1].error
+        assert ev.stats.stalls == 2 and ev.stats.given_up == 1 and ev.stats.restarts >= 2
+    finally:
+        ev.close()
+
+
+def test_an_evaluator_that_raises_is_a_lost_actor_and_its_config_fails_with_the_error(cluster) -> None:
+    """A RayTaskError used to end the whole search."""
+    ev = RayEvaluator(_toy_factory(1, "raise"), num_actors=1, wait_s=0.2, max_requeues=1)
+    try:
+        res = dict(ev.stream([{"x": 0}, {"x": 1}, {"x": 2}]))
+        assert sorted(res) == [0, 1, 2]
+        assert res[0].ok and res[2].ok and res[2].time_ms == 3.0
+        assert res[1].status.value == "runtime_error" and "ValueError: boom on x=1" in res[1].error
+        assert "boom on x=1" in ev.last_loss
+        assert ev.stats.errors == 2 and ev.stats.restarts == 2 and ev.stats.given_up == 1
+        assert ev.stats.results[0] == 2  # x=0, measured before the failure, was not measured again
+    finally:
+        ev.close()
+
+
+def test_an_adapter_name_travels_as_a_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import kerntune.evaluate.triton_backend.evaluator as triton_evaluator
+    from kerntune.evaluate.ray_backend import ShippedFile, TritonFactory
+
+    built = []
+    monkeypatch.setattr(triton_evaluator, "TritonEvaluator", lambda path, shape, **kw: built.append((path, shape)))
+    factory = TritonFactory.of("liger.rms_norm", (64, 256))  # used to say "file not found: liger.rms_norm"
+    assert factory.kernel == "liger.rms_norm" and factory.local_describe() == {"kernel_file": "liger.rms_norm"}
+    factory(4)
+    assert built == [("liger.rms_norm", (64, 256))]
+    kernel = tmp_path / "k.py"
+    kernel.write_text("space = {}\n")
+    assert isinstance(TritonFactory.of(kernel, (8,)).kernel, ShippedFile)  # a file still travels as its bytes
+    with pytest.raises(KerntuneError, match="not found"):
+        TritonFactory.of(tmp_path / "missing.py", (8,))
+
+
+def test_tune_on_ray_takes_an_adapter_name(cluster, capsys: pytest.CaptureFixture) -> None:
+    from kerntune.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:  # this cluster has no GPU: the next thing to say
+        main(["tune", "liger.rms_norm", "--shape", "64x256", "--ray-address", "auto", "--no-report"])
+    assert exit_info.value.code not in (0, None)
+    err = capsys.readouterr().err
+    assert "no GPU" in err and "not found" not in err

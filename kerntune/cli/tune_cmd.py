@@ -38,7 +38,8 @@ def tune(
     gpus: str = typer.Option("all", "--gpus", help="GPUs that benchmark: N or all visible (one worker each); with"
                              " --ray-address, the number of actors (default: every GPU of the cluster)"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Evaluate on Ray actors: auto (this"
-                                              " machine's cluster), ray://HOST:PORT, or local (a private one)"),
+                                              " machine's cluster), ray://HOST:PORT, or local (a private one); a kernel given by adapter name"
+                                              " (liger.rms_norm) needs its package installed on every node"),
     retime: int = typer.Option(16, "--retime", help="Leaders (those within 1.5x of the fastest) that a GPU run's"
                                " runoff settles the winner among, launches interleaved; the winner is then re-timed"
                                " beside the default config in interleaved rounds (0: neither)"),

@@ -8,12 +8,16 @@ CPUs (its share of them, ``cpus_per_actor``) and benchmarks on its one GPU (Ray 
 more than compiling again.  On CI the actors hold replay evaluators.
 
 The driver keeps every config of a batch in exactly one place: the queue, one actor's
-in-flight set, or the results.  Results stream back as they finish (so the store commits
-them at once); an actor that dies (``RayActorError``: killed, OOM, node lost) is replaced
-and its in-flight configs go back to the front of the queue, so none is lost; a result is
-only accepted from the actor that holds the config, so none gets two results.  A config
-whose actor died under it ``max_requeues`` times gets a ``runtime_error`` trial instead of
-looping forever.  Ray is imported lazily: kerntune works without it.
+in-flight set, or the results.  The queue is handed out round-robin, one config to each
+actor in turn up to its window, so a small batch still uses every GPU.  Results stream back
+as they finish (so the store commits them at once); an actor that is lost is replaced and its
+in-flight configs go back to the front of the queue, so none is lost: one that dies
+(``RayActorError``: killed, OOM, node lost), one whose evaluator raises (``RayTaskError``),
+and one that holds work and returns no result for ``stall_s`` (a hung evaluator).  A result
+is only accepted from the actor that holds the config, so none gets two results.  A config
+whose actor was lost under it more than ``max_requeues`` times gets a ``runtime_error`` trial
+(with the last loss's reason) instead of looping forever.  Ray is imported lazily: kerntune
+works without it.
 """
 
 from __future__ import annotations
@@ -104,26 +108,34 @@ class ReplayFactory:
 
 @dataclass
 class TritonFactory:
-    """A Triton evaluator on the actor's one GPU, compiling on the actor's CPUs."""
+    """A Triton evaluator on the actor's one GPU, compiling on the actor's CPUs.  ``kernel`` is
+    the shipped kernel file, or an adapter's name (``liger.rms_norm``) that travels as it is:
+    its package must then be installed on the nodes."""
 
-    kernel: ShippedFile
+    kernel: ShippedFile | str
     shape: tuple[int, ...]
     compile_timeout: float = 60.0
     gpus: float = 1.0
 
     @classmethod
     def of(cls, path: str | Path, shape: tuple[int, ...], compile_timeout: float = 60.0) -> "TritonFactory":
-        return cls(ShippedFile.read(path), tuple(shape), compile_timeout)
+        from kerntune.evaluate.triton_backend.kernel_file import is_adapter_spec
+
+        kernel = str(path) if is_adapter_spec(path) else ShippedFile.read(path)
+        return cls(kernel, tuple(shape), compile_timeout)
+
+    def _path(self) -> str:
+        return self.kernel if isinstance(self.kernel, str) else self.kernel.local()
 
     def __call__(self, cpus: int) -> Evaluator:
         from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
 
         # One CPU of the actor's share runs the benchmark worker, the others compile.
-        return TritonEvaluator(self.kernel.local(), self.shape, compile_workers=max(1, cpus - 1),
+        return TritonEvaluator(self._path(), self.shape, compile_workers=max(1, cpus - 1),
                                compile_timeout=self.compile_timeout, gpus=1)
 
     def local_describe(self) -> dict[str, Any]:
-        return {"kernel_file": self.kernel.path}
+        return {"kernel_file": self.kernel if isinstance(self.kernel, str) else self.kernel.path}
 
 
 class EvalActor:
@@ -154,7 +166,7 @@ class EvalActor:
             self.inbox.extend(items)
             self.cond.notify_all()
             self.cond.wait_for(lambda: bool(self.outbox) or self.error is not None, timeout=wait_s)
-            if self.error is not None:
+            if self.error is not None and not self.outbox:  # what finished before the failure comes first
                 raise RuntimeError(f"the evaluator on this actor failed:\n{self.error}")
             out, self.outbox = self.outbox, []
         return out
@@ -202,6 +214,8 @@ class _Slot:
     calling: bool = False
     restarts: int = 0
     alive: bool = True
+    since: float = 0.0        # when its in-flight work last made progress, or its start was asked after
+    answered: bool = False    # its actor has answered a step (has started); a fresh one gets no work before
 
 
 @dataclass
@@ -209,9 +223,11 @@ class RayStats:
     """What the dispatch did, for tests and reports."""
 
     dispatched: int = 0           # configs sent to actors, re-sends included
-    requeued: int = 0             # configs sent back to the queue because their actor died
+    requeued: int = 0             # configs sent back to the queue because their actor was lost
     restarts: int = 0             # actors replaced
-    given_up: int = 0             # configs that lost their actor max_requeues times
+    given_up: int = 0             # configs that lost their actor more than max_requeues times
+    stalls: int = 0               # actors lost because they held work and returned nothing for stall_s
+    errors: int = 0               # actors lost because their evaluator raised
     results: Counter = field(default_factory=Counter)  # results per actor slot
 
 
@@ -255,6 +271,8 @@ class RayEvaluator(Evaluator):
             self.close()
             raise KerntuneError(f"Ray actors did not start: {(str(exc).strip() or type(exc).__name__).splitlines()[0]}"
                                 ) from None
+        for s in self.slots:
+            s.answered = True
         info = infos[0]
         super().__init__(info["space"])
         self.info, self.pids = info, [i["pid"] for i in infos]
@@ -281,65 +299,114 @@ class RayEvaluator(Evaluator):
         done: set[int] = set()
         calls: dict[Any, _Slot] = {}
 
-        def feed(slot: _Slot) -> None:
-            take = []
-            while queue and len(slot.in_flight) + len(take) < self.window:
-                take.append(queue.popleft())
-            if not take and not slot.in_flight:
-                return
-            slot.in_flight.update(take)
-            self.stats.dispatched += len(take)
-            slot.calling = True
-            calls[slot.actor.step.remote([(batch, i, configs[i]) for i in take], self.wait_s)] = slot
+        def feed() -> None:
+            """Hand the queue out round-robin, one config to each live actor that is not in a call
+            per pass, until each holds its window or the queue is empty; then one ``step`` call
+            to each of them that holds work (an empty one asks for results).  A config whose
+            actor was lost under it goes alone to an actor with nothing in flight, so that the
+            configs that shared an actor with a config that hangs or crashes it are not charged
+            for it again.  A fresh actor is first asked to answer an empty step: its start (a
+            node to find, torch to import) is not a stall of the configs it would hold."""
+            now = time.monotonic()
+            free = [s for s in self.slots if s.alive and not s.calling]
+            for s in free:
+                if not s.answered:
+                    s.since, s.calling = now, True
+                    calls[s.actor.step.remote([], 0.0)] = s
+            free = [s for s in free if s.answered]
+            take: dict[int, list[int]] = {s.index: [] for s in free}
+            open_ = [s for s in free if len(s.in_flight) < self.window and not any(attempts[i] for i in s.in_flight)]
+            while queue and open_:
+                for s in list(open_):
+                    if not queue:
+                        break
+                    mine = take[s.index]
+                    if attempts[queue[0]]:  # it lost an actor before: measured alone, so a next loss is its own
+                        if not s.in_flight and not mine:
+                            mine.append(queue.popleft())
+                        open_.remove(s)
+                        continue
+                    mine.append(queue.popleft())
+                    if len(s.in_flight) + len(mine) >= self.window:
+                        open_.remove(s)
+            for s in free:
+                items = take[s.index]
+                if not items and not s.in_flight:
+                    continue
+                if not s.in_flight:
+                    s.since = now  # the stall clock runs while an actor holds work
+                s.in_flight.update(items)
+                self.stats.dispatched += len(items)
+                s.calling = True
+                calls[s.actor.step.remote([(batch, i, configs[i]) for i in items], self.wait_s)] = s
+
+        def lose(slot: _Slot, reason: str, detail: str = "") -> Iterator[tuple[int, Trial]]:
+            """The actor is lost: replace it, its configs back to the front of the queue (those
+            lost more than max_requeues times get a runtime_error)."""
+            self.last_loss = reason
+            for ref in [r for r, s in calls.items() if s is slot]:
+                del calls[ref]  # a hung call's late answer is never read
+            slot.calling = False
+            lost = sorted(slot.in_flight)
+            slot.in_flight.clear()
+            for i in reversed(lost):
+                attempts[i] += 1
+                if attempts[i] <= self.max_requeues:
+                    queue.appendleft(i)  # to the front: these were due first
+                    self.stats.requeued += 1
+            self._replace(slot)
+            for i in lost:
+                if attempts[i] > self.max_requeues:
+                    self.stats.given_up += 1
+                    done.add(i)
+                    yield i, Trial(dict(configs[i]), Status.RUNTIME_ERROR,
+                                   error=f"its Ray actor was lost {attempts[i]} times while measuring it;"
+                                         f" the last time: {detail or reason}")
 
         for slot in self.slots:
             slot.in_flight.clear()
-            if slot.alive:
-                feed(slot)
-        last = time.monotonic()
+        feed()
         try:
             while len(done) < len(configs):
                 if not calls:
                     raise KerntuneError(f"every Ray actor was lost ({self.last_loss}); {len(configs) - len(done)}"
                                         " configs of the batch are unmeasured (continue with --resume)")
                 ready, _ = ray.wait(list(calls), num_returns=1, timeout=self.wait_s + 5)
-                if not ready:
-                    if time.monotonic() - last > self.stall_s:
-                        raise KerntuneError(f"no Ray actor answered for {self.stall_s:g} s")
-                    continue
-                last = time.monotonic()
-                slot = calls.pop(ready[0])
-                slot.calling = False
-                try:
-                    got = ray.get(ready[0])
-                except ray.exceptions.RayActorError as exc:
-                    self.last_loss = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                    lost = sorted(slot.in_flight)
-                    slot.in_flight.clear()
-                    for i in reversed(lost):
-                        attempts[i] += 1
-                        if attempts[i] <= self.max_requeues:
-                            queue.appendleft(i)  # to the front: these were due first
-                            self.stats.requeued += 1
-                    for i in lost:
-                        if attempts[i] > self.max_requeues:
-                            self.stats.given_up += 1
-                            done.add(i)
-                            yield i, Trial(dict(configs[i]), Status.RUNTIME_ERROR,
-                                           error=f"its Ray actor died {attempts[i]} times while measuring it")
-                    self._replace(slot)
-                    for s in self.slots:
-                        if s.alive and not s.calling:
-                            feed(s)
-                    continue
-                for b, i, trial in got:
-                    if b != batch or i not in slot.in_flight:
-                        continue  # a late answer of an abandoned batch; never a second result
-                    slot.in_flight.discard(i)
-                    done.add(i)
-                    self.stats.results[slot.index] += 1
-                    yield i, trial
-                feed(slot)
+                if ready:
+                    slot = calls.pop(ready[0])
+                    slot.calling = False
+                    try:
+                        got = ray.get(ready[0])
+                    except ray.exceptions.RayTaskError as exc:  # the actor's evaluator raised
+                        self.stats.errors += 1
+                        text = str(getattr(exc, "cause", None) or exc).strip()
+                        lines = [ln for ln in text.splitlines() if ln.strip()]
+                        yield from lose(slot, f"actor {slot.index}'s evaluator failed: "
+                                              f"{lines[-1].strip() if lines else type(exc).__name__}", text[-2000:])
+                        got = None
+                    except ray.exceptions.RayError as exc:  # RayActorError (killed, OOM, node lost) and kin
+                        text = str(exc).strip()
+                        yield from lose(slot, text.splitlines()[0] if text else type(exc).__name__)
+                        got = None
+                    if got:
+                        slot.since = time.monotonic()  # real results, not empty answers: progress
+                    if got is not None:
+                        slot.answered = True
+                    for b, i, trial in got or ():
+                        if b != batch or i not in slot.in_flight:
+                            continue  # a late answer of an abandoned batch; never a second result
+                        slot.in_flight.discard(i)
+                        done.add(i)
+                        self.stats.results[slot.index] += 1
+                        yield i, trial
+                now = time.monotonic()
+                for s in self.slots:  # an actor that holds work and returns nothing is hung
+                    if s.alive and s.in_flight and now - s.since > self.stall_s:
+                        self.stats.stalls += 1
+                        yield from lose(s, f"actor {s.index} returned no result for {self.stall_s:g} s")
+                    elif s.alive and s.calling and not s.answered and now - s.since > self.stall_s:
+                        yield from lose(s, f"actor {s.index} did not start in {self.stall_s:g} s")
+                feed()
         finally:
             # A consumer that stops early: the actors' queued configs are simply never asked for.
             for slot in self.slots:
@@ -358,6 +425,7 @@ class RayEvaluator(Evaluator):
         slot.restarts += 1
         self.stats.restarts += 1
         slot.actor = self._new_actor()
+        slot.answered = False
 
     def retime(self, configs: Sequence[Config], rep_ms: int | None = None, rounds: int | None = None) -> list[Trial]:
         """Re-time the leaders on one actor (one GPU), so that their times compare (the inner
