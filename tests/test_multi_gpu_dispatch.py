@@ -186,3 +186,67 @@ def test_tune_command_with_gpus(tmp_path: Path) -> None:
         cached = con.execute("SELECT problem_key FROM best_configs").fetchall()
     assert len(extras) == 8 and {e.get("gpu") for e in extras if e} == {"0", "1"}
     assert cached == [("100",)]
+
+
+# A GPU whose benchmark worker cannot start (its make_inputs fails there only: a broken device).
+BROKEN_GPU = '''
+import os, sys, time
+from kerntune.space import Choice, Space
+name = "broken_gpu"
+space = Space([Choice("n", options=tuple(range(16)))], default={"n": 0})
+BENCH = "--compile-only" not in sys.argv
+def make_inputs(shape):
+    if BENCH and os.environ.get("CUDA_VISIBLE_DEVICES") in BROKEN:
+        raise RuntimeError("CUDA error: unspecified launch failure (this GPU is broken)")
+    return ([1.0] * shape[0],)
+def reference(inputs):
+    return [sum(inputs[0])]
+def launch(config, inputs):
+    if BENCH:
+        with open(LOG, "a") as f:
+            f.write(f"{os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES')} {config['n']}\\n")
+        time.sleep(0.05)
+    return [sum(inputs[0])]
+'''
+
+
+def _broken_gpu_kernel(tmp_path: Path, broken: tuple[str, ...]) -> tuple[Path, Path]:
+    log = tmp_path / "launches.log"
+    path = tmp_path / "broken_gpu_kernel.py"
+    path.write_text(f"LOG = {str(log)!r}\nBROKEN = {broken!r}\n" + BROKEN_GPU)
+    return path, log
+
+
+def test_a_gpu_whose_worker_cannot_start_hands_its_configs_to_the_others(tmp_path: Path, caplog) -> None:
+    """GPU "0" fails every start-up: its configs are not lost as runtime errors, they go to GPU "1";
+    after three start-ups in a row it is left out (said once), and re-timing runs on GPU "1"."""
+    import logging
+
+    path, log = _broken_gpu_kernel(tmp_path, ("0",))
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=5.0, rep_ms=2,
+                         devices=["0", "1"], memory_limit_mb=0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="kerntune.evaluate"):
+            trials = ev.evaluate([{"n": n} for n in range(10)])
+            again = ev.retime([{"n": 2}, {"n": 3}], rep_ms=2, rounds=2)
+    finally:
+        ev.close()
+    assert [t.status for t in trials] == [Status.OK] * 10, [(t.status, t.error) for t in trials if not t.ok]
+    assert {t.extra["gpu"] for t in trials} == {"1"}
+    said = [r.getMessage() for r in caplog.records if "failed to start" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("GPU 0") and "this GPU is broken" in said[0]
+    assert [t.status for t in again] == [Status.OK] * 2
+    assert {d for _, d, _ in _launches(log)} == {"1"}
+
+
+def test_a_run_whose_every_gpu_fails_to_start_fails_with_the_error(tmp_path: Path) -> None:
+    path, _ = _broken_gpu_kernel(tmp_path, ("0", "1"))
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=5.0, rep_ms=2,
+                         devices=["0", "1"], memory_limit_mb=0)
+    try:
+        with pytest.raises(KerntuneError, match="this GPU is broken"):
+            ev.evaluate([{"n": n} for n in range(6)])
+        with pytest.raises(KerntuneError, match="this GPU is broken"):
+            ev.retime([{"n": 1}])
+    finally:
+        ev.close()

@@ -8,30 +8,34 @@ never disturb the benchmark worker's timings); a config that exceeds
 is benchmarked as soon as it has compiled.  The benchmark worker finds the
 compiled kernels in Triton's cache, checks the output (NaN never passes),
 and times the median of ``triton.testing.do_bench`` (which flushes L2 between
-runs).  A crash in any worker costs that config (``runtime_error``) and a
-fresh worker is started.  Every worker runs the kernel's code under a heap
+runs).  A crash in any worker costs that config (``runtime_error``; in a
+compile worker, which only compiles, ``compile_error``) and a fresh worker is
+started.  A stream left early (its consumer stops, Ctrl-C) kills the workers
+with a task in flight instead of waiting for it, and every worker ends itself
+once the tuner is gone (``worker.exit_with_parent``).  Every worker runs the kernel's code under a heap
 limit (``memory_limit_mb``: ``$KERNTUNE_WORKER_MEMORY_MB``, else half the
 machine's memory; 0 turns it off) as well as its time limit.
 
 Several GPUs: one benchmark worker per device (``CUDA_VISIBLE_DEVICES`` set to
 that one device, so kernel files keep using ``device="cuda"``), all fed from
 the one stream of compiled configs: whichever GPU is free takes the next
-config, and each config is benchmarked on exactly one GPU.  Leaders are
-re-timed on the first device only, so the times that pick the winner are
-comparable.  On a machine without GPUs the device ids are only labels, which
-is how the dispatch is tested on CPU.
+config, and each config is benchmarked on exactly one GPU.  A GPU whose
+benchmark worker dies before it is ready hands its configs back to the others;
+after ``STARTUP_TRIES`` such start-ups in a row it is left out for good (when
+every GPU is, the run fails with the error).  Leaders are re-timed on the
+first healthy device only, so the times that pick the winner are comparable.
+On a machine without GPUs the device ids are only labels, which is how the
+dispatch is tested on CPU.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
-import select
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -49,7 +53,13 @@ from kerntune.evaluate.triton_backend.kernel_file import (describe, is_adapter_s
                                                           source_hash)
 from kerntune.evaluate.triton_backend.sizing import (bounded_count, default_compile_workers, gpu_memory_mb,
                                                      input_bytes, memory_capped_workers, pick_devices)
+from kerntune.evaluate.triton_backend.worker_proc import STARTUP_S, _Worker  # noqa: F401 - re-exported
 from kerntune.space import Config, jsonable
+
+log = logging.getLogger("kerntune.evaluate")
+
+#: Start-ups in a row that may fail on one GPU before it gets no more configs.
+STARTUP_TRIES = 3
 
 
 def default_memory_limit_mb() -> int:
@@ -69,122 +79,6 @@ def default_memory_limit_mb() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2 >> 20
     except (ValueError, OSError):
         return 0
-
-
-#: Extra seconds a fresh worker may take before its first answer (its start-up).
-STARTUP_S = 180.0
-
-
-class _Worker:
-    """One worker process and its pipe; restarted after a crash or timeout."""
-
-    def __init__(self, path: str, shape: tuple[int, ...], env: dict[str, str], compile_only: bool = False,
-                 memory_mb: int = 0, keep_warm: bool = False) -> None:
-        self.args = [sys.executable, "-m", "kerntune.evaluate.triton_backend.worker", path,
-                     "x".join(map(str, shape))] + (["--compile-only"] if compile_only else []) \
-            + ([f"--memory-mb={memory_mb}"] if memory_mb > 0 else []) + (["--keep-warm"] if keep_warm else [])
-        self.env = env
-        self.proc: subprocess.Popen[str] | None = None
-        self._buf = b""  # bytes of results read from the pipe but not yet returned
-        self.fresh = False  # started and not yet answered: its first answer waits for its start-up too
-        # The worker's stderr goes to a file, emptied at each start: a pipe nobody reads would fill
-        # and block it, and without it a worker that dies at start-up says only "exit code 1".
-        self._stderr = tempfile.TemporaryFile()
-
-    def _start(self, restart: bool = True) -> subprocess.Popen[str]:
-        """The running worker, or a fresh one; ``restart=False`` never replaces a worker that
-        died unnoticed (tasks queued in its pipe must be answered by it, or fail with it)."""
-        if self.proc is None or (restart and self.proc.poll() is not None):
-            if self.proc is not None:
-                self.proc.wait()
-            self._buf = b""
-            self.fresh = True
-            self._stderr.seek(0)
-            self._stderr.truncate()
-            self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=self._stderr, text=True, env=self.env, start_new_session=True)
-        return self.proc
-
-    def run(self, task: dict[str, Any], timeout: float) -> dict[str, Any]:
-        if not self.send(task):
-            return self._crashed()
-        return self.receive(timeout)
-
-    def send(self, task: dict[str, Any], restart: bool = True) -> bool:
-        """Queue a task in the worker's pipe; False if the worker is dead (its result then
-        reads as a crash).  Several tasks may be queued: results come back in order."""
-        try:
-            proc = self._start(restart)
-            assert proc.stdin is not None
-            proc.stdin.write(json.dumps(task) + "\n")
-            proc.stdin.flush()
-        except OSError:  # a broken pipe, or no process could be started
-            return False
-        return True
-
-    def receive(self, timeout: float) -> dict[str, Any]:
-        """The result of the oldest task sent.  The pipe's descriptor is read directly: with
-        two tasks queued, two results may arrive in one read, and a line left in a Python
-        read buffer would be invisible to ``select`` (a false timeout)."""
-        if self.proc is None or self.proc.stdout is None:
-            return {"status": "runtime_error", "error": "worker process died (not running)"}
-        fd = self.proc.stdout.fileno()
-        # A fresh worker imports torch, the kernel's package and builds its inputs, then says
-        # "ready": until then it has STARTUP_S (fifteen starting at once take tens of seconds),
-        # and the task's own timeout starts at its "ready".
-        end = time.monotonic() + (STARTUP_S if self.fresh else timeout)
-        while True:
-            while b"\n" not in self._buf:
-                left = end - time.monotonic()
-                if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    what = "start-up" if self.fresh else "result"
-                    self.kill()
-                    return {"status": "timeout", "error": f"no {what} within "
-                            f"{STARTUP_S if what == 'start-up' else timeout:g} s; worker killed"}
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    return self._crashed()
-                self._buf += chunk
-            line, _, self._buf = self._buf.partition(b"\n")
-            if line.strip() == b'{"ready": true}':
-                self.fresh = False
-                end = time.monotonic() + timeout
-                continue
-            break
-        result: dict[str, Any] = json.loads(line)
-        if result.pop("fatal", False):
-            # The worker is exiting (its CUDA context is gone): wait for it, so that the next
-            # config gets a fresh worker instead of the dying one's broken pipe.
-            self.kill()
-        return result
-
-    def _crashed(self) -> dict[str, Any]:
-        code = self.proc.wait() if self.proc else None
-        self.proc = None
-        self._buf = b""
-        sig = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        tail = self.stderr_tail()
-        return {"status": "runtime_error", "error": f"worker process died ({sig})" + (f": {tail}" if tail else "")}
-
-    def stderr_tail(self, chars: int = 1500) -> str:
-        """The end of what the worker wrote to stderr since its last start (its traceback, if
-        it died of an exception), with warnings' lines dropped."""
-        self._stderr.seek(0, os.SEEK_END)
-        size = self._stderr.tell()
-        self._stderr.seek(max(0, size - 16 * chars))
-        text = self._stderr.read().decode("utf-8", "replace")
-        lines = [ln for ln in text.splitlines() if ln.strip() and "Warning" not in ln]
-        return "\n".join(lines)[-chars:]
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-        self.proc = None
-        self._buf = b""
 
 
 class TritonEvaluator(Evaluator):
@@ -235,6 +129,8 @@ class TritonEvaluator(Evaluator):
         for w in self.benchers + self.compilers:  # start-ups overlap with whatever the caller does first
             w._start()
         self._device: dict[str, Any] | None = None
+        self._dead: dict[int, str] = {}  # benchers whose worker could not start: index -> the error
+        self._default_failed: str | None = None  # the default config failed as the reference (worker.Reference)
 
     def wait_ready(self) -> float:
         """Block until every worker has started (imported torch and the kernel, built its
@@ -256,7 +152,8 @@ class TritonEvaluator(Evaluator):
     def stream(self, configs: Sequence[Config]) -> Iterator[tuple[int, Trial]]:
         """Compile in the worker pool and benchmark each config as soon as it has compiled,
         on whichever GPU is free, so the GPUs time configs while the CPUs compile the next ones."""
-        return self._stream(configs, list(range(len(self.benchers))))
+        self._first_healthy()  # raises where no GPU is left
+        return self._stream(configs, [g for g in range(len(self.benchers)) if g not in self._dead])
 
     def _stream(self, configs: Sequence[Config], gpus: list[int]) -> Iterator[tuple[int, Trial]]:
         """``gpus``: indices into ``self.benchers`` that may benchmark this batch."""
@@ -281,6 +178,8 @@ class TritonEvaluator(Evaluator):
                     res = {"status": "runtime_error", "error": f"compile worker failed: {exc}"}
                 if res["status"] == "timeout":
                     res["status"] = "compile_timeout"
+                elif res.pop("crashed", False) and not res.get("startup"):
+                    res["status"] = "compile_error"  # compile workers only compile: the compiler died
                 res.setdefault("compile_s", time.perf_counter() - t0)
                 if res["status"] == "ok":
                     compiled.put((i, res["compile_s"]))
@@ -295,6 +194,7 @@ class TritonEvaluator(Evaluator):
             w = self.benchers[g]
             ahead: deque[tuple[int, float]] = deque()  # sent to the worker, not yet answered
             more = True
+            startup_fails = 0  # start-ups in a row that failed on this GPU
             while more or ahead:
                 while more and len(ahead) < 2:
                     try:
@@ -304,8 +204,9 @@ class TritonEvaluator(Evaluator):
                     if item is None or stop.is_set():
                         more = False
                         break
-                    w.send(self._bench_task(configs[item[0]]), restart=not ahead)
                     ahead.append(item)
+                    if not w.send(self._bench_task(configs[item[0]]), restart=len(ahead) == 1) and w.halted:
+                        return  # the stream was left
                 if not ahead:
                     return
                 i, compile_s = ahead.popleft()
@@ -315,9 +216,27 @@ class TritonEvaluator(Evaluator):
                 except Exception as exc:  # noqa: BLE001 - a bad reply costs this config, never the batch
                     w.kill()
                     b = {"status": "runtime_error", "error": f"benchmark worker failed: {exc}"}
+                if stop.is_set():  # the stream was left: nobody waits for this result
+                    return
+                if b.get("startup"):  # no config ran: this one and those queued go to any GPU
+                    w.kill()
+                    for item in ((i, compile_s), *ahead):
+                        compiled.put(item)
+                    ahead.clear()
+                    startup_fails += 1
+                    if startup_fails >= STARTUP_TRIES:
+                        self._gpu_dead(g, str(b.get("error")), gpus, done)
+                        return
+                    continue
+                startup_fails = 0
+                retry = self._reference_news(b)
+                if retry:  # the default config, launched as the reference, hung or died: this one never ran
+                    ahead.appendleft((i, compile_s))
                 if w.proc is None:  # crashed, hung or fatal: the queued configs never started
                     for k, (j, _) in enumerate(ahead):
                         w.send(self._bench_task(configs[j]), restart=k == 0)
+                if retry:
+                    continue
                 try:
                     trial = self._trial(g, configs[i], compile_s, b, time.perf_counter() - t0)
                 except Exception as exc:  # noqa: BLE001 - the consumer waits for one trial per config
@@ -327,25 +246,63 @@ class TritonEvaluator(Evaluator):
 
         compile_pool = ThreadPoolExecutor(len(self.compilers))
         bench_pool = ThreadPoolExecutor(len(gpus))
+        finished = False
+        live = self.compilers + [self.benchers[g] for g in gpus]
         try:
             for w in self.compilers:
                 compile_pool.submit(compile_all, w)
             for g in gpus:
                 bench_pool.submit(bench_all, g)
             for _ in range(len(configs)):
-                yield done.get()
+                i, trial = done.get()
+                if trial is None:  # every GPU's benchmark worker failed to start
+                    raise KerntuneError(f"no GPU's benchmark worker could start: {self._dead.get(i, '?')}")
+                yield i, trial
+            finished = True
         finally:
             stop.set()
             with lock:
                 pending.clear()  # a consumer that stops early (budget) leaves nothing queued
+            if not finished:  # left early (the consumer stopped, Ctrl-C, an error): kill, wait for nothing
+                for w in live:
+                    w.halt()
             compile_pool.shutdown(wait=True)
             for _ in gpus:
                 compiled.put(None)
             bench_pool.shutdown(wait=True)
+            for w in live:
+                w.resume()
+
+    def _gpu_dead(self, g: int, error: str, gpus: list[int], done: queue.Queue[Any]) -> None:
+        """Leave GPU ``g`` out for good (its worker failed ``STARTUP_TRIES`` start-ups in a row); with
+        none of ``gpus`` left, tell the stream (its consumer then raises)."""
+        self._dead[g] = error
+        log.warning("%s: its benchmark worker failed to start %d times in a row, no more configs go to it: %s",
+                    "the GPU" if self.devices[g] is None else f"GPU {self.devices[g]}", STARTUP_TRIES,
+                    error.strip().splitlines()[-1] if error.strip() else error)
+        if all(x in self._dead for x in gpus):
+            done.put((g, None))
+
+    def _first_healthy(self) -> int:
+        """The first benchmark worker's index whose GPU is not left out (re-timing, runoff, baseline)."""
+        g = next((g for g in range(len(self.benchers)) if g not in self._dead), None)
+        if g is None:
+            raise KerntuneError(f"no GPU's benchmark worker could start: {next(iter(self._dead.values()))}")
+        return g
+
+    def _reference_news(self, b: dict[str, Any]) -> bool:
+        """Take what a result says of the reference: the default config failed as the reference (said once;
+        later tasks tell workers to skip it); True where the task never ran and must be sent again."""
+        why = b.pop("default_failed", None)
+        if why and self._default_failed is None:
+            self._default_failed = why
+            log.warning("%s has no reference(), and %s; from now on each benchmark worker checks configs"
+                        " against the output of the first config it runs", Path(self.path).name, why)
+        return bool(b.pop("retry", False))
 
     def _bench_task(self, cfg: Config) -> dict[str, Any]:
         return {"mode": "bench", "config": {k: jsonable(v) for k, v in cfg.items()}, "rep_ms": self.protocol.rep_ms,
-                "warmup_ms": self.protocol.warmup_ms}
+                "warmup_ms": self.protocol.warmup_ms, "default_reference": self._default_failed is None}
 
     def _trial(self, g: int, cfg: Config, compile_s: float, b: dict[str, Any], waited_s: float) -> Trial:
         bench_s = b.get("bench_s", waited_s)
@@ -367,22 +324,27 @@ class TritonEvaluator(Evaluator):
 
     def retime(self, configs: Sequence[Config], rep_ms: int | None = None, rounds: int | None = None) -> list[Trial]:
         """Measure the leaders (and any baselines the caller adds) again before declaring a
-        winner: ``rounds`` interleaved rounds (the protocol's by default) in the first GPU's
+        winner: ``rounds`` interleaved rounds (the protocol's by default) in the first healthy GPU's
         benchmark worker, each config one window of the same settings as screening, the order
         rotated every round so that no config always follows the same neighbour.  Each trial's
         time is the median of its rounds; ``extra["rounds_ms"]`` keeps them (paired by round
         across configs, for speedups) and ``extra["ci_ms"]`` the median's 95% interval.  All
-        rounds run on one GPU: two GPUs of one model still differ by a few percent."""
+        rounds run on one GPU: two GPUs of one model still differ by a few percent.  A config that
+        fails is not timed again: its first failure is its trial."""
         task_rep = self.protocol.rep_ms if rep_ms is None else rep_ms
         n_rounds = max(self.protocol.rounds if rounds is None else rounds, 1)
-        w = self.benchers[0]
+        w = self.benchers[self._first_healthy()]
         results: list[list[dict[str, Any]]] = [[] for _ in configs]
         for r in range(n_rounds):
             order = [(i + r) % len(configs) for i in range(len(configs))]
             for i in order:
-                task = {**self._bench_task(configs[i]), "rep_ms": task_rep}
+                if any(b.get("status") != "ok" for b in results[i]):
+                    continue
                 try:
-                    results[i].append(w.run(task, self.bench_timeout))
+                    res = w.run({**self._bench_task(configs[i]), "rep_ms": task_rep}, self.bench_timeout)
+                    if self._reference_news(res):  # the default, as the reference, hung or died: again without it
+                        res = w.run({**self._bench_task(configs[i]), "rep_ms": task_rep}, self.bench_timeout)
+                    results[i].append(res)
                 except Exception as exc:  # noqa: BLE001 - a bad reply costs this config
                     w.kill()
                     results[i].append({"status": "runtime_error", "error": f"re-timing failed: {exc}"})
@@ -402,25 +364,26 @@ class TritonEvaluator(Evaluator):
 
     def runoff(self, configs: Sequence[Config], first_ms: Sequence[float]) -> dict[str, Any] | None:
         """Settle the winner among ``configs`` (a search's leaders, ``first_ms`` their screening times) in
-        the first GPU's benchmark worker, their launches interleaved (``kerntune.evaluate.runoff``):
+        the first healthy GPU's benchmark worker, their launches interleaved (``kerntune.evaluate.runoff``):
         the worker's reply (``winner``: an index into ``configs``), or None when a launch failed (the
         caller's screening winner then stands)."""
         task = {"mode": "runoff", "configs": [{k: jsonable(v) for k, v in c.items()} for c in configs],
                 "first_ms": [float(x) for x in first_ms]}
+        w = self.benchers[self._first_healthy()]
         try:  # at most 16 configs: a screen round, six rounds of at least rep_ms each, three rounds of windows
-            res = self.benchers[0].run(task, 4 * self.bench_timeout + 60)
+            res = w.run(task, 4 * self.bench_timeout + 60)
         except Exception:  # noqa: BLE001 - a bad reply costs the runoff, not the run
-            self.benchers[0].kill()
+            w.kill()
             return None
         return res if res.get("status") == "ok" else None
 
     def baseline(self) -> tuple[Config | None, dict[str, Any]]:
         """The config a package kernel's own code launches (its autotune pick, heuristic or fixed
-        config), as its benchmark worker caught it, with the seconds its first call took (its
+        config), as the first healthy GPU's benchmark worker caught it, with the seconds its first call took (its
         autotuning, when it autotunes); (None, {}) for a kernel file of one's own."""
         if not hasattr(self.module, "baseline"):
             return None, {}
-        res = self.benchers[0].run({"mode": "baseline"}, self.bench_timeout + 600)
+        res = self.benchers[self._first_healthy()].run({"mode": "baseline"}, self.bench_timeout + 600)
         if res.get("status") != "ok" or not res.get("config"):
             return None, {"error": res.get("error")}
         pick = {k: v for k, v in res["config"].items() if k in self.space.names}

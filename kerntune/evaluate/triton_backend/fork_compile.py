@@ -14,8 +14,10 @@ its arguments' specialisation and Triton's state, needs no pickling, and touches
 target given, ``triton.compile`` is pure CPU work ending in ptxas), all children at once, filling
 Triton's on-disk cache; then here, in the main thread, where the same compile is a cache hit and
 yields the kernel object: as each child ends when the caller times configs meanwhile (``on_ready``),
-else once all have ended.  A child that fails or overruns its time changes nothing: the compile
-here then does the work itself and raises the real error.  Forks happen from the main thread
+else once all have ended.  A child that fails changes nothing: the compile here then does the work
+itself and raises the real error.  A child that overruns ``timeout_s`` is killed and its compile is
+not run again here (it would run with no limit at all): its launches fail with ``CompileTimeout``,
+which ``worker.classify`` reports as ``compile_timeout``.  Forks happen from the main thread
 while no compile runs in this process, so no child inherits a lock held mid-compile.
 
 One more child builds the kernel's launcher while the compiles run.  Triton builds a small C
@@ -39,6 +41,10 @@ import os
 import signal
 import time
 from typing import Any, Callable, Sequence
+
+
+class CompileTimeout(TimeoutError):
+    """A compile that overran its time in a forked child (classified ``compile_timeout``)."""
 
 
 class _Recorder(concurrent.futures.Executor):
@@ -94,19 +100,20 @@ def _fork(job: Callable[[], Any]) -> int:
     return pid
 
 
-def _reap(running: dict[int, float], timeout_s: float) -> list[int]:
-    """The children that have ended since the last look (a child over ``timeout_s`` is killed),
-    without waiting."""
+def _reap(running: dict[int, float], timeout_s: float) -> list[tuple[int, bool]]:
+    """The children that have ended since the last look, each with True where it was killed for
+    overrunning ``timeout_s``, without waiting."""
     ended = []
     for pid, started in list(running.items()):
         done, _ = os.waitpid(pid, os.WNOHANG)
+        killed = False
         if not done and time.monotonic() - started > timeout_s:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            done = pid
+            done, killed = pid, True
         if done:
             running.pop(pid)
-            ended.append(pid)
+            ended.append((pid, killed))
     return ended
 
 
@@ -171,9 +178,15 @@ def compile_batch(launches: Sequence[Callable[[], Any]], workers: int, timeout_s
             ready: list[int] = []
             forking = True
             while todo or running or ready:
-                for pid in _reap(running, timeout_s):
-                    if pid in child_job:
-                        ready.append(child_job.pop(pid))
+                for pid, killed in _reap(running, timeout_s):
+                    if pid not in child_job:
+                        continue
+                    j = child_job.pop(pid)
+                    if killed:  # not compiled again here, where nothing would limit its time
+                        recorder.jobs[j][1].set_exception(CompileTimeout(
+                            f"compile did not finish within {timeout_s:g} s; its child was killed"))
+                    else:
+                        ready.append(j)
                 while forking and todo and len(running) - (launcher in running) < max(1, workers):
                     try:  # the launcher is no worker
                         pid = _fork(recorder.jobs[todo[0]][0])

@@ -20,14 +20,37 @@ import contextlib
 import json
 import math
 import os
-import select
+import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Any, Callable, Iterator, TextIO
 
+from kerntune.evaluate.triton_backend.fork_compile import CompileTimeout
+from kerntune.evaluate.triton_backend.keep_warm import KeepWarm, read_tasks  # noqa: F401 - re-exported
+
 #: The heap limit this worker runs under (MiB, 0: none), for the message of a MemoryError.
 _memory_limit_mb = 0
+
+#: CUDA's sticky errors, as PyTorch and Triton's launcher (``Triton Error [CUDA]: ...``) word them:
+#: after one the process's CUDA context is unusable, and every later launch in it fails or lies.
+STICKY_CUDA_ERRORS = ("illegal memory access", "illegal address", "illegal instruction", "misaligned address",
+                      "unspecified launch failure", "device-side assert", "hardware stack error",
+                      "invalid program counter", "launch timed out", "uncorrectable ecc",
+                      "not supported on global/shared address space")
+
+
+def is_fatal(text: str) -> bool:
+    """True where an error leaves the CUDA context unusable, so the worker must not measure again:
+    a sticky CUDA error, any ``CUDA error`` PyTorch raises or ``[CUDA]`` error Triton's launcher
+    raises, except a launch refused for its resources (registers, threads), which leaves it intact."""
+    low = text.lower()
+    if any(name in low for name in STICKY_CUDA_ERRORS) or "illegal" in low:
+        return True
+    if "cuda error" in low or "[cuda]" in low:
+        return "too many resources" not in low and "out of resource" not in low
+    return False
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
@@ -35,10 +58,12 @@ def classify(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, MemoryError):
         limit = f"the worker's limit of {_memory_limit_mb} MiB" if _memory_limit_mb else "no limit set"
         return "runtime_error", f"out of host memory ({limit}; KERNTUNE_WORKER_MEMORY_MB changes it): {text}"
+    if isinstance(exc, CompileTimeout):  # killed in its forked child (fork_compile)
+        return "compile_timeout", text
     low = text.lower()
     if "outofresources" in low.replace(" ", "") or "out of resource" in low or "shared memory" in low:
         return "runtime_error", text
-    if "illegal memory" in low or "cuda error" in low or "misaligned" in low:
+    if "cuda error" in low or is_fatal(text):
         return "runtime_error", text
     if "compil" in low or "triton" in type(exc).__module__ or "mlir" in low:
         return "compile_error", text
@@ -49,7 +74,11 @@ def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
     """None if ``out`` matches ``ref``; else why not.  Tensors use dtype tolerances;
     anything else (a CPU launcher's lists or numbers) is compared as float arrays.  NaN is wrong only
     where the reference holds a number (a masked row's NaN in the reference is the right answer there,
-    and a poisoned output a config leaves unwritten still shows as NaN where the reference wrote)."""
+    and a poisoned output a config leaves unwritten still shows as NaN where the reference wrote).
+    Integer and bool outputs must match exactly.  A reference that holds no tensor or number (a
+    launcher that writes into a buffer and returns None) fails: nothing could be checked."""
+    if not _holds_values(ref, torch):
+        return "launch returned no output; return the output tensor(s) so configs can be checked"
     outs = out if isinstance(out, (tuple, list)) and not _is_plain_numbers(out) else (out,)
     refs = ref if isinstance(ref, (tuple, list)) and not _is_plain_numbers(ref) else (ref,)
     if len(outs) != len(refs):
@@ -60,6 +89,13 @@ def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
                 return f"returned {type(o).__name__}, the reference a tensor"
             if o.shape != r.shape:
                 return f"output shape {tuple(o.shape)}, the reference's {tuple(r.shape)}"
+            if not (r.dtype.is_floating_point or r.dtype.is_complex):  # integers, bools: exactly
+                if o.dtype != r.dtype:  # another width: compared as float64 (exact up to 2**53)
+                    o, r = o.to(torch.float64), r.to(torch.float64)
+                if not torch.equal(o, r):
+                    bad = int((o != r).sum())
+                    return f"differs from the reference in {bad} of {r.numel()} elements (integers: exact match needed)"
+                continue
             of, rf = o.float(), r.float()
             if (torch.isnan(of) & ~torch.isnan(rf)).any():
                 return "output holds NaN"
@@ -76,6 +112,11 @@ def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
             a, b = np.asarray(o, dtype=float), np.asarray(r, dtype=float)
             if a.shape != b.shape:
                 return f"output shape {a.shape}, the reference's {b.shape}"
+            if np.asarray(r).dtype.kind in "biu":  # integers, bools: exactly
+                bad = int((a != b).sum())
+                if bad:
+                    return f"differs from the reference in {bad} of {b.size} elements (integers: exact match needed)"
+                continue
             if (np.isnan(a) & ~np.isnan(b)).any():
                 return "output holds NaN"
             if not np.allclose(a, b, rtol=1e-3, atol=1e-3, equal_nan=True):
@@ -86,6 +127,15 @@ def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
 
 def _is_plain_numbers(x: Any) -> bool:
     return all(isinstance(v, (int, float)) for v in x)
+
+
+def _holds_values(x: Any, torch: Any) -> bool:
+    """Whether ``x`` holds a tensor, an array or a number anywhere (None, or tuples of None, do not)."""
+    if isinstance(x, (int, float)) or hasattr(x, "shape") or (torch is not None and isinstance(x, torch.Tensor)):
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(_holds_values(v, torch) for v in x)
+    return False
 
 
 def clone(x: Any) -> Any:
@@ -120,65 +170,6 @@ def timer(torch: Any, max_samples: int = 1000) -> Callable[..., list[float]]:
             times.append((time.perf_counter() - t0) * 1000)
         return times
     return cpu
-
-
-class KeepWarm:
-    """Keeps the GPU loaded with the last kernel measured while the worker waits for its next task.
-
-    Without it a config that waited for its compile would be timed from a rested GPU, at the
-    boost clock, and the next one under load at the sustained clock: 13-20% apart for a
-    compute-bound kernel on an H100 (kerntune.evaluate.protocol).  After ``limit_s`` of idling
-    it stops (an idle tuner should not burn the GPU) and the next measurement is told to warm
-    up for ``rested_warmup_ms`` instead.
-    """
-
-    def __init__(self, enabled: bool, limit_s: float = 30.0, rested_warmup_ms: int = 300) -> None:
-        self.enabled, self.limit_s, self.rested_warmup_ms = enabled, limit_s, rested_warmup_ms
-        self.rested = True  # nothing measured yet: the GPU may have been idle for long
-        self.fn: Callable[[], Any] | None = None
-        self.n = 1
-        self.idle_since = time.monotonic()
-        self.dirty = False  # inputs touched by warming launches: restore before the next task
-
-    def set(self, fn: Callable[[], Any], median_ms: float) -> None:
-        if self.enabled:
-            self.fn, self.n = fn, max(1, min(1000, int(10.0 / max(median_ms, 1e-3))))
-        self.idle_since = time.monotonic()
-        self.rested = False
-
-    def step(self, sync: Callable[[], None]) -> bool:
-        """Run about 10 ms of the last kernel; False once there is nothing (more) to run."""
-        if self.fn is None or time.monotonic() - self.idle_since > self.limit_s:
-            return False
-        try:
-            for _ in range(self.n):
-                self.fn()
-            sync()
-        except Exception:  # noqa: BLE001 - a kernel that failed here is simply not used again
-            self.fn = None
-            return False
-        self.dirty = True
-        return True
-
-    def warmup_ms(self, asked: int) -> int:
-        """The warm-up the next measurement needs: longer when the GPU has rested."""
-        if self.enabled and (self.rested or time.monotonic() - self.idle_since > self.limit_s):
-            return max(asked, self.rested_warmup_ms)
-        return asked
-
-
-def read_tasks(fd: int, idle: Callable[[], bool]) -> Iterator[bytes]:
-    """Lines from ``fd``; while none is waiting, ``idle()`` is called until it returns False."""
-    buf = b""
-    while True:
-        while b"\n" not in buf:
-            if select.select([fd], [], [], 0)[0] or not idle():
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    return
-                buf += chunk
-        line, _, buf = buf.partition(b"\n")
-        yield line
 
 
 def _compile_only() -> None:
@@ -256,6 +247,106 @@ def results_pipe() -> TextIO:
     return pipe
 
 
+def cuda_broken(torch: Any) -> str | None:
+    """After a failed launch, where this process uses CUDA: the error a synchronize raises now (the
+    context is unusable, whatever the launch's own error said), else None."""
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    try:
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - any error here means the context is gone
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def exit_with_parent(interval_s: float = 0.5) -> None:
+    """End this worker (and its process group: it leads one) once the tuner that started it is gone.
+
+    Workers run in sessions of their own, so a SIGTERM or SIGKILL of the tuner reaches none of them,
+    and a worker hung in a kernel would hold its GPU for ever.  PR_SET_PDEATHSIG cannot serve: it fires
+    when the parent *thread* ends, and workers are restarted from the tuner's pool threads.  So a thread
+    watches the parent pid (``$KERNTUNE_WORKER_PARENT``, set by the evaluator; the pid at start
+    otherwise)."""
+    try:
+        parent = int(os.environ.get("KERNTUNE_WORKER_PARENT") or os.getppid())
+    except ValueError:
+        parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os._exit(4)
+
+    threading.Thread(target=watch, name="kerntune-parent-watch", daemon=True).start()
+
+
+class Reference:
+    """The output a benchmark worker checks each config's against, taken once, apart from any config.
+
+    ``reference(inputs)`` where the kernel file has one, else the default config's output.  Where the
+    default config fails (or the parent says it failed in another worker: ``use_default=False``), the
+    first config that runs gives the reference (``kerntune.run.decorator_search``'s rule): a config is
+    judged on its own launch only, never failed for the default's error.  A failure is kept, not paid
+    again by every config.  Before the default's launch the worker says so on its pipe, so that a
+    default that hangs or kills the worker is told apart from the config behind it (the parent then
+    sends that config again, to a fresh worker that skips the default)."""
+
+    def __init__(self, module: Any, space: Any, inputs: Any, torch: Any, sync: Callable[[], None],
+                 restore: Callable[[], None], say: Callable[[dict[str, Any]], None]) -> None:
+        self.module, self.space, self.inputs, self.torch = module, space, inputs, torch
+        self.sync, self.restore, self.say = sync, restore, say
+        self.own = callable(getattr(module, "reference", None))
+        self.have, self.value = False, None
+        self.error: str | None = None  # reference() failed: every config fails with it
+        self.default_failed: str | None = None  # then the first config that runs is the reference
+        self.told = False  # the parent knows the default failed
+
+    def prepare(self, use_default: bool) -> dict[str, Any] | None:
+        """Take the reference unless taken or failed already; the result to report where that left
+        the CUDA context unusable (the worker exits), else None."""
+        if self.have or self.error or self.default_failed:
+            return None
+        if not self.own and not use_default:
+            self.default_failed, self.told = "the default config failed in another benchmark worker", True
+            return None
+        try:
+            if self.own:
+                value = self.module.reference(self.inputs)
+            else:
+                self.say({"reference": "default"})
+                value = self.module.launch(self.space.default, self.inputs)
+            self.sync()
+            self.value, self.have = clone(value), True
+            self.restore()
+            return None
+        except Exception as exc:  # noqa: BLE001 - the reference's failure, not a config's
+            text = classify(exc)[1]
+            broken = cuda_broken(self.torch) if not is_fatal(text) else text
+        if self.own:
+            self.error = f"reference() failed: {text}"[-2000:]
+        else:
+            self.default_failed = f"the default config {dict(self.space.default)} failed: {text}"[-2000:]
+        if broken is None:
+            self.restore()
+            return None
+        out: dict[str, Any] = {"status": "runtime_error", "error": self.error or self.default_failed, "fatal": True}
+        if not self.own:  # the config itself never ran: the parent sends it to a fresh worker
+            out.update(default_failed=self.default_failed, retry=True)
+            self.told = True
+        return out
+
+    def check(self, out: Any) -> tuple[str | None, dict[str, Any]]:
+        """Why ``out`` is wrong (None: right), and what to tell the parent along with the result."""
+        news: dict[str, Any] = {}
+        if not self.have:  # the default failed: this config's own output is the reference
+            self.value, self.have = clone(out), True
+            if not self.told:
+                news["default_failed"], self.told = self.default_failed, True
+        return compare_outputs(out, self.value, self.torch), news
+
+
 def _runoff(module: Any, space: Any, inputs: Any, task: dict[str, Any]) -> dict[str, Any]:
     """The runoff over ``task["configs"]`` (screening times ``task["first_ms"]``): the winner's index and
     what settled it.  The configs passed the output check when they were screened."""
@@ -274,6 +365,7 @@ def main() -> None:
     compile_only = "--compile-only" in flags
     keep_warm_flag = "--keep-warm" in flags
     memory_mb = next((int(f.partition("=")[2]) for f in flags if f.startswith("--memory-mb=")), 0)
+    exit_with_parent()
     if memory_mb > 0:
         limit_memory(memory_mb)
     pipe = results_pipe()
@@ -304,7 +396,6 @@ def main() -> None:
     # Kernels may write their inputs in place (accumulators, in-place softmax): every launch
     # starts from these copies, so each config sees the same inputs and the reference holds.
     originals = [] if compile_only else [clone(t) for t in inputs]  # compile workers never launch
-    reference = None
 
     def sync() -> None:
         if torch is not None and torch.cuda.is_available():
@@ -320,20 +411,12 @@ def main() -> None:
                 elif isinstance(t, list):
                     t[:] = clone(o)
 
-    def get_reference() -> Any:
-        nonlocal reference
-        if reference is None:
-            if callable(getattr(module, "reference", None)):
-                reference = module.reference(inputs)
-            else:
-                reference = module.launch(space.default, inputs)
-            sync()
-            reference = clone(reference)
-            restore()
-        return reference
+    def say(message: dict[str, Any]) -> None:
+        pipe.write(json.dumps(message) + "\n")
+        pipe.flush()
 
-    pipe.write(json.dumps({"ready": True}) + "\n")  # start-up over: the parent's task timeouts start now
-    pipe.flush()
+    reference = Reference(module, space, inputs, torch, sync, restore, say)
+    say({"ready": True})  # start-up over: the parent's task timeouts start now
     on_gpu = torch is not None and torch.cuda.is_available()
     keep = KeepWarm(keep_warm_flag and on_gpu and not compile_only)
     for line in read_tasks(sys.stdin.fileno(), lambda: keep.step(sync)):
@@ -362,15 +445,20 @@ def main() -> None:
                     restore()
                 result: dict[str, Any] = {"status": "ok", "compile_s": time.perf_counter() - t0}
             else:
-                ref = get_reference()
+                failed = reference.prepare(bool(task.get("default_reference", True)))
+                if failed is not None:  # the CUDA context died with the reference's launch
+                    say(failed)
+                    sys.exit(3)
+                if reference.error:
+                    raise RuntimeError(reference.error)
                 if callable(getattr(module, "before_check", None)):
                     module.before_check(inputs)  # a package kernel: outputs poisoned, a partial write fails
                 out = module.launch(config, inputs)
                 sync()
-                wrong = compare_outputs(out, ref, torch)
+                wrong, news = reference.check(out)
                 restore()
                 if wrong:
-                    result = {"status": "wrong_result", "error": wrong}
+                    result = {"status": "wrong_result", "error": wrong, **news}
                 else:
                     reps = int(task.get("rep_ms", 20))
                     warm = keep.warmup_ms(int(task.get("warmup_ms", max(reps // 4, 5))))
@@ -381,20 +469,21 @@ def main() -> None:
                     if math.isfinite(med):
                         keep.set(fn, med)
                     result = {"status": "ok" if math.isfinite(med) else "runtime_error", "time_ms": med,
-                              "times_ms": times[:: max(1, len(times) // 32)]}
+                              "times_ms": times[:: max(1, len(times) // 32)], **news}
                 result["bench_s"] = time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001 - every failure of user code becomes a status
             status, text = classify(exc)
             result = {"status": status, "error": text[-2000:], "trace": traceback.format_exc()[-2000:]}
-            if "illegal" in text.lower() or "cuda error" in text.lower():
+            broken = text if is_fatal(text) else cuda_broken(torch)
+            if broken is not None:
                 # The CUDA context is unusable now: report, then let the parent start a fresh worker
                 # ("fatal" tells it not to send this process the next config).
+                if broken != text:
+                    result["error"] = f"{text[-1500:]} (then the CUDA context failed: {broken[:400]})"
                 result["fatal"] = True
-                pipe.write(json.dumps(result) + "\n")
-                pipe.flush()
+                say(result)
                 sys.exit(3)
-        pipe.write(json.dumps(result) + "\n")
-        pipe.flush()
+        say(result)
 
 
 if __name__ == "__main__":

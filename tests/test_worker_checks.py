@@ -1,0 +1,203 @@
+"""How the Triton evaluator's benchmark worker judges a config, on CPU launchers in real worker
+processes: the reference of a kernel file without ``reference()`` when its default config fails or
+hangs, exact integer outputs, a launcher that returns nothing, CUDA errors that leave the context
+unusable, and a compile worker's crash."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from kerntune.evaluate.trial import Status
+from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
+from kerntune.evaluate.triton_backend.worker import classify, compare_outputs
+
+# A kernel file without reference(): the default config (DEFAULT) fails or hangs in the benchmark
+# worker; each launch there is logged (pid and mode), so the tests see what the processes did.
+NO_REFERENCE = '''
+import os, sys, time
+from kerntune.space import Choice, Space
+name = "no_reference"
+space = Space([Choice("mode", options=("bad", "good", "good2", "hang"))], default={"mode": DEFAULT})
+BENCH = "--compile-only" not in sys.argv
+def make_inputs(shape):
+    return ([1.0] * shape[0],)
+def launch(config, inputs):
+    if BENCH:
+        with open(LOG, "a") as f:
+            f.write(f"{os.getpid()} {config['mode']}\\n")
+        if config["mode"] == "bad":
+            raise ValueError("the default config cannot run here")
+        if config["mode"] == "hang":
+            time.sleep(3600)
+    return [sum(inputs[0]) * (2 if config["mode"] == "good2" else 1)]
+'''
+
+
+def _no_reference_kernel(tmp_path: Path, default: str) -> tuple[Path, Path]:
+    log = tmp_path / "launches.log"
+    path = tmp_path / f"no_reference_{default}.py"
+    path.write_text(f"LOG = {str(log)!r}\nDEFAULT = {default!r}\n" + NO_REFERENCE)
+    return path, log
+
+
+def _launches(log: Path) -> list[tuple[int, str]]:
+    return [(int(p), m) for p, m in (ln.split() for ln in log.read_text().splitlines())] if log.exists() else []
+
+
+def test_a_failing_default_config_is_no_reference_the_first_config_that_runs_is(tmp_path: Path, caplog) -> None:
+    """The default's failure used to be every config's error (each paying the default's launch again);
+    now each config is judged on its own launch, against the first config that ran, said once."""
+    path, log = _no_reference_kernel(tmp_path, "bad")
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=10.0, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="kerntune.evaluate"):
+            trials = ev.evaluate([{"mode": "good"}, {"mode": "good2"}, {"mode": "bad"}, {"mode": "good"}])
+    finally:
+        ev.close()
+    good, good2, bad, again = trials
+    assert good.status is Status.OK and again.status is Status.OK, (good, again)
+    assert good2.status is Status.WRONG_RESULT and "differs" in good2.error  # twice the first config's output
+    assert bad.status is Status.RUNTIME_ERROR and "cannot run here" in bad.error
+    # the default was launched once as the reference, once as its own config, and never again
+    assert [m for _, m in _launches(log)].count("bad") == 2, _launches(log)
+    said = [r for r in caplog.records if "has no reference()" in r.getMessage()]
+    assert len(said) == 1 and "cannot run here" in said[0].getMessage()
+
+
+def test_a_hanging_default_config_costs_one_timeout_not_every_config(tmp_path: Path) -> None:
+    path, log = _no_reference_kernel(tmp_path, "hang")
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=2.0, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        trials = ev.evaluate([{"mode": "good"}, {"mode": "good2"}, {"mode": "good"}])
+    finally:
+        ev.close()
+    assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT, Status.OK], trials
+    assert [m for _, m in _launches(log)].count("hang") == 1  # the fresh worker skipped the default
+
+
+def test_integer_and_bool_outputs_must_match_exactly() -> None:
+    torch = pytest.importorskip("torch")
+    ref = torch.arange(10000, dtype=torch.int32)
+    wrong = compare_outputs(ref + 3, ref, torch)  # inside the float tolerance scaled by the magnitude
+    assert wrong is not None and "10000 of 10000" in wrong
+    one = ref.clone()
+    one[7] += 1
+    assert "1 of 10000" in (compare_outputs(one, ref, torch) or "")
+    assert compare_outputs(ref.clone(), ref, torch) is None
+    assert compare_outputs(ref.to(torch.int64), ref, torch) is None  # another integer width, same values
+    flags = torch.tensor([True, False, True])
+    assert compare_outputs(~flags, flags, torch) is not None and compare_outputs(flags.clone(), flags, torch) is None
+    # floats keep their tolerance
+    x = torch.linspace(0, 1000, 100)
+    assert compare_outputs(x * (1 + 1e-6), x, torch) is None
+    # a CPU launcher's plain integers too
+    assert compare_outputs([10_000_003], [10_000_000], None) is not None
+    assert compare_outputs([10_000_000], [10_000_000], None) is None
+    assert compare_outputs([1.0001], [1.0], None) is None
+
+
+def test_a_launcher_that_returns_nothing_fails_every_config_clearly(tmp_path: Path) -> None:
+    """kernel_file: launch returns the output tensor(s).  One that writes a buffer and returns None
+    used to pass every config, right or wrong (None against None)."""
+    path = tmp_path / "returns_none.py"
+    path.write_text('''
+from kerntune.space import Choice, Space
+name = "returns_none"
+space = Space([Choice("mode", options=("right", "wrong"))], default={"mode": "right"})
+def make_inputs(shape):
+    return ([1.0] * shape[0], [0.0])
+def launch(config, inputs):
+    x, out = inputs
+    out[0] = sum(x) * (1 if config["mode"] == "right" else 7)
+''')
+    assert compare_outputs(None, None, None) is not None
+    assert compare_outputs((None, None), (None, None), None) is not None
+    ev = TritonEvaluator(path, (100,), compile_workers=1, rep_ms=2, memory_limit_mb=0)
+    try:
+        trials = ev.evaluate([{"mode": "right"}, {"mode": "wrong"}])
+    finally:
+        ev.close()
+    assert [t.status for t in trials] == [Status.WRONG_RESULT] * 2
+    assert all("launch returned no output" in t.error for t in trials)
+
+
+@pytest.mark.parametrize("text", ["Triton Error [CUDA]: misaligned address",
+                                  "Triton Error [CUDA]: unspecified launch failure",
+                                  "RuntimeError: CUDA error: device-side assert triggered",
+                                  "an illegal memory access was encountered"])
+def test_sticky_cuda_errors_are_fatal(text: str) -> None:
+    from kerntune.evaluate.triton_backend.worker import is_fatal
+
+    assert is_fatal(text)
+    assert classify(RuntimeError(text))[0] == "runtime_error"
+
+
+def test_a_refused_launch_or_a_plain_error_is_not_fatal() -> None:
+    from kerntune.evaluate.triton_backend.worker import is_fatal
+
+    assert not is_fatal("Triton Error [CUDA]: too many resources requested for launch")
+    assert not is_fatal("ValueError: bad block size")
+
+
+# Configs that fail in the benchmark worker with what Triton's launcher raises after a sticky error,
+# or with a plain error while the CUDA context is gone (stood in for by a torch.cuda that says CUDA
+# is in use and whose synchronize raises); and one that kills its compile worker (the compiler's crash).
+CONTEXT = '''
+import ctypes, os, sys
+from kerntune.space import Choice, Space
+name = "context"
+space = Space([Choice("mode", options=("good", "triton_cuda", "poisoned", "compiler_crash"))],
+              default={"mode": "good"})
+BENCH = "--compile-only" not in sys.argv
+def make_inputs(shape):
+    return ([1.0] * shape[0],)
+def reference(inputs):
+    return [sum(inputs[0])]
+def launch(config, inputs):
+    mode = config["mode"]
+    if not BENCH and mode == "compiler_crash":
+        ctypes.string_at(0)
+    if BENCH:
+        with open(LOG, "a") as f:
+            f.write(f"{os.getpid()} {mode}\\n")
+        if mode == "triton_cuda":
+            raise RuntimeError("Triton Error [CUDA]: unspecified launch failure")
+        if mode == "poisoned":
+            import torch
+            def broken():
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+            torch.cuda.is_available = lambda: True
+            torch.cuda.is_initialized = lambda: True
+            torch.cuda.synchronize = broken
+            raise ValueError("a launch error that does not say CUDA")
+    return [sum(inputs[0])]
+'''
+
+
+def test_a_context_left_unusable_gets_a_fresh_worker_and_a_compiler_crash_is_a_compile_error(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    log = tmp_path / "launches.log"
+    path = tmp_path / "context.py"
+    path.write_text(f"LOG = {str(log)!r}\n" + CONTEXT)
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=10.0, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        configs = [{"mode": m} for m in ("good", "triton_cuda", "good", "poisoned", "good", "compiler_crash")]
+        trials = ev.evaluate(configs)
+    finally:
+        ev.close()
+    assert [t.status for t in trials[:5]] == [Status.OK, Status.RUNTIME_ERROR, Status.OK, Status.RUNTIME_ERROR,
+                                              Status.OK], trials
+    assert "[CUDA]" in trials[1].error
+    assert "does not say CUDA" in trials[3].error and "illegal memory access" in trials[3].error
+    pids = [p for p, _ in _launches(log)]
+    modes = [m for _, m in _launches(log)]
+    # the config after each failure ran in a new process, not in the one whose context died
+    i1, i3 = modes.index("triton_cuda"), modes.index("poisoned")
+    assert pids[i1 + 1] != pids[i1] and pids[i3 + 1] != pids[i3], _launches(log)
+    assert trials[5].status is Status.COMPILE_ERROR and "signal 11" in trials[5].error

@@ -1,0 +1,137 @@
+"""How long the Triton evaluator's worker processes live, on CPU launchers in real processes: a
+stream left early kills what is in flight instead of waiting for its timeout, workers end with the
+tuner that started them (even a SIGKILLed one), and re-timing drops a config after its failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import kerntune
+from kerntune.evaluate.trial import Status
+from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
+
+ROOT = Path(kerntune.__file__).resolve().parents[1]  # the kerntune this test imported, for its subprocess
+
+KERNEL = '''
+import os, sys, time
+from kerntune.space import Choice, Space
+name = "lifetimes"
+space = Space([Choice("mode", options=("good", "good2", "hang"))], default={"mode": "good"})
+BENCH = "--compile-only" not in sys.argv
+def make_inputs(shape):
+    return ([1.0] * shape[0],)
+def reference(inputs):
+    return [sum(inputs[0])]
+def launch(config, inputs):
+    if BENCH:
+        with open(LOG, "a") as f:
+            f.write(f"{os.getpid()} {config['mode']}\\n")
+        if config["mode"] == "hang":
+            time.sleep(3600)
+    return [sum(inputs[0])]
+'''
+
+
+def _kernel(tmp_path: Path) -> tuple[Path, Path]:
+    log = tmp_path / "launches.log"
+    path = tmp_path / "lifetimes_kernel.py"
+    path.write_text(f"LOG = {str(log)!r}\n" + KERNEL)
+    return path, log
+
+
+def _modes(log: Path) -> list[str]:
+    return [ln.split()[1] for ln in log.read_text().splitlines()] if log.exists() else []
+
+
+def _gone(pid: int) -> bool:
+    """Dead: no such process, or a zombie nobody has reaped yet (it holds nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+
+def test_a_stream_left_early_kills_the_hung_config_instead_of_waiting_for_it(tmp_path: Path) -> None:
+    path, log = _kernel(tmp_path)
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=12.0, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        ev.wait_ready()
+        stream = ev.stream([{"mode": "good"}, {"mode": "hang"}, {"mode": "good2"}])
+        _, first = next(stream)
+        assert first.config == {"mode": "good"} and first.status is Status.OK
+        deadline = time.monotonic() + 10
+        while "hang" not in _modes(log) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        hung = ev.benchers[0].proc
+        t0 = time.perf_counter()
+        stream.close()  # the consumer stops (budget spent, Ctrl-C): the hang's 12 s are not waited for
+        assert time.perf_counter() - t0 < 4
+        assert hung is not None and hung.poll() is not None
+        # the evaluator goes on: a fresh worker measures the next batch
+        assert [t.status for t in ev.evaluate([{"mode": "good2"}])] == [Status.OK]
+    finally:
+        ev.close()
+
+
+TUNER = '''
+import sys
+from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
+ev = TritonEvaluator(sys.argv[1], (100,), compile_workers=1, compile_timeout=60, bench_timeout=600, rep_ms=2,
+                     memory_limit_mb=0)
+print(" ".join(str(w.proc.pid) for w in ev.benchers + ev.compilers), flush=True)
+ev.evaluate([{"mode": "hang"}])
+'''
+
+
+def test_workers_end_with_a_tuner_killed_by_sigkill(tmp_path: Path) -> None:
+    path, log = _kernel(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    tuner = subprocess.Popen([sys.executable, "-c", TUNER, str(path)], stdout=subprocess.PIPE, text=True, env=env)
+    pids: list[int] = []
+    try:
+        assert tuner.stdout is not None
+        pids = [int(p) for p in tuner.stdout.readline().split()]
+        deadline = time.monotonic() + 15
+        while "hang" not in _modes(log) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "hang" in _modes(log)
+        tuner.send_signal(signal.SIGKILL)  # no finally, no atexit: only the workers themselves can notice
+        tuner.wait()
+        deadline = time.monotonic() + 5
+        while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert all(_gone(p) for p in pids), [p for p in pids if not _gone(p)]
+    finally:
+        if tuner.poll() is None:
+            tuner.kill()
+            tuner.wait()
+        for p in pids:  # what this test started and the code under test left behind
+            if not _gone(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_retiming_drops_a_config_after_its_failure(tmp_path: Path) -> None:
+    path, log = _kernel(tmp_path)
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=1.5, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        ev.wait_ready()
+        trials = ev.retime([{"mode": "good"}, {"mode": "hang"}], rounds=4)
+    finally:
+        ev.close()
+    assert trials[0].status is Status.OK and len(trials[0].extra["rounds_ms"]) == 4
+    assert trials[1].status is Status.TIMEOUT
+    assert _modes(log).count("hang") == 1  # one timeout, not one per round
