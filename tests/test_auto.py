@@ -172,9 +172,9 @@ def test_auto_refuses_unknown_options_in_one_line(tmp_path: Path) -> None:
     from kerntune.errors import KerntuneError
 
     ev = synthetic_evaluator(tmp_path)
-    with pytest.raises(KerntuneError, match="unknown option"):
+    with pytest.raises(KerntuneError, match="needs --llm"):  # a model option, no model: refused before the run
         run_search(ev, "auto", Budget(max_evals=5),
-                   run=RunOptions(strategy_options={"initial": 3}))  # a model option, no model
+                   run=RunOptions(strategy_options={"initial": 3}))
     with pytest.raises(KerntuneError, match="unknown option"):
         run_search(ev, "auto", Budget(max_evals=5), run=RunOptions(llm=_client(failing), strategy_options={"bogus": 1}))
 

@@ -187,3 +187,57 @@ def test_scripted_resume_replays_stored_answers_instead_of_asking_again(tmp_path
                      run=RunOptions(llm=client2, store=store, run_id="r", strategy_options=opts))
     assert len(provider2.prompts) == len(ref.llm_exchanges) - asked_before
     assert [t.config for t in res.history] == [t.config for t in ref.history]
+
+
+def _sources(ev, strategy: str, script, budget: int, options: dict) -> tuple[list[str], object]:
+    from kerntune.strategies import get_strategy
+    from kerntune.strategies.base import BudgetExhausted, SearchContext
+
+    sources: list[str] = []
+    client, _ = _client(script)
+    ctx = SearchContext(ev.space, ev, Budget(max_evals=budget), seed=0, llm=client,
+                        on_trial=lambda _i, _k, _t, _c, src: sources.append(src))
+    try:
+        get_strategy(strategy)(ctx, **options)
+    except BudgetExhausted:
+        pass
+    return sources, ctx
+
+
+def test_llm_seeded_refuses_tell_unspent_and_lists_neither_option_it_sets(tmp_path) -> None:
+    """llm-seeded sets max_rounds (from rounds) and tell_unspent itself: given, each is one line (a
+    given tell_unspent once passed the check and ended in a TypeError), and neither is listed."""
+    from kerntune.strategies.options import describe_options, validate_options
+
+    ev = synthetic_evaluator(tmp_path)
+    client, _ = _client(lambda n, m: answer(BEST))
+    for opts, needle in (({"tell_unspent": True}, "tell_unspent is llm's option"),
+                         ({"tell_unspent": False}, "tell_unspent"), ({"max_rounds": 2}, "give rounds instead")):
+        with pytest.raises(KerntuneError, match=needle) as info:
+            run_search(ev, "llm-seeded", Budget(max_evals=10), seed=0,
+                       run=RunOptions(llm=client, strategy_options=opts))
+        assert "\n" not in str(info.value)
+    listed = [row[0] for row in describe_options("llm-seeded")]
+    assert "rounds" in listed and "max_rounds" not in listed and "tell_unspent" not in listed
+    assert "tell_unspent" in [row[0] for row in describe_options("llm")]
+    with pytest.raises(KerntuneError) as info:
+        validate_options("llm-seeded", {"nope": 1})
+    assert "max_rounds" not in str(info.value) and "tell_unspent" not in str(info.value)
+
+
+def test_llm_seeded_stops_when_its_llm_phase_reaches_target_ms(tmp_path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    for then in ("bayes", "random"):
+        sources, ctx = _sources(ev, "llm-seeded", lambda n, m: answer(BEST, {"BM": 32}), 40,
+                                {"initial": 2, "target_ms": 1.5, "then": then})
+        assert ctx.stop_reason == "target reached"  # type: ignore[attr-defined]
+        assert sources == ["llm:warmup"] * 3 + ["llm:round1"] * 2  # no classical phase after it
+
+
+def test_warmup_zero_measures_nothing_before_the_models_answer(tmp_path) -> None:
+    ev = synthetic_evaluator(tmp_path)
+    for warmup, expected in ((0, 0), (1, 1), (3, 3)):
+        sources, _ = _sources(ev, "llm", lambda n, m: answer(BEST, {"BM": 32}), 40,
+                              {"initial": 2, "max_rounds": 1, "warmup": warmup})
+        assert sources.count("llm:warmup") == expected, (warmup, sources)
+        assert sources[expected:] == ["llm:round1"] * 2

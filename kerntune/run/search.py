@@ -107,7 +107,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
     """
     run = run if run is not None else RunOptions()
     fn = get_strategy(strategy)
-    options = validate_options(strategy, dict(run.strategy_options or {}))
+    options = validate_options(strategy, dict(run.strategy_options or {}), with_model=run.llm is not None)
     check_seed(seed)
     store, run_id = run.store, run.run_id
     prior: dict[str, tuple[Trial, float]] = {}

@@ -14,7 +14,8 @@ Options (``-o NAME=VALUE``; checked before anything is measured and listed with 
   past that share of an evaluation budget the tabu closes nothing; null: never), ``fail_block`` (0.5, the
   thirty-ninth pass's: configs whose failure, kriged from the measured ones, is more likely than this are
   left out of the GP's steps; null: none), ``region_radius``, ``refit_every`` (5),
-  ``climb_share`` (0.5), ``min_share`` (0.3), ``credit_rate`` (0.1), ``climb_max`` (0.15),
+  ``climb_share`` (0.5), ``min_share`` (0.3), ``credit_rate`` (0.1), ``climb_max`` (0.15; at or below
+  ``min_share`` it is the climber's share throughout, and ``climb_share`` but for 0 and ``credit_rate`` do not act),
   ``perturb_share`` (0.5: share of the climber's steps that perturb the best config instead of
   climbing), ``perturb_guide`` (0.5: chance that a perturbed field's new value comes from the
   density of that field among the best measured configs, else uniform), the fifth pass's ``elites``

@@ -35,7 +35,7 @@ from typing import Any
 
 from kerntune.llm.types import Message
 from kerntune.space import Config
-from kerntune.strategies.base import SearchContext
+from kerntune.strategies.base import BudgetExhausted, SearchContext
 from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine_round
 from kerntune.strategies.llm.rounds import Answer, accept, call_in_background
 from kerntune.strategies.surrogate import SurrogateOptions, SurrogateSearch
@@ -73,6 +73,8 @@ class _Cooperation:
 
     def startup(self) -> None:
         first = self.engine.startup_batch()
+        if self.ctx.remaining_evals is not None:  # the start counts against overlap_first (``wait``)
+            first = first[: self.overlap_first]
         if first:
             self.engine.tell(first, self.ctx.evaluate(first, source="auto:startup"))
 
@@ -113,6 +115,12 @@ class _Cooperation:
         else:
             while not fut.done() and more() and self.surrogate_step(source):
                 pass
+            if ctx.done and not fut.done():
+                # the budget ended while the model thinks: no answer could be measured, so none is
+                # waited for (the call runs on a daemon thread, rounds.call_in_background)
+                ctx.note(f"auto: the budget ended while model call {self.calls} was out; its answer is not used")
+                ctx.stop_reason = ctx._why_done()
+                raise BudgetExhausted(ctx.stop_reason)
             answer = fut.result()
         seconds = answer.seconds
         # The clock as of the last measurement's end: on a real evaluator, waiting for the model
@@ -206,7 +214,8 @@ def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size
     take minutes where a hosted model takes 10-60 s; without it such a run would let the
     surrogate spend most of the budget while one answer is being written.
     ``overlap_first`` / ``overlap_later``: the most evaluations the surrogate spends while the
-    first / a later call is out (the start included; default 10 and ``refine``), under a budget
+    first / a later call is out (the start included: an ``overlap_first`` under ``startup`` cuts the
+    start; default 10 and ``refine``), under a budget
     that counts evaluations; under a budget of time alone it measures until the answer is back.  Without a
     cap, a kernel whose configs measure in 0.1 s would spend a 200-evaluation budget during one
     30 s call and the model's answer would never be measured (seen on two H100 matmul

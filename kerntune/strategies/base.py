@@ -227,7 +227,7 @@ class SearchContext:
         fresh = [(i, k, c) for i, k, c in new if k not in self.prior]
         if fresh:
             t0 = time.perf_counter()
-            for j, trial in self.evaluator.stream([c for _, _, c in fresh]):
+            for j, trial in self._stream([c for _, _, c in fresh]):
                 i, key, _ = fresh[j]
                 self._record(key, trial, self._clock_after(trial), sources[i] if sources else source,
                              store=True)
@@ -238,6 +238,20 @@ class SearchContext:
         return [r if r is not None else Trial(dict(configs[i]), Status.UNMEASURED, error="over budget")
                 for i, r in enumerate(results)]
 
+    def _stream(self, configs: list[Config]) -> Iterable[tuple[int, Trial]]:
+        """The evaluator's stream; on a simulated clock under ``max_seconds``, one config at a time
+        and none once the clock has reached it (``tune --replay --seconds 20`` ended at 36-50 s when
+        whole batches were measured): the configs not started stay unmeasured and uncharged."""
+        b = self.budget
+        if b.max_seconds is None or not self.evaluator.simulated_clock:
+            yield from self.evaluator.stream(configs)
+            return
+        for j, cfg in enumerate(configs):
+            if self.clock_s >= b.max_seconds:
+                return
+            for _, trial in self.evaluator.stream([cfg]):
+                yield j, trial
+
     def _fits_in_time(self, n: int) -> int:
         """How many of ``n`` new configs to start so that a wall-clock budget is not overshot by a
         whole batch: a batch in flight is always finished, so near the end of ``max_seconds`` a
@@ -245,11 +259,14 @@ class SearchContext:
         spent).  The wall seconds per measured config so far (parallel compiles included; LLM
         calls and strategy time left out, or a slow first LLM call would shrink the model's
         first batch to one config) estimate the cost; at least one config is always started so
-        the search makes progress.  Recordings (simulated clocks) add each trial's recorded cost
-        and are left as they were."""
+        the search makes progress.  Before the first measurement there is no estimate: at most
+        ``evaluator.parallelism`` configs start, one parallel round that measures the cost.
+        Recordings (simulated clocks) stop between configs instead (``_stream``)."""
         b = self.budget
-        if b.max_seconds is None or self.evaluator.simulated_clock or not self._measured_n or n <= 1:
+        if b.max_seconds is None or self.evaluator.simulated_clock or n <= 1:
             return n
+        if not self._measured_n:
+            return min(n, max(1, self.evaluator.parallelism))
         self.charge(0.0)  # bring the clock up to the wall
         per_config = self._measure_s / self._measured_n
         if per_config <= 0:

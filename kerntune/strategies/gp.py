@@ -98,7 +98,8 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
         raise ValueError(f"gp: transfer_model must be prior, task or none, not {transfer_model!r}")
     if batch_size is None:
         batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
-    cap = min(ctx.remaining_evals or _MAX_OBS, _MAX_OBS)
+    # room for the trials measured before this strategy (told first) and for its own
+    cap = _MAX_OBS if ctx.remaining_evals is None else min(len(ctx.history) + ctx.remaining_evals, _MAX_OBS)
     past = _past_observations(space, ctx.transfer) if transfer_model == "task" else []
     # One extra encoded column with past runs: which run an observation is from (0 = this one).
     # (A second column marking this run, so that past runs may agree with each other more than

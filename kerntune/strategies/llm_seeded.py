@@ -25,5 +25,7 @@ def search(ctx: SearchContext, rounds: int = 1, then: str = "bayes", then_option
     # classical phase should learn from, and a weak model then costs few evaluations.
     llm_options.setdefault("top_up", False)
     llm_search(ctx, max_rounds=rounds, tell_unspent=False, **llm_options)
+    if ctx.stop_reason == "target reached":  # the llm option target_ms: the search is over
+        return
     ctx.stop_reason = ""
     get_strategy(then)(ctx, **(then_options or {}))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -109,10 +109,15 @@ class LLMSeededOptions(LLMOptions):
     patience: Optional[int] = Field(None, ge=1, le=10_000, description="as llm (default rounds + 1)")  # type: ignore[assignment]
     top_up: Optional[bool] = Field(None, description="as llm (default false)")  # type: ignore[assignment]
 
+    #: llm's options that llm-seeded sets itself: refused, and not listed by ``kerntune options``
+    not_listed: ClassVar[frozenset[str]] = frozenset({"max_rounds", "tell_unspent"})
+
     @model_validator(mode="after")
     def _rounds(self) -> "LLMSeededOptions":
         if "max_rounds" in self.model_fields_set:
             raise ValueError("llm-seeded sets max_rounds from 'rounds'; give rounds instead")
+        if "tell_unspent" in self.model_fields_set:
+            raise ValueError("llm-seeded's classical strategy spends what its LLM rounds leave; tell_unspent is llm's option")
         return self
 
 
@@ -148,10 +153,10 @@ class AutoOptions(_Options):
     fail_block: Optional[float] = Field(0.5, gt=0, le=1, description="leave out of the GP's steps configs whose kriged chance of failing exceeds this (null: none left out)")
     region_radius: Optional[int] = Field(None, ge=0, le=1000, description="after a restart, fields within which the search stays (default: all)")
     # the climber member
-    climb_share: float = Field(0.5, ge=0, le=1, description="the climber's share before either member has earned credit (0: no climber)")
+    climb_share: float = Field(0.5, ge=0, le=1, description="the climber's share before either member has earned credit (0: no climber); other values act only with climb_max null or above min_share, else the share is climb_max")
     min_share: float = Field(0.3, ge=0, le=0.5, description="neither member's share falls below this (before climb_max)")
     climb_max: Optional[float] = Field(0.15, ge=0, le=1, description="the climber's share is at most this (null: no cap)")
-    credit_rate: float = Field(0.1, gt=0, le=1, description="weight of a proposal's gain in its member's running credit")
+    credit_rate: float = Field(0.1, gt=0, le=1, description="weight of a proposal's gain in its member's running credit (acts only with climb_max null or above min_share, else the share is climb_max)")
     perturb_share: float = Field(0.5, ge=0, le=1, description="share of climber steps that perturb a good config instead of climbing")
     perturb_guide: float = Field(0.5, ge=0, le=1, description="chance that a perturbed field's value comes from the good configs' density")
     elites: int = Field(4, ge=0, le=1000, description="archive of diverse good configs that perturbations may start from (0: none)")
@@ -173,8 +178,14 @@ class AutoOptions(_Options):
     include_hints: bool = Field(True, description="with a model: show tuning hints in the prompt")
     new_region_fields: int = Field(2, ge=1, le=1000, description="with a model: ask again once the best moved this many fields from what it saw")
     model_clock_s: Optional[float] = Field(None, gt=0, description="with a model, on a recording: charge each call as this many seconds")
-    overlap_first: int = Field(10, ge=0, le=_BIG, description="with a model, under a budget of evaluations: evaluations the surrogate may spend while the first call is out (no cap under a budget of time alone)")
+    overlap_first: int = Field(10, ge=0, le=_BIG, description="with a model, under a budget of evaluations: evaluations the surrogate may spend while the first call is out, its start included (no cap under a budget of time alone)")
     overlap_later: Optional[int] = Field(None, ge=0, le=_BIG, description="with a model: the same for later calls (default refine)")
+
+    #: the options above that act only with a model (``auto_model.run_with_model``'s; a test keeps them equal):
+    #: ``validate_options(..., with_model=False)`` refuses them
+    model_only: ClassVar[frozenset[str]] = frozenset({
+        "initial", "refine", "max_calls", "screen_keep", "temperature", "max_tokens", "include_source",
+        "include_hardware", "include_hints", "new_region_fields", "model_clock_s", "overlap_first", "overlap_later"})
 
 
 MODELS: dict[str, type[_Options]] = {
@@ -184,11 +195,17 @@ MODELS: dict[str, type[_Options]] = {
 }
 
 
+def _listed(model: type[_Options]) -> list[str]:
+    """The options a user may give, in order (not those the strategy sets itself: ``not_listed``)."""
+    hidden = getattr(model, "not_listed", frozenset())
+    return [name for name in model.model_fields if name not in hidden]
+
+
 def _problem(strategy: str, exc: ValidationError, given: dict[str, Any]) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(x) for x in err["loc"])
     if err["type"] == "extra_forbidden":
-        known = ", ".join(MODELS[strategy].model_fields) if strategy in MODELS else ""
+        known = ", ".join(_listed(MODELS[strategy])) if strategy in MODELS else ""
         return f"{strategy}: unknown option {loc!r} (known: {known})"
     shown = f" (got {given[loc]!r})" if loc in given else ""
     where = f"option {loc!r}: " if loc else ""
@@ -214,11 +231,13 @@ def own_options(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def validate_options(strategy: str, options: dict[str, Any] | None) -> dict[str, Any]:
+def validate_options(strategy: str, options: dict[str, Any] | None, with_model: bool | None = None) -> dict[str, Any]:
     """The options ``strategy`` was given, checked; raises KerntuneError with one line.
 
     Returns them unchanged (only what the user set), so stored runs keep what was asked for
-    and the strategies' own defaults stay the single source of default values.
+    and the strategies' own defaults stay the single source of default values.  ``with_model``:
+    whether the run has a model (``--llm``); False refuses ``auto``'s options that act only with
+    one (``AutoOptions.model_only``), None (unknown) lets them pass.
     """
     from kerntune.strategies import ALIASES
 
@@ -239,6 +258,12 @@ def validate_options(strategy: str, options: dict[str, Any] | None) -> dict[str,
             raise KerntuneError(f"{name} (surrogate {checked.surrogate}): {str(exc).split(': ', 1)[1]}") from None
     if isinstance(checked, LLMSeededOptions) and options.get("then_options"):
         validate_options(checked.then, options["then_options"])
+    if isinstance(checked, AutoOptions) and with_model is False:
+        needs = sorted(set(options) & AutoOptions.model_only)
+        if needs:
+            many = len(needs) > 1
+            raise KerntuneError(f"{name}: option{'s' if many else ''} {', '.join(map(repr, needs))} "
+                                f"{'need' if many else 'needs'} --llm ({'they act' if many else 'it acts'} only with a model)")
     if isinstance(checked, AutoOptions) and checked.model != "gp":
         from kerntune.strategies.forest_model import require_sklearn
 
@@ -253,6 +278,8 @@ def describe_options(strategy: str) -> list[tuple[str, str, str, str]]:
         return []   # a strategy that checks its own options
     out = []
     for name, f in model.model_fields.items():
+        if name not in _listed(model):
+            continue
         bounds = [f"{k} {getattr(m, k)}" for m in f.metadata for k in ("ge", "gt", "le", "lt") if getattr(m, k, None) is not None]
         kind = _type_text(f.annotation)
         default = json.dumps(f.default) if f.default is None or isinstance(f.default, bool) else repr(f.default)

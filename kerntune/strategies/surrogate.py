@@ -143,7 +143,8 @@ class SurrogateSearch(PerturbSteps):
     def __init__(self, ctx: SearchContext, opts: SurrogateOptions | None = None) -> None:
         self.ctx, self.opts = ctx, opts or SurrogateOptions()
         space = ctx.space
-        self.cap = min(ctx.remaining_evals or _MAX_OBS, _MAX_OBS)
+        # room for the trials measured before the engine (told first: warm starts, a model's) and its own
+        self.cap = _MAX_OBS if ctx.remaining_evals is None else min(len(ctx.history) + ctx.remaining_evals, _MAX_OBS)
         self.budget0 = ctx.remaining_evals  # evaluations this engine may spend (None: a time budget)
         self.gmodel: _GP | None = None
         if self.opts.model != "gp":  # the eleventh pass's random forest (forest_model.py)
@@ -353,7 +354,8 @@ class SurrogateSearch(PerturbSteps):
     def climb_probability(self) -> float:
         """The climber's share of the next steps: credit-proportional (probability matching),
         bounded by ``min_share`` on both sides and capped at ``climb_max``, the prior share until
-        either has credit."""
+        either has credit.  With ``climb_max`` at or below ``min_share`` (the defaults: 0.15, 0.3)
+        the share is ``climb_max`` throughout, so ``climb_share`` (but for 0) and ``credit_rate`` do not act."""
         credit = self.credit
         total = credit["gp"] + credit["climb"]
         share = credit["climb"] / total if total > 1e-12 else self.opts.climb_share

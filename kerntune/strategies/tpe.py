@@ -111,7 +111,8 @@ def search(ctx: SearchContext, startup: int = 5, batch_size: int = 1, multivaria
     first += ctx.sample_unmeasured(max(startup - len(earlier) - len(first), 0))
     pending = earlier + list(zip(first, ctx.evaluate(first, source="bayes:startup") if first else []))
     for cfg, t in pending:
-        tell_measured(ctx.space.canonical(cfg), objective(t))
+        if ctx.is_measured(cfg):  # not a config a time budget left unstarted ("over budget")
+            tell_measured(ctx.space.canonical(cfg), objective(t))
     while True:
         asked = [study.ask(codec.distributions) for _ in range(batch_size)]
         batch: list[Config] = []
@@ -134,7 +135,8 @@ def search(ctx: SearchContext, startup: int = 5, batch_size: int = 1, multivaria
             ctx.stop_reason = "space exhausted"
             return
         for cfg, t in zip(batch, ctx.evaluate(batch, source="bayes")):
-            tell_measured(ctx.space.canonical(cfg), objective(t))
+            if ctx.is_measured(cfg):
+                tell_measured(ctx.space.canonical(cfg), objective(t))
 
 
 def _nearest_unmeasured(ctx: SearchContext, cfg: Config, taken: set[str]) -> Config | None:

@@ -181,7 +181,7 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
         if round_no == 1:
             messages = first_round(ctx.space, workload, device, n, opts, past=ctx.past_winners)
             # Measure the default and a few random configs while the model thinks.
-            warm = ctx.unmeasured([ctx.space.default]) + ctx.sample_unmeasured(max(warmup - 1, 0))
+            warm = (ctx.unmeasured([ctx.space.default]) + ctx.sample_unmeasured(max(warmup - 1, 0)))[:warmup]
             exclude = {ctx.space.key(c) for c in warm} | set(ctx.measured)
             clock0 = ctx.clock_s
             future = call_in_background(ctx, messages, temperature, max_tokens, exclude, n)
