@@ -231,7 +231,7 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
             strategy, seed = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0
             b = Budget(max_evals=default_evals(budget, seconds), max_seconds=seconds, target_ms=target_ms)
         get_strategy(strategy)
-        opts = validate_options(strategy, dict(options or {}))
+        opts = validate_options(strategy, dict(options or {}), with_model=bool(llm))
         check_seed(seed)
         client = None
         if strategy in LLM_STRATEGIES and not llm:

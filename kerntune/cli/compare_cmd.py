@@ -124,19 +124,25 @@ def compare(
     log.watch(st, "compare")
     if resume:
         log.run_id(resume, st.path)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=log.plain) as bar:
-        task = bar.add_task("comparing", total=None)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err_console, transient=True, disable=log.plain) as bar:
+            task = bar.add_task("comparing", total=None)
 
-        def progress(label: str, done: int, total: int) -> None:
-            bar.update(task, description=f"comparing: {label}", completed=done, total=total)
-            log.repeat_done(label, done, total)
+            def progress(label: str, done: int, total: int) -> None:
+                bar.update(task, description=f"comparing: {label}", completed=done, total=total)
+                log.repeat_done(label, done, total)
 
-        result = run_compare(str(space) if space else None, names or [], budget or 0, repeats or 0, seed or 0, st,
-                             resume=resume,
-                             progress=progress, llm_spec=llm, llm_base_url=llm_base_url,
-                             llm_timeout=llm_timeout, strategy_options=per_strategy,
-                             kernel_source_path=str(source) if source else None, device=device)
+            result = run_compare(str(space) if space else None, names or [], budget or 0, repeats or 0, seed or 0, st,
+                                 resume=resume,
+                                 progress=progress, llm_spec=llm, llm_base_url=llm_base_url,
+                                 llm_timeout=llm_timeout, strategy_options=per_strategy,
+                                 kernel_source_path=str(source) if source else None, device=device)
+    except KeyboardInterrupt:  # stored as interrupted: say how far it got and how to go on
+        if log.announced is not None:
+            err_console.print(f"interrupted after {log.evaluations} evaluations; continue with: kerntune compare"
+                              f" --resume {log.announced}", markup=False, highlight=False)
+        raise
     print_table(result)
     for name, s in result.strategies.items():
         if s.llm:

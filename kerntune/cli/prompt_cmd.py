@@ -35,6 +35,8 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
         raise KerntuneError("--round must be 1 or more")
     if trials is not None and trials < 1:
         raise KerntuneError("--trials must be 1 or more")
+    if n is not None and n < 1:
+        raise KerntuneError(f"--n must be 1 or more, got {n}")
     from kerntune.evaluate.replay import replay_extras
 
     kernel_source, device_info = replay_extras(source, device)

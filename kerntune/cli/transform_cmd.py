@@ -36,15 +36,20 @@ def transform(
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript", help="Append every exchange to this JSONL"),
-    backend: str = typer.Option("opencl", "--backend", help="opencl, cuda (or cupy, nvcuda, pycuda) or c"),
-    kernel_name: Optional[str] = typer.Option(None, "--kernel-name", help="Kernel to tune (default: the first)"),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Kernel Tuner kernels: opencl (the default), cuda"
+                                          " (or cupy, nvcuda, pycuda) or c"),
+    kernel_name: Optional[str] = typer.Option(None, "--kernel-name", help="Kernel Tuner kernels: the kernel to tune "
+                                              "(default: the first)"),
     problem_size: Optional[str] = typer.Option(None, "--problem-size", help="Kernel Tuner kernels: the launch size, "
                                                "e.g. 256x256"),
-    args_generator: Optional[Path] = typer.Option(None, "--args-generator", help="Python file with "
-                                                  "make_args(problem_size) -> list (default: the model writes one)"),
-    params: Optional[str] = typer.Option(None, "--params", help='The original kernel\'s tune_params as JSON, '
+    args_generator: Optional[Path] = typer.Option(None, "--args-generator", help="Kernel Tuner kernels: a Python "
+                                                  "file with make_args(problem_size) -> list (default: the model "
+                                                  "writes one)"),
+    params: Optional[str] = typer.Option(None, "--params", help='Kernel Tuner kernels: the original kernel\'s '
+                                         'tune_params as JSON, '
                                          'e.g. \'{"block_size_x": [16], "block_size_y": [16]}\''),
-    grid_div: Optional[str] = typer.Option(None, "--grid-div", help='The original kernel\'s grid divisors as JSON, '
+    grid_div: Optional[str] = typer.Option(None, "--grid-div", help='Kernel Tuner kernels: the original '
+                                           'kernel\'s grid divisors as JSON, '
                                            'e.g. \'{"y": ["block_size_y", "WPT"]}\''),
     search: Optional[str] = typer.Option(None, "--search", help="kerntune strategy that tunes each rewrite "
                                          "(default: exhaustive for Kernel Tuner kernels, auto for Triton files)"),
@@ -52,7 +57,8 @@ def transform(
     seconds: Optional[float] = typer.Option(None, "--seconds", help="Tuning seconds per rewrite"),
     performance_threshold: float = typer.Option(0.5, "--performance-threshold",
                                                 help="Percent faster a rewrite must be to be accepted"),
-    iterations: int = typer.Option(7, "--iterations", help="Kernel runs timed per config"),
+    iterations: Optional[int] = typer.Option(None, "--iterations", help="Kernel Tuner kernels: kernel runs timed per"
+                                             " config (default 7)"),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds per config (compile, check, time)"),
     memory_mb: Optional[int] = typer.Option(None, "--memory-mb", help="Worker memory limit in MiB (0: none; "
                                             "default half the machine)"),
@@ -75,16 +81,25 @@ def transform(
     """Rewrite a kernel with a language model (one-prompt, autonomous or explicit steps), tuning every
     rewrite through Kernel Tuner and keeping it only when it is correct and faster."""
     from kerntune.llm import LLMClient
+    from kerntune.strategies import get_strategy
     from kerntune.transform import ExplicitTuningStrategy, KernelTransformer, load_steps, make_strategy
     from kerntune.transform.backend import backend_of
     from kerntune.transform.steps import triton_steps
 
     if not kernel.is_file():
         raise KerntuneError(f"kernel file not found: {kernel}")
+    if backend_of(kernel) == "triton":  # Kernel Tuner's options would be ignored silently on a Triton file
+        given = [flag for flag, value in (("--backend", backend), ("--kernel-name", kernel_name),
+                                          ("--args-generator", args_generator), ("--params", params),
+                                          ("--grid-div", grid_div), ("--iterations", iterations)) if value is not None]
+        if given:
+            raise KerntuneError(f"{' and '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to Kernel Tuner kernels"
+                                " (.cu/.cl/.c), not to a Triton file")
     if not llm:
         raise KerntuneError("kerntune transform needs a model: pass --llm SPEC (e.g. local:, openai:MODEL)")
     if budget < 1:
         raise KerntuneError(f"--budget must be at least 1, got {budget}")
+    get_strategy(search or ("auto" if backend_of(kernel) == "triton" else "exhaustive"))  # before any measurement
     opts = parse_options(strategy_option, flag="option")
     if steps is not None:
         if strategy.replace("_", "-") != "explicit":
@@ -104,11 +119,12 @@ def transform(
         raise KerntuneError("a Kernel Tuner kernel needs --problem-size, e.g. 256x256")
     st = open_store(store)
     try:
-        kt = KernelTransformer(kernel.read_text(), strategy=strat, llm=client, backend=backend,
+        kt = KernelTransformer(kernel.read_text(), strategy=strat, llm=client, backend=backend or "opencl",
                                problem_size=problem_size, kernel_name=kernel_name, args_generator=args_generator,
                                tune_params=_json_arg(params, "--params"), grid_div=_json_arg(grid_div, "--grid-div"),
                                search=search or "exhaustive", budget=budget, budget_seconds=seconds,
-                               performance_threshold=performance_threshold, iterations=iterations, timeout_s=timeout,
+                               performance_threshold=performance_threshold,
+                               iterations=7 if iterations is None else iterations, timeout_s=timeout,
                                memory_mb=memory_mb, store=st, seed=seed,
                                confirm_rounds=3 if retime_rounds is None else retime_rounds, on_event=events)
         result = kt.run()

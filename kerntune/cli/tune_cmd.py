@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from kerntune.cli.common import (check_number, check_output, console, err_console, open_store, parse_options,
                                   print_unwrapped)
@@ -62,6 +63,7 @@ def tune(
 ) -> None:
     """Search a kernel's space with one strategy, storing every trial; print the winner."""
     given_strategy = strategy
+    given_model = {"--llm": llm, "--llm-base-url": llm_base_url, "--llm-transcript": llm_transcript}
     for flag, value, low, high in (("--compile-timeout", compile_timeout, 0, 86400), ("--seconds", seconds, 0, 1e9),
                                    ("--target-ms", target_ms, 0, float("inf")), ("--llm-timeout", llm_timeout, 0, 86400)):
         check_number(flag, value, low, high)
@@ -85,6 +87,8 @@ def tune(
             raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
         if strategy in LLM_STRATEGIES and not llm:
             raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
+        get_strategy(strategy)
+        _note_unused_model(strategy, given_model)
         client = (LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
                   if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL else None)
         tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option,
@@ -100,6 +104,13 @@ def tune(
     if (source is not None or device is not None) and replay is None:
         raise KerntuneError("--source and --device describe a replayed space: use them with --replay")
     evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address, source, device)
+    try:  # what the store keeps of it (a kernel file's flops(shape) ...): refused here, not after a run id
+        from kerntune.run.search import evaluator_identity
+
+        evaluator_identity(evaluator)
+    except BaseException:
+        evaluator.close()
+        raise
     given_options = parse_options(option)
     if resume:
         given_options = own_options(strategy or st.get_run(resume).strategy or DEFAULT_STRATEGY, given_options)
@@ -113,7 +124,10 @@ def tune(
         b = Budget(max_evals=default_evals(UNSET if budget is None else budget, seconds), max_seconds=seconds,
                    target_ms=target_ms)
 
+    seen: dict = {}  # the search's last context: what a Ctrl-C reports
+
     def progress(ctx) -> None:  # noqa: ANN001 - SearchContext
+        seen["ctx"] = ctx
         if kernel is not None:
             _give_up_on_one_failure(ctx)
         if ctx.evaluations % 25 == 0:
@@ -130,8 +144,9 @@ def tune(
         client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
     # The run id first (a killed run is resumed by it), then progress: plain stdout lines when piped.
     get_strategy(strategy)
-    validate_options(strategy, options)
+    validate_options(strategy, options, with_model=client is not None)
     check_seed(seed)  # refused here, not after a run id was printed for a run that never starts
+    _note_unused_model(strategy, given_model)
     log = RunLog()
     run_id = resume or new_run_id()
     log.run_id(run_id, st.path)
@@ -156,8 +171,13 @@ def tune(
         best = res.best
         if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
             best = _confirm(evaluator, res.history, retime) or best
-    except BaseException:  # an error or Ctrl-C: the workers end now, not at interpreter exit
+    except BaseException as exc:  # an error or Ctrl-C: the workers end now, not at interpreter exit
         evaluator.close()
+        if isinstance(exc, KeyboardInterrupt):
+            ctx = seen.get("ctx")
+            best = f" (best {ctx.best.time_ms:.4g} ms)" if ctx is not None and ctx.best is not None else ""
+            err_console.print(f"interrupted after {ctx.evaluations if ctx is not None else 0} evaluations{best};"
+                              f" continue with: kerntune tune --resume {run_id}", markup=False, highlight=False)
         raise
     if best is None and kernel is not None:  # a recording of failures replays as one: a finished run
         console.print(f"no successful config in {len(res.history)} evaluations ({res.stop_reason})")
@@ -186,6 +206,30 @@ def tune(
     if not no_report and res.run_id is not None:
         write_after_run(st, res.run_id, report)
     st.close()
+
+
+def _note_unused_model(strategy: str, given: dict) -> None:
+    """``--llm``, ``--llm-base-url`` or ``--llm-transcript`` typed with a strategy that asks no model
+    is said in one note (as compare says it); a value that came from $KERNTUNE_LLM is not."""
+    from kerntune.strategies import ALIASES
+
+    if ALIASES.get(strategy, strategy) in LLM_STRATEGIES | MODEL_OPTIONAL:
+        return
+    flags = [f"{flag} {value}" for flag, value in given.items() if value is not None and _typed(flag)]
+    if flags:
+        err_console.print(f"[yellow]note:[/yellow] {escape(' and '.join(flags))} {'is' if len(flags) == 1 else 'are'}"
+                          f" not used by strategy {escape(strategy)}: it asks no model (auto, llm and llm-seeded do)")
+
+
+def _typed(flag: str) -> bool:
+    """Whether ``flag`` was given on the command line (not by its environment variable)."""
+    try:  # typer >= 0.16 carries its own copy of click
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    source = ctx.get_parameter_source(flag.lstrip("-").replace("-", "_")) if ctx is not None else None
+    return source is None or source.name == "COMMANDLINE"
 
 
 #: A kernel file whose first this-many configs all fail with one and the same error is not tuned on:

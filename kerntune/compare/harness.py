@@ -131,7 +131,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
         raise KerntuneError(f"repeats must be at least 1, got {repeats}")
     for name in strategies:
         get_strategy(name)
-        validate_options(name, strategy_options.get(name))
+        validate_options(name, strategy_options.get(name), with_model=bool(llm_spec))
     client = None
     if set(strategies) & LLM_STRATEGIES and not llm_spec:
         raise KerntuneError("strategies llm and llm-seeded need a model: pass --llm SPEC")

@@ -79,7 +79,7 @@ def module_space(module: Any, shape: tuple[int, ...] | None = None) -> Space:
     if hasattr(module, "space_for"):
         if shape is None:
             raise KerntuneError("this kernel's space depends on the shape: pass --shape")
-        return module.space_for(tuple(shape))  # type: ignore[no-any-return]
+        return call_kernel_fn(module, "space_for", tuple(shape))  # type: ignore[no-any-return]
     space = module.space
     if isinstance(space, Space):
         return space
@@ -110,7 +110,23 @@ def describe(module: ModuleType, shape: tuple[int, ...]) -> dict[str, Any]:
                            "description": getattr(module, "description", None)}
     for key, fn in (("flops", "flops"), ("bytes", "bytes_moved")):
         if callable(getattr(module, fn, None)):
-            value = getattr(module, fn)(shape)
+            value = call_kernel_fn(module, fn, shape)
             if value is not None:
                 out[key] = value
     return out
+
+
+def call_kernel_fn(module: Any, fn: str, shape: tuple[int, ...]) -> Any:
+    """The kernel file's own ``fn(shape)`` (``flops``, ``bytes_moved``, ``space_for``): an exception
+    raised there (most often a shape of the wrong length: ``m, n, k = shape``) becomes one line that
+    names the function and the shape, not a traceback from the user's file."""
+    try:
+        return getattr(module, fn)(shape)
+    except KerntuneError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's code: any error is the shape not fitting it
+        where = getattr(module, "__file__", None)
+        what = Path(where).name if where else (getattr(module, "name", None) or "the kernel")
+        detail = " ".join(str(exc).split())
+        raise KerntuneError(f"{what}: --shape {'x'.join(map(str, shape))} does not fit the kernel file ({fn}():"
+                            f" {type(exc).__name__}{': ' + detail if detail else ''})") from None
