@@ -13,7 +13,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = ("tune", "TuneResult", "ComparisonResult", "StrategyScore")
-__all__ = ["autotune", "Autotuned", "compare", *_API]
+#: The errors a user can fix (``kerntune.errors``): a bad argument to the API is a KerntuneError.
+_ERRORS = ("KerntuneError", "SpaceError", "FormatError", "StoreError")
+__all__ = ["autotune", "Autotuned", "compare", *_API, *_ERRORS]
 
 
 def __getattr__(name: str) -> Any:
@@ -25,6 +27,10 @@ def __getattr__(name: str) -> Any:
         from kerntune import api as _api
 
         return getattr(_api, name)
+    if name in _ERRORS:
+        from kerntune import errors as _errors
+
+        return getattr(_errors, name)
     raise AttributeError(f"module 'kerntune' has no attribute {name!r}")
 
 

@@ -25,10 +25,19 @@ def report(
     st = open_store(store, readonly=True)
     try:
         run_id = st.resolve_run_id(run)
+        flag = "--html" if html else "--md"
         if html is None and md is None:
-            html = default_report_path(st, run_id)
+            # No path given: the report goes next to the store, which may be read-only (a store
+            # that is only read works as usual); name that folder, not an --html nobody gave.
+            html, flag = default_report_path(st, run_id), "the report"
+            try:
+                check_output("--html", html)
+            except KerntuneError as exc:
+                reason = str(exc).removeprefix(f"--html {html}: ")
+                raise KerntuneError(f"cannot write the report in its default folder {html.parent} next to the "
+                                    f"store ({reason}); give --html PATH or --md PATH") from None
         target = html or md
-        files = write_output("--html" if html else "--md", target, lambda: write_report(st, run_id, html=html, markdown=md))
+        files = write_output(flag, target, lambda: write_report(st, run_id, html=html, markdown=md))
     finally:
         st.close()
     for path in (files.html, files.markdown):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import io
 import json
 from pathlib import Path
@@ -21,9 +22,29 @@ def space_from_dict(data: Mapping[str, Any]) -> Space:
         raise SpaceError(f"malformed space: {exc}") from None
 
 
+# Every top-level key a space file may hold: the Space itself; what ``space prune``/``expand``
+# read (groups, accepts, extensible, implicit); and the record they write beside it (note, edits,
+# where it came from, the iterations).  Any other key is a misspelling (``constraint:`` for
+# ``constraints:`` would silently drop the constraints), so it is refused.
+SPACE_KEYS = ("name", "description", "params", "constraints", "default")
+PRUNE_KEYS = ("groups", "accepts", "extensible", "implicit")
+RECORD_KEYS = ("note", "edits", "pruned_from", "expanded_from", "replayed_with", "iterations", "stop")
+
+
+def _check_top_keys(data: Mapping[str, Any]) -> None:
+    known = SPACE_KEYS + PRUNE_KEYS + RECORD_KEYS
+    unknown = [str(k) for k in data if k not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], SPACE_KEYS + PRUNE_KEYS, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SpaceError(f"unknown top-level key {unknown[0]!r} in the space{hint}; known keys: "
+                         f"{', '.join(SPACE_KEYS + PRUNE_KEYS)}")
+
+
 def _space_from_dict(data: Mapping[str, Any]) -> Space:
     if not isinstance(data, Mapping) or "params" not in data:
         raise SpaceError("a space file needs a 'params' list or mapping")
+    _check_top_keys(data)
     raw = data["params"]
     params: list[Param] = []
     if isinstance(raw, Mapping):

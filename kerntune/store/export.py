@@ -77,8 +77,11 @@ def export_kernel_tuner(store: Store, run_id: str, path: str | Path) -> int:
                       "framework_time": 0, "timestamp": ""})
         entry.update(t.extra)
         cache[",".join(str(t.config[n]) for n in names)] = entry
-    data = {"device_name": _run_device(store, run_id) or "unknown", "kernel_name": run.label or "kernel",
-            "problem_size": [], "tune_params_keys": names, "tune_params": tune_params, "objective": "time",
+    work = _workload(store, run_id)
+    size = work["problem_size"]
+    data = {"device_name": work["device_name"] or "unknown", "kernel_name": work["kernel_name"] or run.label or "kernel",
+            "problem_size": list(size) if isinstance(size, (list, tuple)) else ([size] if size is not None else []),
+            "tune_params_keys": names, "tune_params": tune_params, "objective": "time",
             "cache": cache}
     Path(path).write_text(json.dumps(data))
     return len(cache)
@@ -99,13 +102,28 @@ def export_table(store: Store, run_id: str, path: str | Path) -> int:
     unique = {space.key(t.config): t for t in trials}
     row = store.conn.execute("SELECT evaluator_json FROM runs WHERE id=?", (run_id,)).fetchone()
     described = json.loads(row["evaluator_json"] or "{}") if row else {}
-    meta = {"run_id": run_id, "device_name": _run_device(store, run_id),
-            "kernel_name": described.get("kernel_name"), "problem_size": described.get("shape"),
-            "recorded_with": described}
+    meta = {"run_id": run_id, **_workload(store, run_id), "recorded_with": described}
     Path(path).write_text(json.dumps(table_dict(space, unique.values(), meta)))
     return len(unique)
 
 
-def _run_device(store: Store, run_id: str) -> str | None:
-    row = store.conn.execute("SELECT device FROM runs WHERE id=?", (run_id,)).fetchone()
-    return row["device"] if row else None
+def _workload(store: Store, run_id: str) -> dict[str, Any]:
+    """The kernel's name, its problem size and the device the run measured on, as the store keeps
+    them (a run's ``evaluator_json`` holds ``kernel_name`` and ``problem_size``; a Triton run's
+    also ``shape``); a comparison's repeats are asked where the comparison itself lacks one."""
+    rows = store.conn.execute("SELECT evaluator_json, device FROM runs WHERE id=? OR parent_id=?"
+                              " ORDER BY parent_id IS NOT NULL", (run_id, run_id)).fetchall()
+    out: dict[str, Any] = {"device_name": None, "kernel_name": None, "problem_size": None}
+    for row in rows:
+        try:
+            described = json.loads(row["evaluator_json"] or "{}")
+        except ValueError:
+            described = {}
+        if not isinstance(described, dict):
+            described = {}
+        found = {"device_name": row["device"], "kernel_name": described.get("kernel_name"),
+                 "problem_size": described.get("problem_size") or described.get("shape")}
+        for key, value in found.items():
+            if out[key] is None and value not in (None, "", []):
+                out[key] = value
+    return out

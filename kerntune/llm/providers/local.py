@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import stat
 import subprocess
 import threading
@@ -46,6 +47,8 @@ class LocalModelProvider(Provider):
 
     name = "local"
     structured = True
+    #: The last call's seconds to the first token and after it, and its token count (see ``send``).
+    last_timing: dict[str, float] | None = None
 
     def __init__(self, model_path: str = "", n_ctx: int = 8192, threads: int | None = None) -> None:
         path = model_path or default_model_path()
@@ -74,6 +77,8 @@ class LocalModelProvider(Provider):
         # The prompt's evaluation comes before the first token, so the timeout bounds it plus one token.
         parts: list[str] = []
         tokens = 0
+        started = time.perf_counter()
+        first = None  # when the first token came: the prompt's evaluation is before it
         try:
             stream = self.llm.create_chat_completion(messages=[m.to_dict() for m in messages], temperature=temperature,
                                                      max_tokens=max_tokens, stream=True, **kwargs)
@@ -84,6 +89,8 @@ class LocalModelProvider(Provider):
                 if piece:
                     parts.append(piece)
                     tokens += 1
+                    if first is None:
+                        first = time.perf_counter()
                 if time.monotonic() > deadline:
                     stream.close()
                     # not transient: the same prompt on the same cores takes as long again
@@ -94,6 +101,11 @@ class LocalModelProvider(Provider):
         # the context holds the prompt and the answer, less the last token when the answer was cut at
         # max_tokens (sampled, never evaluated)
         prompt_tokens = max(int(self.llm.n_tokens) - tokens + (finish == "length"), 0)
+        # The last call's time to the first token (the prompt) and after it (the generation), for
+        # ``kerntune llm check``: output tokens over the whole call would count the prompt as well.
+        end = time.perf_counter()
+        self.last_timing = {"prompt_s": (first or end) - started, "generation_s": end - (first or end),
+                            "tokens": tokens}
         return RawReply("".join(parts), Usage(prompt_tokens, tokens), self.model)
 
     def close(self) -> None:
@@ -134,6 +146,12 @@ class CommandProvider(Provider):
         if not command.strip():
             raise LLMError("cmd: empty command")
         self.argv = shlex.split(command)
+        # A program that is not there would only fail at the first model call, mid-run, where the
+        # search carries on without the model: refuse it now, before anything is measured.
+        if not self.argv or shutil.which(self.argv[0]) is None:
+            program = self.argv[0] if self.argv else command
+            where = "not an executable file" if os.sep in program else "not found on PATH"
+            raise LLMError(f"cmd: cannot run {program!r}: {where}")
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
