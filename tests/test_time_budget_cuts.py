@@ -1,7 +1,7 @@
 """A time budget (``--seconds``) is not overrun by a whole batch (``SearchContext._stream`` and
 ``_fits_in_time``): on a recording no config starts once the simulated clock has reached the
 budget; on a real clock the first batch, with no per-config estimate yet, starts at most one
-parallel round; and exhaustive still measures every config of a batch that was cut."""
+parallel round, then the rest of that batch once the cost is known; and exhaustive measures every config."""
 
 from __future__ import annotations
 
@@ -43,8 +43,13 @@ class _Wall:
     def __init__(self, inner, parallelism: int, sleep_s: float = 0.01) -> None:
         self.inner, self.space, self.simulated_clock = inner, inner.space, False
         self.parallelism, self.sleep_s = parallelism, sleep_s
+        self.calls: list[int] = []  # the size of each batch streamed
+
+    def __getattr__(self, name):  # workload, device, describe ...: the recording's
+        return getattr(self.inner, name)
 
     def stream(self, configs):
+        self.calls.append(len(configs))
         for j, trial in enumerate(self.inner.evaluate(configs)):
             time.sleep(self.sleep_s)
             yield j, trial
@@ -55,9 +60,9 @@ def test_a_wall_clock_budget_starts_one_parallel_round_before_it_knows_the_cost(
     ctx = SearchContext(ev.space, ev, Budget(max_seconds=30.0), seed=0)  # type: ignore[arg-type]
     configs = ev.space.sample(ctx.rng, 12)
     out = ctx.evaluate(configs)
-    assert [t.status is Status.UNMEASURED for t in out] == [False] * 3 + [True] * 9
-    out = ctx.evaluate(configs[3:])  # now the cost is known: the rest fits in the budget
-    assert all(t.status is not Status.UNMEASURED for t in out)
+    # one parallel round first, then, the cost known, the rest of the batch in the same call (the first
+    # form of this cut returned the 9 as "over budget", and a model's first round lost them)
+    assert ev.calls == [3, 9] and all(t.status is not Status.UNMEASURED for t in out)
     # without a time budget nothing is cut
     ctx = SearchContext(ev.space, ev, Budget(max_evals=100), seed=0)  # type: ignore[arg-type]
     assert all(t.status is not Status.UNMEASURED for t in ctx.evaluate(configs))
@@ -73,3 +78,23 @@ def test_exhaustive_measures_the_configs_of_a_batch_a_wall_clock_budget_cut(tmp_
     assert res.stop_reason == "space exhausted"
     assert len(res.history) == n
     assert len({rec.space.key(t.config) for t in res.history}) == n
+
+
+def test_a_model_first_round_is_measured_whole_under_a_wall_clock_budget(tmp_path) -> None:
+    """``llm`` with ``warmup=0`` under ``--seconds``: the model's first batch is the first thing measured,
+    and it used to be cut to one parallel round (3 of 25 configs measured)."""
+    import json
+
+    from scripted import ScriptedProvider, synthetic_evaluator
+
+    from kerntune.llm.client import LLMClient
+    from kerntune.run.search import RunOptions
+
+    rec = synthetic_evaluator(tmp_path)
+    ev = _Wall(rec, parallelism=3, sleep_s=0.001)
+    picks = rec.space.sample(__import__("random").Random(0), 25)
+    answer = json.dumps({"configs": [{"reasoning": "r", "config": c} for c in picks]})
+    client = LLMClient(ScriptedProvider(lambda n, m: answer))
+    res = run_search(ev, "llm", Budget(max_seconds=600.0), seed=0,  # type: ignore[arg-type]
+                     run=RunOptions(llm=client, strategy_options={"warmup": 0, "max_rounds": 1}))
+    assert len(res.history) == 25, [t.status for t in res.history]

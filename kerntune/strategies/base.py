@@ -211,20 +211,34 @@ class SearchContext:
                 new.append((i, key, cfg))
         if self.remaining_evals is not None:
             new = new[: self.remaining_evals]
-        new = new[: self._fits_in_time(len(new))]
         if not new:
             self._stale_calls += 1
             if self._stale_calls > 1000:
                 raise SearchStalled("strategy proposed only measured configs 1000 times in a row")
         else:
             self._stale_calls = 0
-        for i, key, _ in new:
+        while new:
+            # Under a wall-clock budget with no cost estimate yet, one parallel round goes first; the
+            # rest of the batch follows within this call once it is estimated (not cut as "over budget").
+            estimated = bool(self._measured_n)
+            k = self._fits_in_time(len(new))
+            self._measure_part(new[:k], results, source, sources)
+            new = new[k:]
+            if estimated or self._why_done():
+                break
+        # Configs cut by the budget stay None: report them as unmeasured to the caller.
+        return [r if r is not None else Trial(dict(configs[i]), Status.UNMEASURED, error="over budget")
+                for i, r in enumerate(results)]
+
+    def _measure_part(self, part: list[tuple[int, str, Config]], results: list[Trial | None], source: str,
+                      sources: Sequence[str] | None) -> None:
+        for i, key, _ in part:
             if key in self.prior:
                 trial, clock = self.prior[key]
                 self._record(key, trial, clock, sources[i] if sources else source, store=False)
                 self._wall_offset, self._wall0 = clock, time.perf_counter()  # resumed: the wall goes on from here
                 results[i] = trial
-        fresh = [(i, k, c) for i, k, c in new if k not in self.prior]
+        fresh = [(i, k, c) for i, k, c in part if k not in self.prior]
         if fresh:
             t0 = time.perf_counter()
             for j, trial in self._stream([c for _, _, c in fresh]):
@@ -234,9 +248,6 @@ class SearchContext:
                 results[i] = trial
             self._measure_s += time.perf_counter() - t0
             self._measured_n += len(fresh)
-        # Configs cut by the budget stay None: report them as unmeasured to the caller.
-        return [r if r is not None else Trial(dict(configs[i]), Status.UNMEASURED, error="over budget")
-                for i, r in enumerate(results)]
 
     def _stream(self, configs: list[Config]) -> Iterable[tuple[int, Trial]]:
         """The evaluator's stream; on a simulated clock under ``max_seconds``, one config at a time

@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-from kerntune.evaluate.trial import Status
-from kerntune.space import Config
 from kerntune.strategies.base import SearchContext
-
-
-def _measure(ctx: SearchContext, batch: list[Config]) -> None:
-    """The whole batch: a time budget may start only part of it (``SearchContext._fits_in_time``),
-    and the configs it did not start ("over budget", unmeasured) are offered again."""
-    while batch:
-        trials = ctx.evaluate(batch, source="exhaustive")
-        batch = [c for c, t in zip(batch, trials) if t.status is Status.UNMEASURED and not ctx.is_measured(c)]
 
 
 def search(ctx: SearchContext, batch_size: int | None = None) -> None:
@@ -25,7 +15,8 @@ def search(ctx: SearchContext, batch_size: int | None = None) -> None:
             continue
         batch.append(cfg)
         if len(batch) >= batch_size:
-            _measure(ctx, batch)
+            ctx.evaluate(batch, source="exhaustive")
             batch = []
-    _measure(ctx, batch)
+    if batch:
+        ctx.evaluate(batch, source="exhaustive")
     ctx.stop_reason = "space exhausted"
