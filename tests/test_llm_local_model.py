@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -51,3 +52,52 @@ def test_local_model_obeys_the_timeout_with_one_clear_error() -> None:
     client = LLMClient(make_provider("local:"), retries=0, timeout=0.001)
     with pytest.raises(LLMError, match="no answer within 0.001 s"):
         client.complete([Message("user", "Count from 1 to 200.")], temperature=0.0, max_tokens=300)
+
+
+def test_a_local_call_still_running_at_exit_is_cancelled_before_the_model_is_freed(tmp_path) -> None:
+    """A model call abandoned on a daemon thread (``auto`` at a time budget's end) was still in llama.cpp
+    when the exit hook freed the model: the process segfaulted (exit code 139).  The hook now cancels the
+    call at its next token and waits for it before freeing the model."""
+    script = tmp_path / "abandon.py"
+    script.write_text(
+        "import sys, threading, time\n"
+        "from kerntune.llm import Message, make_provider\n"
+        "p = make_provider('local:')\n"
+        "started = threading.Event()\n"
+        "def call():\n"
+        "    started.set()\n"
+        "    try:\n"
+        "        p.send([Message('user', 'Count from 1 to 5000, one number a line.')], None, 0.0, 4000, 600.0)\n"
+        "    except Exception as exc:\n"
+        "        print('send ended:', exc, flush=True)\n"
+        "threading.Thread(target=call, daemon=True).start()\n"
+        "started.wait(); time.sleep(0.5)  # inside llama.cpp: evaluating the prompt or generating\n"
+        "print('exiting', flush=True)\n")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert "exiting" in proc.stdout, proc.stdout
+    # cancelled at its next token, not waited out: close gives a call 30 s before it leaves the model
+    assert time.monotonic() - t0 < 25, proc.stdout
+    assert "Exception ignored" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_close_leaves_the_model_allocated_when_a_call_does_not_end_in_time() -> None:
+    """Freed under a running call, the model segfaults the process; leaked, it does not."""
+    from kerntune.llm import LLMError
+    from kerntune.llm.providers import local
+
+    p = make_provider("local:")
+    p.close_wait_s = 0.1
+    llm = p.llm
+    p._busy.acquire()  # a call inside llama.cpp's prompt evaluation, which cannot be interrupted
+    try:
+        p.close()
+        assert p.llm is llm and local._LEAKED[-1] is llm  # not freed
+    finally:
+        p._busy.release()
+        local._LEAKED.remove(llm)
+    with pytest.raises(LLMError, match="the model was closed"):  # cancelled: no further calls
+        p.send([Message("user", "hi")], None, 0.0, 5, 10.0)
+    p.close()
+    assert p.llm is None

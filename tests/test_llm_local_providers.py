@@ -188,3 +188,21 @@ def test_a_files_request_a_killed_run_left_is_taken_up_with_its_answer(tmp_path)
     with pytest.raises(LLMError):   # a different question still gets a number of its own
         LLMClient(make_provider(f"files:{exchange}"), retries=0, timeout=0.5).complete(other)
     assert (exchange / "0002.prompt.md").exists()
+
+
+def test_a_cmd_process_that_cannot_be_reaped_is_a_transient_did_not_exit(tmp_path, monkeypatch) -> None:
+    """end_group gives up reaping a process stuck in the kernel (D state): its returncode stays None,
+    which once read as "cmd: exited with None"."""
+    from kerntune.llm.providers import local
+    from kerntune.llm.types import TransientError
+
+    ended: list[subprocess.Popen] = []
+    monkeypatch.setattr(local, "end_group", lambda proc, timeout=5.0: ended.append(proc) or False)  # reaps nothing
+    cmd = _script(tmp_path, f"import sys, json; sys.stdin.read(); print(json.dumps({ANSWER!r}))")
+    try:
+        with pytest.raises(TransientError, match="cmd: did not exit"):
+            make_provider(f"cmd:{cmd}").send(MSGS, SCHEMA, 0.0, 100, 10.0)
+    finally:
+        for proc in ended:
+            proc.wait(10)
+    assert ended and ended[0].returncode == 0

@@ -63,6 +63,11 @@ class LocalModelProvider(Provider):
         self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads or os.cpu_count() or 2,
                          verbose=False)
         self.load_seconds = time.perf_counter() - t0
+        # Held while llama.cpp runs (a call abandoned at a budget's end goes on, on a daemon thread);
+        # ``close`` sets the event, which ends that call at its next token, and takes the lock before
+        # it frees the model: freed under a running call, the process segfaulted at exit.
+        self._busy = threading.Lock()
+        self._cancel = threading.Event()
         ref = weakref.ref(self)
         atexit.register(lambda: (me := ref()) is not None and me.close())  # before the bindings are torn down
 
@@ -75,6 +80,18 @@ class LocalModelProvider(Provider):
         # Streamed so that the timeout can cut the answer between two tokens: llama.cpp has no timeout
         # of its own, and an exception raised in its sampling hooks (ctypes callbacks) is swallowed.
         # The prompt's evaluation comes before the first token, so the timeout bounds it plus one token.
+        # One call at a time (llama.cpp's context is not thread-safe), waited for within the timeout.
+        if not self._busy.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+            raise TransientError(f"local: the model was still busy with an earlier call after {timeout:g} s")
+        try:
+            if self._cancel.is_set() or self.llm is None:
+                raise LLMError("local: the model was closed (kerntune is ending)")
+            return self._send(messages, kwargs, temperature, max_tokens, timeout, deadline)
+        finally:
+            self._busy.release()
+
+    def _send(self, messages: list[Message], kwargs: dict[str, Any], temperature: float, max_tokens: int,
+              timeout: float, deadline: float) -> RawReply:
         parts: list[str] = []
         tokens = 0
         started = time.perf_counter()
@@ -91,6 +108,10 @@ class LocalModelProvider(Provider):
                     tokens += 1
                     if first is None:
                         first = time.perf_counter()
+                if self._cancel.is_set():  # closing: end the call between two tokens
+                    stream.close()
+                    raise LLMError(f"local: the model was closed during the call ({tokens} tokens so far;"
+                                   " kerntune is ending)")
                 if time.monotonic() > deadline:
                     stream.close()
                     # not transient: the same prompt on the same cores takes as long again
@@ -108,12 +129,32 @@ class LocalModelProvider(Provider):
                             "tokens": tokens}
         return RawReply("".join(parts), Usage(prompt_tokens, tokens), self.model)
 
+    #: How long ``close`` waits for a running call to end before it gives up freeing the model. A call
+    #: ends at its next token once cancelled, but the prompt's evaluation (before the first token)
+    #: cannot be interrupted: a long prompt on two cores takes seconds.
+    close_wait_s = 30.0
+
     def close(self) -> None:
         # Llama's own close frees the model now; left to __del__ at interpreter exit it can run after
         # llama.cpp's bindings are torn down and print "Exception ignored in: <function Llama.__del__>".
-        llm, self.llm = self.llm, None  # type: ignore[assignment]
-        if llm is not None and hasattr(llm, "close"):
-            llm.close()
+        # A call still running (abandoned on a daemon thread) is cancelled and waited for first: the
+        # model freed under it segfaults the process.
+        self._cancel.set()
+        if not self._busy.acquire(timeout=self.close_wait_s):
+            # Still running: leave the model allocated. The running call's frames hold it too, so it is
+            # never freed under that call; leaking it at exit beats a segfault.
+            _LEAKED.append(self.llm)
+            return
+        try:
+            llm, self.llm = self.llm, None  # type: ignore[assignment]
+            if llm is not None and hasattr(llm, "close"):
+                llm.close()
+        finally:
+            self._busy.release()
+
+
+#: Models a call was still running in when they were closed: never freed (see ``LocalModelProvider.close``).
+_LEAKED: list[Any] = []
 
 
 def default_model_path() -> str:
@@ -183,6 +224,8 @@ class CommandProvider(Provider):
             with _RUNNING_LOCK:
                 _RUNNING.discard(proc)
         code = proc.returncode
+        if code is None:  # killed but not reaped within end_group's wait (a process stuck in the kernel)
+            raise TransientError("cmd: did not exit (its process could not be reaped after it was ended)")
         if code != 0:
             err.thread.join(1.0)
             tail = err.text().strip().splitlines()[-1:] or [""]
