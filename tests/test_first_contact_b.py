@@ -174,8 +174,11 @@ def test_the_embedded_provider_times_its_prompt_and_its_generation_apart() -> No
                 yield {"choices": [{"delta": {"content": piece}, "finish_reason": None if piece else "stop"}]}
                 time.sleep(0.01)
 
-    provider = LocalModelProvider.__new__(LocalModelProvider)
+    import threading
+
+    provider = LocalModelProvider.__new__(LocalModelProvider)  # no model file loaded: what __init__ sets
     provider.model, provider.llm = "fake", FakeLlama()
+    provider._busy, provider._cancel = threading.Lock(), threading.Event()
     raw = provider.send([Message("user", "hi")], None, 0.0, 10, 30.0)
     assert raw.text == "{}" and raw.usage.output_tokens == 2
     timing = provider.last_timing

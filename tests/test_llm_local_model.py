@@ -50,7 +50,9 @@ def test_local_model_obeys_the_timeout_with_one_clear_error() -> None:
     from kerntune.llm import LLMError
 
     client = LLMClient(make_provider("local:"), retries=0, timeout=0.001)
-    with pytest.raises(LLMError, match="no answer within 0.001 s"):
+    # the provider's own cut ("no answer within"), or on a loaded machine, where the prompt's evaluation
+    # alone outlasts the client's 2-s grace, the client's bound ("no whole answer within"): one line either way
+    with pytest.raises(LLMError, match="answer within 0.001 s"):
         client.complete([Message("user", "Count from 1 to 200.")], temperature=0.0, max_tokens=300)
 
 

@@ -140,7 +140,7 @@ def test_a_shipped_file_is_recreated_where_the_path_is_missing(tmp_path: Path) -
 
 def _toy_factory(fail_on: int, how: str, delay_s: float = 0.05):  # noqa: ANN202
     """A factory of evaluators over x in 0..9 that measure x in ``delay_s`` and, for x ==
-    ``fail_on``, hang (``how="hang"``) or raise (``how="raise"``).  Built in a function, so
+    ``fail_on``, hang (``how="hang"``) or raise (``how="raise"``); ``how="always"``: raise on every x.  Built in a function, so
     that Ray pickles the classes by value and the actors need no import of this file."""
     import time
 
@@ -159,6 +159,8 @@ def _toy_factory(fail_on: int, how: str, delay_s: float = 0.05):  # noqa: ANN202
 
         def stream(self, configs):  # noqa: ANN001, ANN201
             for j, cfg in enumerate(configs):
+                if how == "always":
+                    raise RuntimeError("no GPU's benchmark worker could start: pid 4242 exited")
                 if cfg["x"] == fail_on and how == "hang":
                     time.sleep(3600)
                 if cfg["x"] == fail_on:
@@ -225,6 +227,27 @@ def test_an_evaluator_that_raises_is_a_lost_actor_and_its_config_fails_with_the_
         assert "boom on x=1" in ev.last_loss
         assert ev.stats.errors == 2 and ev.stats.restarts == 2 and ev.stats.given_up == 1
         assert ev.stats.results[0] == 2  # x=0, measured before the failure, was not measured again
+    finally:
+        ev.close()
+
+
+@pytest.mark.parametrize("actors", [1, 2])
+def test_an_evaluator_that_always_raises_the_same_error_fails_the_run_at_once(cluster, actors: int) -> None:
+    """Every actor (and its replacements) failing alike used to be replaced max_restarts times and
+    its configs re-sent max_requeues times, to end in runtime_error trials or "every Ray actor was
+    lost"; the same error on actors that held different configs is the evaluator's: fail with it."""
+    import time
+
+    ev = RayEvaluator(_toy_factory(-1, "always"), num_actors=actors, wait_s=0.2)
+    got: list = []
+    try:
+        start = time.monotonic()
+        with pytest.raises(KerntuneError, match="no GPU's benchmark worker could start: pid 4242 exited"):
+            got.extend(ev.stream([{"x": k} for k in range(6)]))
+        assert time.monotonic() - start < 10
+        assert got == []  # no config is charged with the evaluator's failure
+        assert ev.stats.errors == (3 if actors == 1 else 2)  # 1 actor: the first config alone, then another
+        assert ev.stats.restarts == ev.stats.errors - 1 and ev.stats.given_up <= 1
     finally:
         ev.close()
 

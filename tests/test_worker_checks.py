@@ -201,3 +201,31 @@ def test_a_context_left_unusable_gets_a_fresh_worker_and_a_compiler_crash_is_a_c
     i1, i3 = modes.index("triton_cuda"), modes.index("poisoned")
     assert pids[i1 + 1] != pids[i1] and pids[i3 + 1] != pids[i3], _launches(log)
     assert trials[5].status is Status.COMPILE_ERROR and "signal 11" in trials[5].error
+
+
+def test_a_config_that_hangs_after_a_good_default_reference_is_blamed_alone(tmp_path: Path, caplog) -> None:
+    """The worker said when the default's launch began but not when it ended: a config hanging behind a
+    good default read as "the default config hung" (a false warning, the config sent again for a second
+    timeout, and every later worker told to skip the default: good2 became the reference, good failed)."""
+    path, log = _no_reference_kernel(tmp_path, "good")
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=2.0, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="kerntune.evaluate"):
+            trials = ev.evaluate([{"mode": "hang"}, {"mode": "good2"}, {"mode": "good"}])
+    finally:
+        ev.close()
+    assert [t.status for t in trials] == [Status.TIMEOUT, Status.WRONG_RESULT, Status.OK], trials
+    assert ev._default_failed is None
+    assert not [r for r in caplog.records if "has no reference()" in r.getMessage()]
+    assert [m for _, m in _launches(log)].count("hang") == 1  # one timeout, not a retry
+
+
+def test_a_compile_error_that_says_illegal_is_a_compile_error() -> None:
+    compilation_error = type("CompilationError", (Exception,), {"__module__": "triton.compiler.errors"})
+    assert classify(compilation_error("at 12:4: error: illegal use of tl.constexpr inside loop"))[0] == "compile_error"
+    # CUDA's own illegal errors stay runtime errors, also where PyTorch's text mentions compiling
+    for text in ("CUDA error: an illegal memory access was encountered\nCompile with `TORCH_USE_CUDA_DSA` "
+                 "to enable device-side assertions.", "Triton Error [CUDA]: an illegal instruction was encountered",
+                 "CUDA_ERROR_ILLEGAL_ADDRESS"):
+        assert classify(RuntimeError(text))[0] == "runtime_error", text

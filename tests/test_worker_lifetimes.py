@@ -135,3 +135,95 @@ def test_retiming_drops_a_config_after_its_failure(tmp_path: Path) -> None:
     assert trials[0].status is Status.OK and len(trials[0].extra["rounds_ms"]) == 4
     assert trials[1].status is Status.TIMEOUT
     assert _modes(log).count("hang") == 1  # one timeout, not one per round
+
+
+def test_halt_survives_a_worker_cleared_by_its_owner_and_the_stream_always_resumes(tmp_path: Path) -> None:
+    """halt() read ``proc`` twice without the owner's lock (kill() sets it None); the AttributeError
+    escaped the stream's finally, skipped the pool shutdowns and resume(): workers halted for good."""
+    from kerntune.evaluate.triton_backend.worker_proc import _Worker
+
+    w = _Worker(str(tmp_path / "none.py"), (1,), {})
+
+    class Proc:  # the owner's kill() clears the worker between halt()'s two reads
+        pid = 2**30  # above any pid_max: no such process group
+
+        def poll(self) -> None:
+            w.proc = None
+
+    w.proc, w.inflight = Proc(), 1  # type: ignore[assignment]
+    w.halt()
+    assert w.halted
+
+    path, log = _kernel(tmp_path)
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=12.0, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        ev.wait_ready()
+        bencher = ev.benchers[0]
+        real_halt = bencher.halt
+
+        def failing_halt() -> None:
+            real_halt()
+            raise AttributeError("'NoneType' object has no attribute 'pid'")
+
+        bencher.halt = failing_halt  # type: ignore[method-assign]
+        stream = ev.stream([{"mode": "good"}, {"mode": "hang"}, {"mode": "good2"}])
+        _, first = next(stream)
+        assert first.status is Status.OK
+        stream.close()  # no error escapes, and no worker stays halted
+        assert not any(x.halted for x in ev.benchers + ev.compilers)
+        del bencher.halt
+        assert [t.status for t in ev.evaluate([{"mode": "good2"}])] == [Status.OK]
+    finally:
+        ev.close()
+
+
+THREADS = '''
+import os, sys, threading
+from kerntune.space import Choice, Space
+name = "threads"
+space = Space([Choice("mode", options=("good",))], default={"mode": "good"})
+def make_inputs(shape):
+    return ([1.0] * shape[0],)
+def reference(inputs):
+    return [sum(inputs[0])]
+def launch(config, inputs):
+    kind = "compile" if "--compile-only" in sys.argv else "bench"
+    with open(LOG, "a") as f:
+        f.write(f"{kind} {','.join(sorted(t.name for t in threading.enumerate()))}\\n")
+    return [sum(inputs[0])]
+'''
+
+
+def test_compile_workers_run_no_thread_that_their_forks_would_inherit(tmp_path: Path) -> None:
+    """fork_compile forks compile workers; a watcher thread there made each fork warn of deadlocks
+    (Python 3.12).  Benchmark workers keep theirs; compile workers watch the tuner between tasks."""
+    log = tmp_path / "threads.log"
+    path = tmp_path / "threads_kernel.py"
+    path.write_text(f"LOG = {str(log)!r}\n" + THREADS)
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=10.0, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        assert [t.status for t in ev.evaluate([{"mode": "good"}])] == [Status.OK]
+    finally:
+        ev.close()
+    seen = dict(ln.split(" ", 1) for ln in reversed(log.read_text().splitlines()))
+    assert seen["compile"] == "MainThread", seen
+    assert "kerntune-parent-watch" in seen["bench"], seen
+
+
+def test_an_idle_compile_worker_ends_once_its_tuner_is_gone_though_its_pipe_stays_open(tmp_path: Path) -> None:
+    path, _ = _kernel(tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a tuner pid that is not this worker's parent: read as the tuner gone
+    env = {**os.environ, "KERNTUNE_WORKER_PARENT": str(gone.pid),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    worker = subprocess.Popen([sys.executable, "-m", "kerntune.evaluate.triton_backend.worker", str(path), "100",
+                               "--compile-only"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                              start_new_session=True)
+    try:
+        assert worker.wait(timeout=60) != 0  # stdin still open here: the worker noticed by itself
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()

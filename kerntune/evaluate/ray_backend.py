@@ -16,33 +16,31 @@ in-flight configs go back to the front of the queue, so none is lost: one that d
 and one that holds work and returns no result for ``stall_s`` (a hung evaluator).  A result
 is only accepted from the actor that holds the config, so none gets two results.  A config
 whose actor was lost under it more than ``max_requeues`` times gets a ``runtime_error`` trial
-(with the last loss's reason) instead of looping forever.  Ray is imported lazily: kerntune
-works without it.
+(with the last loss's reason) instead of looping forever.  An evaluator that fails the same way
+on actors that held different configs fails the run at once with its error.  Ray is imported
+lazily: kerntune works without it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
-import tempfile
-import threading
+import re
 import time
-import traceback
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.base import Evaluator
+# The actor side lives in ray_actor; its names are importable from here as before.
+from kerntune.evaluate.ray_actor import (EvalActor, EvaluatorFactory, EvaluatorFailed, ReplayFactory,  # noqa: F401
+                                         ShippedFile, TritonFactory)
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.space import Config
 
 RAY_MISSING = "distributed evaluation needs Ray: pip install kerntune[distributed]"
-
-#: Builds an actor's evaluator on its node; the argument is the CPUs Ray reserved for it.
-EvaluatorFactory = Callable[[int], Evaluator]
 
 
 def import_ray() -> Any:
@@ -51,159 +49,6 @@ def import_ray() -> Any:
     except ImportError:
         raise KerntuneError(RAY_MISSING) from None
     return ray
-
-
-@dataclass
-class ShippedFile:
-    """A file the driver reads and an actor re-creates on its node when the driver's path
-    is not there (another host) or holds other bytes, so clusters need no shared disk."""
-
-    path: str
-    data: bytes
-
-    @classmethod
-    def read(cls, path: str | Path) -> "ShippedFile":
-        p = Path(path).resolve()
-        if not p.is_file():
-            raise KerntuneError(f"file not found: {path}")
-        return cls(str(p), p.read_bytes())
-
-    def local(self) -> str:
-        p = Path(self.path)
-        try:
-            if p.read_bytes() == self.data:
-                return str(p)
-        except OSError:
-            pass
-        digest = hashlib.sha256(self.data).hexdigest()[:16]
-        target = Path(tempfile.gettempdir()) / "kerntune-shipped" / digest / p.name  # same name: same format
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}")
-            tmp.write_bytes(self.data)
-            os.replace(tmp, target)
-        return str(target)
-
-
-@dataclass
-class ReplayFactory:
-    """Replay evaluators for actors; ``delay_s`` makes each config take real time (tests)."""
-
-    recording: ShippedFile
-    delay_s: float = 0.0
-    gpus: float = 0.0
-
-    @classmethod
-    def of(cls, path: str | Path, delay_s: float = 0.0) -> "ReplayFactory":
-        return cls(ShippedFile.read(path), delay_s)
-
-    def __call__(self, cpus: int) -> Evaluator:
-        from kerntune.evaluate.replay import ReplayEvaluator
-
-        return ReplayEvaluator.from_file(self.recording.local(), delay_s=self.delay_s)
-
-    def local_describe(self) -> dict[str, Any]:
-        return {"source": self.recording.path}
-
-
-@dataclass
-class TritonFactory:
-    """A Triton evaluator on the actor's one GPU, compiling on the actor's CPUs.  ``kernel`` is
-    the shipped kernel file, or an adapter's name (``liger.rms_norm``) that travels as it is:
-    its package must then be installed on the nodes."""
-
-    kernel: ShippedFile | str
-    shape: tuple[int, ...]
-    compile_timeout: float = 60.0
-    gpus: float = 1.0
-
-    @classmethod
-    def of(cls, path: str | Path, shape: tuple[int, ...], compile_timeout: float = 60.0) -> "TritonFactory":
-        from kerntune.evaluate.triton_backend.kernel_file import is_adapter_spec
-
-        kernel = str(path) if is_adapter_spec(path) else ShippedFile.read(path)
-        return cls(kernel, tuple(shape), compile_timeout)
-
-    def _path(self) -> str:
-        return self.kernel if isinstance(self.kernel, str) else self.kernel.local()
-
-    def __call__(self, cpus: int) -> Evaluator:
-        from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
-
-        # One CPU of the actor's share runs the benchmark worker, the others compile.
-        return TritonEvaluator(self._path(), self.shape, compile_workers=max(1, cpus - 1),
-                               compile_timeout=self.compile_timeout, gpus=1)
-
-    def local_describe(self) -> dict[str, Any]:
-        return {"kernel_file": self.kernel if isinstance(self.kernel, str) else self.kernel.path}
-
-
-class EvalActor:
-    """Runs on a Ray worker: an evaluator fed through an inbox by one background thread.
-
-    ``step`` adds configs and returns whatever finished within ``wait_s`` (one call at a
-    time per actor, so Ray Client works too, which cannot stream actor generators).  The
-    thread keeps measuring between calls, so the inner pipeline never waits on the driver.
-    """
-
-    def __init__(self, factory: EvaluatorFactory, cpus: int) -> None:
-        self.ev = factory(cpus)
-        self.cond = threading.Condition()
-        self.busy = threading.Lock()  # the inner evaluator serves one batch (or retime) at a time
-        self.inbox: list[tuple[int, int, Config]] = []
-        self.outbox: list[tuple[int, int, Trial]] = []
-        self.error: str | None = None
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def info(self) -> dict[str, Any]:
-        return {"space": self.ev.space, "describe": self.ev.describe(), "device": self.ev.device(),
-                "workload": self.ev.workload(), "parallelism": self.ev.parallelism, "name": self.ev.name,
-                "simulated_clock": self.ev.simulated_clock, "can_retime": hasattr(self.ev, "retime"),
-                "pid": os.getpid()}
-
-    def step(self, items: list[tuple[int, int, Config]], wait_s: float) -> list[tuple[int, int, Trial]]:
-        with self.cond:
-            self.inbox.extend(items)
-            self.cond.notify_all()
-            self.cond.wait_for(lambda: bool(self.outbox) or self.error is not None, timeout=wait_s)
-            if self.error is not None and not self.outbox:  # what finished before the failure comes first
-                raise RuntimeError(f"the evaluator on this actor failed:\n{self.error}")
-            out, self.outbox = self.outbox, []
-        return out
-
-    def _loop(self) -> None:
-        while True:
-            with self.cond:
-                self.cond.wait_for(lambda: bool(self.inbox))
-                batch, self.inbox = self.inbox, []
-            try:
-                with self.busy:
-                    for j, trial in self.ev.stream([cfg for _, _, cfg in batch]):
-                        with self.cond:
-                            self.outbox.append((batch[j][0], batch[j][1], trial))
-                            self.cond.notify_all()
-            except Exception:  # noqa: BLE001 - an evaluator bug, reported to the driver by the next step
-                with self.cond:
-                    self.error = traceback.format_exc()[-3000:]
-                    self.cond.notify_all()
-                return
-
-    def retime(self, configs: list[Config], rep_ms: int | None, rounds: int | None) -> list[Trial]:
-        with self.busy:
-            return self.ev.retime(configs, rep_ms=rep_ms, rounds=rounds)  # type: ignore[attr-defined]
-
-    def runoff(self, configs: list[Config], first_ms: list[float]) -> dict[str, Any] | None:
-        runoff = getattr(self.ev, "runoff", None)
-        if runoff is None:
-            return None
-        with self.busy:
-            return runoff(configs, first_ms)
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def close(self) -> None:
-        self.ev.close()
 
 
 @dataclass
@@ -298,6 +143,9 @@ class RayEvaluator(Evaluator):
         attempts: Counter = Counter()
         done: set[int] = set()
         calls: dict[Any, _Slot] = {}
+        failures: dict[str, list[frozenset[int]]] = {}  # per evaluator error: the configs each actor it failed held
+        last_error: dict[int, str] = {}  # per config: the evaluator error it last lost its actor to
+        held: list[tuple[int, Trial]] = []  # given up after an evaluator error: out once the run is known to go on
 
         def feed() -> None:
             """Hand the queue out round-robin, one config to each live actor that is not in a call
@@ -340,9 +188,11 @@ class RayEvaluator(Evaluator):
                 s.calling = True
                 calls[s.actor.step.remote([(batch, i, configs[i]) for i in items], self.wait_s)] = s
 
-        def lose(slot: _Slot, reason: str, detail: str = "") -> Iterator[tuple[int, Trial]]:
+        def lose(slot: _Slot, reason: str, detail: str = "", give_up: frozenset[int] = frozenset(),
+                 hold: bool = False) -> Iterator[tuple[int, Trial]]:
             """The actor is lost: replace it, its configs back to the front of the queue (those
-            lost more than max_requeues times get a runtime_error)."""
+            lost more than max_requeues times, or in ``give_up``, get a runtime_error; ``hold``:
+            kept in ``held`` until another result shows the run goes on)."""
             self.last_loss = reason
             for ref in [r for r, s in calls.items() if s is slot]:
                 del calls[ref]  # a hung call's late answer is never read
@@ -351,17 +201,39 @@ class RayEvaluator(Evaluator):
             slot.in_flight.clear()
             for i in reversed(lost):
                 attempts[i] += 1
-                if attempts[i] <= self.max_requeues:
+                if attempts[i] <= self.max_requeues and i not in give_up:
                     queue.appendleft(i)  # to the front: these were due first
                     self.stats.requeued += 1
             self._replace(slot)
             for i in lost:
-                if attempts[i] > self.max_requeues:
+                if attempts[i] > self.max_requeues or i in give_up:
                     self.stats.given_up += 1
                     done.add(i)
-                    yield i, Trial(dict(configs[i]), Status.RUNTIME_ERROR,
-                                   error=f"its Ray actor was lost {attempts[i]} times while measuring it;"
-                                         f" the last time: {detail or reason}")
+                    trial = Trial(dict(configs[i]), Status.RUNTIME_ERROR,
+                                  error=f"its Ray actor was lost {attempts[i]} times while measuring it;"
+                                        f" the last time: {detail or reason}")
+                    if hold:
+                        held.append((i, trial))
+                    else:
+                        yield i, trial
+
+        def fail(slot: _Slot, summary: str, detail: str) -> Iterator[tuple[int, Trial]]:
+            """The actor's evaluator raised.  The same error (type and message, addresses and pids
+            aside) from an actor that held none of the configs another one it failed held is the
+            evaluator's, not a config's (no GPU worker starts, the kernel file is broken): the run
+            fails with it at once, as replacing actors and re-sending configs would only repeat it.
+            A config lost to the same error twice, the second time alone, is not sent again."""
+            key = _alike(summary)
+            holding = frozenset(slot.in_flight)
+            seen = failures.setdefault(key, [])
+            if any(not holding & earlier for earlier in seen):
+                self.last_loss = f"actor {slot.index}'s evaluator failed: {summary}"
+                raise KerntuneError(f"the evaluator failed the same way on {len(seen) + 1} Ray actors that held"
+                                    f" different configs: {summary}")
+            seen.append(holding)
+            again = frozenset(i for i in holding if len(holding) == 1 and last_error.get(i) == key)
+            last_error.update(dict.fromkeys(holding, key))
+            yield from lose(slot, f"actor {slot.index}'s evaluator failed: {summary}", detail, again, hold=True)
 
         for slot in self.slots:
             slot.in_flight.clear()
@@ -377,19 +249,19 @@ class RayEvaluator(Evaluator):
                     slot.calling = False
                     try:
                         got = ray.get(ready[0])
-                    except ray.exceptions.RayTaskError as exc:  # the actor's evaluator raised
-                        self.stats.errors += 1
-                        text = str(getattr(exc, "cause", None) or exc).strip()
-                        lines = [ln for ln in text.splitlines() if ln.strip()]
-                        yield from lose(slot, f"actor {slot.index}'s evaluator failed: "
-                                              f"{lines[-1].strip() if lines else type(exc).__name__}", text[-2000:])
-                        got = None
-                    except ray.exceptions.RayError as exc:  # RayActorError (killed, OOM, node lost) and kin
-                        text = str(exc).strip()
-                        yield from lose(slot, text.splitlines()[0] if text else type(exc).__name__)
+                    except ray.exceptions.RayError as exc:
+                        failed = _evaluator_failure(ray, exc)
+                        if failed:  # the actor's evaluator raised, or its factory did
+                            self.stats.errors += 1
+                            yield from fail(slot, *failed)
+                        else:  # RayActorError (killed, OOM, node lost) and kin
+                            text = str(exc).strip()
+                            yield from lose(slot, text.splitlines()[0] if text else type(exc).__name__)
                         got = None
                     if got:
                         slot.since = time.monotonic()  # real results, not empty answers: progress
+                        while held:
+                            yield held.pop(0)
                     if got is not None:
                         slot.answered = True
                     for b, i, trial in got or ():
@@ -407,6 +279,7 @@ class RayEvaluator(Evaluator):
                     elif s.alive and s.calling and not s.answered and now - s.since > self.stall_s:
                         yield from lose(s, f"actor {s.index} did not start in {self.stall_s:g} s")
                 feed()
+            yield from held
         finally:
             # A consumer that stops early: the actors' queued configs are simply never asked for.
             for slot in self.slots:
@@ -487,6 +360,28 @@ class RayEvaluator(Evaluator):
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
             self._owns_ray = False
+
+
+def _evaluator_failure(ray: Any, exc: Exception) -> tuple[str, str] | None:
+    """``(summary, detail)`` where the actor's evaluator raised (in ``step``, or building it in a
+    replacement actor); None where the actor was lost otherwise."""
+    if isinstance(exc, ray.exceptions.RayTaskError):
+        cause = getattr(exc, "cause", None)
+    elif isinstance(exc, ray.exceptions.RayActorError) and exc.actor_init_failed:
+        cause = None
+    else:
+        return None
+    text = str(cause or exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return getattr(cause, "summary", "") or (lines[-1] if lines else type(exc).__name__), text[-2000:]
+
+
+_VOLATILE = re.compile(r"0x[0-9a-f]+|\b(?:pid|ip|port|actor_id|node_id|worker_id)\b\W{0,3}[\w.:-]+", re.I)
+
+
+def _alike(summary: str) -> str:
+    """An error's text as compared between actors: no addresses, pids or ids."""
+    return _VOLATILE.sub("?", summary).strip()
 
 
 def _connect(ray: Any, address: str) -> None:

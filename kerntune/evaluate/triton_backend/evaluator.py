@@ -261,17 +261,22 @@ class TritonEvaluator(Evaluator):
             finished = True
         finally:
             stop.set()
-            with lock:
-                pending.clear()  # a consumer that stops early (budget) leaves nothing queued
-            if not finished:  # left early (the consumer stopped, Ctrl-C, an error): kill, wait for nothing
+            try:
+                with lock:
+                    pending.clear()  # a consumer that stops early (budget) leaves nothing queued
+                if not finished:  # left early (the consumer stopped, Ctrl-C, an error): kill, wait for nothing
+                    for w in live:
+                        try:
+                            w.halt()
+                        except Exception:  # noqa: BLE001 - one worker's failure must not skip the others
+                            log.debug("halting a worker failed", exc_info=True)
+                compile_pool.shutdown(wait=True)
+                for _ in gpus:
+                    compiled.put(None)
+                bench_pool.shutdown(wait=True)
+            finally:  # whatever failed above: no worker stays halted for the next batch
                 for w in live:
-                    w.halt()
-            compile_pool.shutdown(wait=True)
-            for _ in gpus:
-                compiled.put(None)
-            bench_pool.shutdown(wait=True)
-            for w in live:
-                w.resume()
+                    w.resume()
 
     def _gpu_dead(self, g: int, error: str, gpus: list[int], done: queue.Queue[Any]) -> None:
         """Leave GPU ``g`` out for good (its worker failed ``STARTUP_TRIES`` start-ups in a row); with

@@ -20,6 +20,7 @@ import contextlib
 import json
 import math
 import os
+import select
 import signal
 import sys
 import threading
@@ -63,11 +64,26 @@ def classify(exc: BaseException) -> tuple[str, str]:
     low = text.lower()
     if "outofresources" in low.replace(" ", "") or "out of resource" in low or "shared memory" in low:
         return "runtime_error", text
-    if "cuda error" in low or is_fatal(text):
+    # Triton's compiler raised it (CompilationError and kin): a compile error, whatever its text says
+    # ("at 12:4: error: illegal use of tl.constexpr" is no CUDA error, though is_fatal counts "illegal")
+    module, kind = type(exc).__module__ or "", type(exc).__name__.lower()
+    if module.startswith(("triton.compiler", "triton.language", "triton.backends")) or "compil" in kind:
+        return "compile_error", text
+    if _cuda_sounding(low):
         return "runtime_error", text
-    if "compil" in low or "triton" in type(exc).__module__ or "mlir" in low:
+    if "compil" in low or "triton" in module or "mlir" in low:
         return "compile_error", text
     return "runtime_error", text
+
+
+def _cuda_sounding(low: str) -> bool:
+    """Whether a (lowercased) error text is a CUDA runtime error: PyTorch's ``CUDA error``, Triton's
+    launcher's ``[CUDA]``, a sticky error's wording; "illegal" only as CUDA words it (an illegal memory
+    access, address or instruction, ``CUDA_ERROR_ILLEGAL_ADDRESS``), not a compiler's "illegal use of"."""
+    words = low.replace("_", " ")
+    if "cuda error" in words or "[cuda]" in low or any(name in words for name in STICKY_CUDA_ERRORS):
+        return True
+    return any(f"illegal {what}" in words for what in ("memory access", "address", "instruction"))
 
 
 def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
@@ -259,27 +275,52 @@ def cuda_broken(torch: Any) -> str | None:
     return None
 
 
-def exit_with_parent(interval_s: float = 0.5) -> None:
-    """End this worker (and its process group: it leads one) once the tuner that started it is gone.
-
-    Workers run in sessions of their own, so a SIGTERM or SIGKILL of the tuner reaches none of them,
-    and a worker hung in a kernel would hold its GPU for ever.  PR_SET_PDEATHSIG cannot serve: it fires
-    when the parent *thread* ends, and workers are restarted from the tuner's pool threads.  So a thread
-    watches the parent pid (``$KERNTUNE_WORKER_PARENT``, set by the evaluator; the pid at start
-    otherwise)."""
+def _watched_parent() -> int:
+    """The tuner's pid: ``$KERNTUNE_WORKER_PARENT`` (set by the evaluator), the parent at start otherwise."""
     try:
-        parent = int(os.environ.get("KERNTUNE_WORKER_PARENT") or os.getppid())
+        return int(os.environ.get("KERNTUNE_WORKER_PARENT") or os.getppid())
     except ValueError:
-        parent = os.getppid()
+        return os.getppid()
 
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(interval_s)
+
+def _exit_if_orphaned(parent: int) -> None:
+    """End this worker, and its process group where it leads one, if the tuner ``parent`` is gone."""
+    if os.getppid() != parent:
         if os.getpgrp() == os.getpid():
             os.killpg(os.getpid(), signal.SIGKILL)
         os._exit(4)
 
-    threading.Thread(target=watch, name="kerntune-parent-watch", daemon=True).start()
+
+def exit_with_parent(interval_s: float = 0.5, thread: bool = True) -> Callable[[], None]:
+    """End this worker (and its process group: it leads one) once the tuner that started it is gone.
+
+    Workers run in sessions of their own, so a SIGTERM or SIGKILL of the tuner reaches none of them,
+    and a worker hung in a kernel would hold its GPU for ever.  PR_SET_PDEATHSIG cannot serve: it fires
+    when the parent *thread* ends, and workers are restarted from the tuner's pool threads.  So the
+    parent pid is watched (``$KERNTUNE_WORKER_PARENT``, set by the evaluator; the pid at start otherwise):
+    by a thread (``thread=True``: benchmark workers, which may hang in a kernel), else by the caller, which
+    calls the check this returns while it waits for tasks.  Compile workers take the latter: they fork
+    (``fork_compile``), and a fork from a process with a thread may deadlock (Python 3.12 warns on each).
+    Their stdin's end-of-file ends them as well where the tuner died."""
+    parent = _watched_parent()
+    if thread:
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(interval_s)
+            _exit_if_orphaned(parent)
+
+        threading.Thread(target=watch, name="kerntune-parent-watch", daemon=True).start()
+    return lambda: _exit_if_orphaned(parent)
+
+
+def _idle_watching(fd: int, check: Callable[[], None], interval_s: float = 0.5) -> Callable[[], bool]:
+    """``read_tasks``' idle callback for a worker without a watcher thread: checks the parent, then waits
+    up to ``interval_s`` for the next task (``read_tasks`` then reads it)."""
+    def idle() -> bool:
+        check()
+        select.select([fd], [], [], interval_s)
+        return True
+    return idle
 
 
 class Reference:
@@ -289,9 +330,11 @@ class Reference:
     default config fails (or the parent says it failed in another worker: ``use_default=False``), the
     first config that runs gives the reference (``kerntune.run.decorator_search``'s rule): a config is
     judged on its own launch only, never failed for the default's error.  A failure is kept, not paid
-    again by every config.  Before the default's launch the worker says so on its pipe, so that a
-    default that hangs or kills the worker is told apart from the config behind it (the parent then
-    sends that config again, to a fresh worker that skips the default)."""
+    again by every config.  Before the default's launch the worker says so on its pipe, and again once
+    that launch is over (``taken``, or ``failed`` where the worker goes on), so that a default that hangs
+    or kills the worker is told apart from the config behind it (the parent then sends that config
+    again, to a fresh worker that skips the default), and a config that hangs or kills the worker after
+    the default ran is blamed on the config alone."""
 
     def __init__(self, module: Any, space: Any, inputs: Any, torch: Any, sync: Callable[[], None],
                  restore: Callable[[], None], say: Callable[[dict[str, Any]], None]) -> None:
@@ -318,6 +361,8 @@ class Reference:
                 self.say({"reference": "default"})
                 value = self.module.launch(self.space.default, self.inputs)
             self.sync()
+            if not self.own:  # the default's launch is over: a hang or crash from now on is the config's
+                self.say({"reference": "taken"})
             self.value, self.have = clone(value), True
             self.restore()
             return None
@@ -329,6 +374,8 @@ class Reference:
         else:
             self.default_failed = f"the default config {dict(self.space.default)} failed: {text}"[-2000:]
         if broken is None:
+            if not self.own:  # over too, failed: the config behind it runs next, and gives the reference
+                self.say({"reference": "failed"})
             self.restore()
             return None
         out: dict[str, Any] = {"status": "runtime_error", "error": self.error or self.default_failed, "fatal": True}
@@ -365,7 +412,7 @@ def main() -> None:
     compile_only = "--compile-only" in flags
     keep_warm_flag = "--keep-warm" in flags
     memory_mb = next((int(f.partition("=")[2]) for f in flags if f.startswith("--memory-mb=")), 0)
-    exit_with_parent()
+    parent_gone = exit_with_parent(thread=not compile_only)
     if memory_mb > 0:
         limit_memory(memory_mb)
     pipe = results_pipe()
@@ -419,7 +466,8 @@ def main() -> None:
     say({"ready": True})  # start-up over: the parent's task timeouts start now
     on_gpu = torch is not None and torch.cuda.is_available()
     keep = KeepWarm(keep_warm_flag and on_gpu and not compile_only)
-    for line in read_tasks(sys.stdin.fileno(), lambda: keep.step(sync)):
+    idle = _idle_watching(sys.stdin.fileno(), parent_gone) if compile_only else lambda: keep.step(sync)
+    for line in read_tasks(sys.stdin.fileno(), idle):
         task = json.loads(line)
         if task.get("mode") == "ping":  # start-up is over (TritonEvaluator.wait_ready)
             pipe.write(json.dumps({"status": "ok"}) + "\n")
@@ -474,7 +522,8 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - every failure of user code becomes a status
             status, text = classify(exc)
             result = {"status": status, "error": text[-2000:], "trace": traceback.format_exc()[-2000:]}
-            broken = text if is_fatal(text) else cuda_broken(torch)
+            # a compile error's text may say "illegal" (is_fatal's broad match): only the context itself tells
+            broken = text if status == "runtime_error" and is_fatal(text) else cuda_broken(torch)
             if broken is not None:
                 # The CUDA context is unusable now: report, then let the parent start a fresh worker
                 # ("fatal" tells it not to send this process the next config).

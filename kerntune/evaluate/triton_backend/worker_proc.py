@@ -90,9 +90,11 @@ class _Worker:
         than waited for: its owner's ``receive`` sees the worker die.  An idle worker stays up."""
         with self._lock:
             self.halted = True
-            if self.inflight and self.proc is not None and self.proc.poll() is None:
+            # read once: kill() and _crashed(), on the thread that owns the worker, set it None without this lock
+            proc = self.proc
+            if self.inflight and proc is not None and proc.poll() is None:
                 try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
 
@@ -138,6 +140,9 @@ class _Worker:
                 continue
             if line.strip() == b'{"reference": "default"}':  # what follows is the default's launch
                 self.in_reference = True
+                continue
+            if line.startswith(b'{"reference": '):  # the default's launch is over ("taken" or "failed")
+                self.in_reference = False
                 continue
             break
         self.in_reference = False
