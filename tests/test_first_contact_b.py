@@ -212,3 +212,12 @@ def test_export_of_a_replay_run_keeps_kernel_problem_size_and_device(tmp_path) -
         proc = cli(tmp_path, "space", "info", name)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "kernel: convolution_kernel" in proc.stdout and "problem size: [4096, 4096]" in proc.stdout, proc.stdout
+
+
+def test_a_kernel_tuner_export_writes_a_size_that_is_not_numbers_as_empty() -> None:
+    """Kernel Tuner's cache loader compares problem_size item by item: a Helion run's text size, wrapped
+    in a list, would make it refuse the exported cache; [] matches any size."""
+    from kerntune.store.export import _kt_size
+
+    assert _kt_size([4096, 4096]) == [4096, 4096] and _kt_size(64) == [64]
+    assert _kt_size("4096x4096, 4096x4096") == [] and _kt_size(None) == [] and _kt_size([True]) == []

@@ -206,3 +206,31 @@ def test_a_cmd_process_that_cannot_be_reaped_is_a_transient_did_not_exit(tmp_pat
         for proc in ended:
             proc.wait(10)
     assert ended and ended[0].returncode == 0
+
+
+def test_an_embedded_call_that_waited_for_an_abandoned_one_times_out_as_transient() -> None:
+    """The embedded model runs one call at a time; a call that waited for an earlier, abandoned one and then
+    ran out of its timeout said "no answer within N s on this machine's cores" (not retried): the wait was
+    not the machine's speed.  A fake llama stands in for the model."""
+    import threading
+    import time
+
+    from kerntune.llm import Message
+    from kerntune.llm.providers.embedded import LocalModelProvider
+    from kerntune.llm.types import TransientError
+
+    class FakeLlama:
+        n_tokens = 10
+
+        def create_chat_completion(self, **kwargs):  # type: ignore[no-untyped-def]
+            for _ in range(30):
+                time.sleep(0.05)
+                yield {"choices": [{"delta": {"content": "x"}, "finish_reason": None}]}
+
+    provider = LocalModelProvider.__new__(LocalModelProvider)  # no model file: what __init__ sets
+    provider.model, provider.llm = "fake", FakeLlama()
+    provider._busy, provider._cancel = threading.Lock(), threading.Event()
+    provider._busy.acquire()  # an earlier call still running
+    threading.Timer(1.0, provider._busy.release).start()
+    with pytest.raises(TransientError, match="waiting for an earlier call"):
+        provider.send([Message("user", "hi")], None, 0.0, 30, 1.8)

@@ -98,3 +98,25 @@ def test_a_model_first_round_is_measured_whole_under_a_wall_clock_budget(tmp_pat
     res = run_search(ev, "llm", Budget(max_seconds=600.0), seed=0,  # type: ignore[arg-type]
                      run=RunOptions(llm=client, strategy_options={"warmup": 0, "max_rounds": 1}))
     assert len(res.history) == 25, [t.status for t in res.history]
+
+
+def test_a_pessimistic_first_estimate_does_not_cut_the_rest_of_a_batch(tmp_path) -> None:
+    """The first round (worker start-up, cold compiles) is slow, the rest fast: the estimate made from it
+    is pessimistic.  The batch goes on while time is left; it was cut after its second part, and
+    exhaustive then skipped 32 of 108 configs and still said "space exhausted"."""
+    from scripted import synthetic_evaluator
+
+    rec = synthetic_evaluator(tmp_path)
+
+    class SlowStart(_Wall):
+        def stream(self, configs):
+            for j, trial in enumerate(self.inner.evaluate(configs)):
+                time.sleep(0.25 if len(self.calls) == 0 else 0.002)
+                yield j, trial
+            self.calls.append(len(configs))
+
+    ev = SlowStart(rec, parallelism=4)
+    # 1 s for the first 4 configs, then about 2 ms each: 3 s hold all 108, the first estimate (0.25 s) only 8
+    res = run_search(ev, "exhaustive", Budget(max_seconds=3.0), seed=0)  # type: ignore[arg-type]
+    assert res.stop_reason == "space exhausted"
+    assert len({rec.space.key(t.config) for t in res.history if t.status is not Status.UNMEASURED}) == rec.space.count()

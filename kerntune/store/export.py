@@ -80,11 +80,21 @@ def export_kernel_tuner(store: Store, run_id: str, path: str | Path) -> int:
     work = _workload(store, run_id)
     size = work["problem_size"]
     data = {"device_name": work["device_name"] or "unknown", "kernel_name": work["kernel_name"] or run.label or "kernel",
-            "problem_size": list(size) if isinstance(size, (list, tuple)) else ([size] if size is not None else []),
+            "problem_size": _kt_size(size),
             "tune_params_keys": names, "tune_params": tune_params, "objective": "time",
             "cache": cache}
     Path(path).write_text(json.dumps(data))
     return len(cache)
+
+
+def _kt_size(size: Any) -> list[Any]:
+    """A problem size as Kernel Tuner's cache holds it, a list of numbers; anything else (a Helion run's
+    "4096x4096, 4096x4096") as [], which Kernel Tuner's loader accepts for any size."""
+    if isinstance(size, (int, float)) and not isinstance(size, bool):
+        return [size]
+    if isinstance(size, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in size):
+        return list(size)
+    return []
 
 
 def check_table(store: Store, run_id: str) -> dict[str, Any]:

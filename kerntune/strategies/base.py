@@ -220,11 +220,12 @@ class SearchContext:
         while new:
             # Under a wall-clock budget with no cost estimate yet, one parallel round goes first; the
             # rest of the batch follows within this call once it is estimated (not cut as "over budget").
-            estimated = bool(self._measured_n)
+            # Each part is sized to the time left, so the loop goes on only while time is left (an
+            # estimate made from a first round of cold compiles and worker start-up is pessimistic).
             k = self._fits_in_time(len(new))
             self._measure_part(new[:k], results, source, sources)
             new = new[k:]
-            if estimated or self._why_done():
+            if self._why_done():
                 break
         # Configs cut by the budget stay None: report them as unmeasured to the caller.
         return [r if r is not None else Trial(dict(configs[i]), Status.UNMEASURED, error="over budget")

@@ -58,12 +58,20 @@ class LocalModelProvider(Provider):
         # of its own, and an exception raised in its sampling hooks (ctypes callbacks) is swallowed.
         # The prompt's evaluation comes before the first token, so the timeout bounds it plus one token.
         # One call at a time (llama.cpp's context is not thread-safe), waited for within the timeout.
+        asked = time.monotonic()
         if not self._busy.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
             raise TransientError(f"local: the model was still busy with an earlier call after {timeout:g} s")
+        waited = time.monotonic() - asked
         try:
             if self._cancel.is_set() or self.llm is None:
                 raise LLMError("local: the model was closed (kerntune is ending)")
             return self._send(messages, kwargs, temperature, max_tokens, timeout, deadline)
+        except LLMError as exc:
+            # An answer cut by a timeout partly spent waiting for an earlier (abandoned) call is not this
+            # machine's speed: said as it is, and transient, so that the client asks again
+            if waited > 0.5 and "no answer within" in str(exc):
+                raise TransientError(f"{exc}; {waited:.1f} s of it went waiting for an earlier call to end") from None
+            raise
         finally:
             self._busy.release()
 
