@@ -12,7 +12,7 @@ runs).  A crash in any worker costs that config (``runtime_error``; in a
 compile worker, which only compiles, ``compile_error``) and a fresh worker is
 started.  A stream left early (its consumer stops, Ctrl-C) kills the workers
 with a task in flight instead of waiting for it, and every worker ends itself
-once the tuner is gone (``worker.exit_with_parent``).  Every worker runs the kernel's code under a heap
+once the tuner is gone (``worker_life.exit_with_parent``).  Every worker runs the kernel's code under a heap
 limit (``memory_limit_mb``: ``$KERNTUNE_WORKER_MEMORY_MB``, else half the
 machine's memory; 0 turns it off) as well as its time limit.
 

@@ -20,16 +20,14 @@ import contextlib
 import json
 import math
 import os
-import select
-import signal
 import sys
-import threading
 import time
 import traceback
 from typing import Any, Callable, Iterator, TextIO
 
 from kerntune.evaluate.triton_backend.fork_compile import CompileTimeout
 from kerntune.evaluate.triton_backend.keep_warm import KeepWarm, read_tasks  # noqa: F401 - re-exported
+from kerntune.evaluate.triton_backend.worker_life import _idle_watching, exit_with_parent  # noqa: F401 - re-exported
 
 #: The heap limit this worker runs under (MiB, 0: none), for the message of a MemoryError.
 _memory_limit_mb = 0
@@ -273,54 +271,6 @@ def cuda_broken(torch: Any) -> str | None:
     except Exception as exc:  # noqa: BLE001 - any error here means the context is gone
         return f"{type(exc).__name__}: {exc}"
     return None
-
-
-def _watched_parent() -> int:
-    """The tuner's pid: ``$KERNTUNE_WORKER_PARENT`` (set by the evaluator), the parent at start otherwise."""
-    try:
-        return int(os.environ.get("KERNTUNE_WORKER_PARENT") or os.getppid())
-    except ValueError:
-        return os.getppid()
-
-
-def _exit_if_orphaned(parent: int) -> None:
-    """End this worker, and its process group where it leads one, if the tuner ``parent`` is gone."""
-    if os.getppid() != parent:
-        if os.getpgrp() == os.getpid():
-            os.killpg(os.getpid(), signal.SIGKILL)
-        os._exit(4)
-
-
-def exit_with_parent(interval_s: float = 0.5, thread: bool = True) -> Callable[[], None]:
-    """End this worker (and its process group: it leads one) once the tuner that started it is gone.
-
-    Workers run in sessions of their own, so a SIGTERM or SIGKILL of the tuner reaches none of them,
-    and a worker hung in a kernel would hold its GPU for ever.  PR_SET_PDEATHSIG cannot serve: it fires
-    when the parent *thread* ends, and workers are restarted from the tuner's pool threads.  So the
-    parent pid is watched (``$KERNTUNE_WORKER_PARENT``, set by the evaluator; the pid at start otherwise):
-    by a thread (``thread=True``: benchmark workers, which may hang in a kernel), else by the caller, which
-    calls the check this returns while it waits for tasks.  Compile workers take the latter: they fork
-    (``fork_compile``), and a fork from a process with a thread may deadlock (Python 3.12 warns on each).
-    Their stdin's end-of-file ends them as well where the tuner died."""
-    parent = _watched_parent()
-    if thread:
-        def watch() -> None:
-            while os.getppid() == parent:
-                time.sleep(interval_s)
-            _exit_if_orphaned(parent)
-
-        threading.Thread(target=watch, name="kerntune-parent-watch", daemon=True).start()
-    return lambda: _exit_if_orphaned(parent)
-
-
-def _idle_watching(fd: int, check: Callable[[], None], interval_s: float = 0.5) -> Callable[[], bool]:
-    """``read_tasks``' idle callback for a worker without a watcher thread: checks the parent, then waits
-    up to ``interval_s`` for the next task (``read_tasks`` then reads it)."""
-    def idle() -> bool:
-        check()
-        select.select([fd], [], [], interval_s)
-        return True
-    return idle
 
 
 class Reference:
