@@ -81,7 +81,8 @@ def test_a_stream_left_early_kills_the_hung_config_instead_of_waiting_for_it(tmp
         assert time.perf_counter() - t0 < 4
         assert hung is not None and hung.poll() is not None
         # the evaluator goes on: a fresh worker measures the next batch
-        assert [t.status for t in ev.evaluate([{"mode": "good2"}])] == [Status.OK]
+        again = ev.evaluate([{"mode": "good2"}])
+        assert [t.status for t in again] == [Status.OK], again[0].error
     finally:
         ev.close()
 
@@ -150,6 +151,9 @@ def test_halt_survives_a_worker_cleared_by_its_owner_and_the_stream_always_resum
         def poll(self) -> None:
             w.proc = None
 
+        def wait(self, timeout: float | None = None) -> int:  # halt() waits for the killed worker
+            return -9
+
     w.proc, w.inflight = Proc(), 1  # type: ignore[assignment]
     w.halt()
     assert w.halted
@@ -173,7 +177,8 @@ def test_halt_survives_a_worker_cleared_by_its_owner_and_the_stream_always_resum
         stream.close()  # no error escapes, and no worker stays halted
         assert not any(x.halted for x in ev.benchers + ev.compilers)
         del bencher.halt
-        assert [t.status for t in ev.evaluate([{"mode": "good2"}])] == [Status.OK]
+        again = ev.evaluate([{"mode": "good2"}])
+        assert [t.status for t in again] == [Status.OK], again[0].error
     finally:
         ev.close()
 

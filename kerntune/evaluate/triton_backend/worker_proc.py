@@ -97,6 +97,13 @@ class _Worker:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+                # dead before halt() returns: a SIGKILL lands later on a loaded machine, and the next
+                # batch's task, sent to the dying process (not yet seen as dead, so not restarted),
+                # failed with "worker process died (signal 9)"
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
 
     def resume(self) -> None:
         self.halted = False
