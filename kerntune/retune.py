@@ -372,12 +372,12 @@ def _fall_back(tuner: Any, exc: BaseException) -> None:
 
 
 def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[str, Any],
-            configs: Sequence[Any] | None = None) -> Any:
-    """The config for this call's key (``configs``: the list pruned for the call, by default pruned here)."""
+            configs: Sequence[Any]) -> Any:
+    """The config for this call's key among ``configs``, the list pruned for the call (``_pruned``)."""
     from kerntune.decorator import device_and_versions
 
     started = time.perf_counter()
-    configs = _pruned(tuner, kwargs) if configs is None else list(configs)
+    configs = list(configs)
     if len({flat_key(config_dict(c)) for c in configs}) == 1:  # Triton would time it only to take it
         return configs[0]
     # The search, the store's lookup and its winner are over the pruned list alone (the space holds

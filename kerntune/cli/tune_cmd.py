@@ -85,12 +85,9 @@ def tune(
 
         if kernel is None or shape is not None or replay is not None:
             raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
-        if strategy in LLM_STRATEGIES and not llm:
-            raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
         get_strategy(strategy)
         _note_unused_model(strategy, given_model)
-        client = (LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
-                  if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL else None)
+        client = _model_client(strategy, llm, llm_base_url, llm_transcript, llm_timeout)
         tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option,
                         llm=client)
         return
@@ -137,11 +134,7 @@ def tune(
             else:
                 err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
 
-    client = None
-    if strategy in LLM_STRATEGIES and not llm:
-        raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
-    if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL:  # auto: with a model when one is given
-        client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
+    client = _model_client(strategy, llm, llm_base_url, llm_transcript, llm_timeout)
     # The run id first (a killed run is resumed by it), then progress: plain stdout lines when piped.
     get_strategy(strategy)
     validate_options(strategy, options, with_model=client is not None)
@@ -206,6 +199,16 @@ def tune(
     if not no_report and res.run_id is not None:
         write_after_run(st, res.run_id, report)
     st.close()
+
+
+def _model_client(strategy: str, llm: Optional[str], base_url: Optional[str], transcript: Optional[Path],
+                  timeout: float) -> Optional[LLMClient]:
+    """The model a strategy asks (llm, llm-seeded: required; auto: when one is given), else None."""
+    if strategy in LLM_STRATEGIES and not llm:
+        raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
+    if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL:
+        return LLMClient.from_spec(llm, base_url, transcript=transcript, timeout=timeout)
+    return None
 
 
 def _note_unused_model(strategy: str, given: dict) -> None:

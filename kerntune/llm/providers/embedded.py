@@ -65,18 +65,12 @@ class LocalModelProvider(Provider):
         try:
             if self._cancel.is_set() or self.llm is None:
                 raise LLMError("local: the model was closed (kerntune is ending)")
-            return self._send(messages, kwargs, temperature, max_tokens, timeout, deadline)
-        except LLMError as exc:
-            # An answer cut by a timeout partly spent waiting for an earlier (abandoned) call is not this
-            # machine's speed: said as it is, and transient, so that the client asks again
-            if waited > 0.5 and "no answer within" in str(exc):
-                raise TransientError(f"{exc}; {waited:.1f} s of it went waiting for an earlier call to end") from None
-            raise
+            return self._send(messages, kwargs, temperature, max_tokens, timeout, deadline, waited)
         finally:
             self._busy.release()
 
     def _send(self, messages: list[Message], kwargs: dict[str, Any], temperature: float, max_tokens: int,
-              timeout: float, deadline: float) -> RawReply:
+              timeout: float, deadline: float, waited: float) -> RawReply:
         parts: list[str] = []
         tokens = 0
         started = time.perf_counter()
@@ -99,9 +93,13 @@ class LocalModelProvider(Provider):
                                    " kerntune is ending)")
                 if time.monotonic() > deadline:
                     stream.close()
+                    message = (f"local: no answer within {timeout:g} s on this machine's cores ({tokens}"
+                               " tokens so far; --llm-timeout gives it longer)")
+                    if waited > 0.5:  # partly spent waiting for an earlier (abandoned) call: asked again
+                        raise TransientError(f"{message}; {waited:.1f} s of it went waiting for an earlier call"
+                                             " to end")
                     # not transient: the same prompt on the same cores takes as long again
-                    raise LLMError(f"local: no answer within {timeout:g} s on this machine's cores ({tokens}"
-                                   " tokens so far; --llm-timeout gives it longer)")
+                    raise LLMError(message)
         except ValueError as exc:  # prompt longer than the context window, for one
             raise LLMError(f"local: {exc}") from None
         # the context holds the prompt and the answer, less the last token when the answer was cut at
