@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
@@ -19,22 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from test_hardening_inputs import ROOT, cli, one_line
+from cli_runs import no_llm_env, one_line
+from cli_runs import run_cli as cli
+from test_hardening_inputs import ROOT
 
 SPACES = ROOT / "examples" / "spaces"
 CONV = SPACES / "convolution_A100.json.gz"
 MATMUL = ROOT / "examples" / "triton" / "matmul.py"
-
-
-def no_llm_env() -> dict[str, str]:
-    """The environment without a model of its own (a developer's $KERNTUNE_LLM must not leak in)."""
-    return {k: v for k, v in os.environ.items() if k not in ("KERNTUNE_LLM", "KERNTUNE_LLM_BASE_URL")}
-
-
-def run_clean(tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    full = dict(no_llm_env(), PYTHONPATH=str(ROOT), KERNTUNE_STORE=str(tmp / "store.db"), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "kerntune", *args], cwd=tmp, capture_output=True, text=True,
-                          timeout=timeout, env=full)
 
 
 # -- 1 ---------------------------------------------------------------------------------------------------
@@ -82,7 +72,7 @@ def test_the_kernel_files_own_functions_are_guarded() -> None:
     (["--llm", "openai:gpt-4o", "--llm-base-url", "http://localhost:1"], "--llm-base-url http://localhost:1"),
 ])
 def test_model_options_with_a_strategy_that_asks_no_model_are_said(tmp_path, flags, said) -> None:
-    proc = run_clean(tmp_path, "tune", "--replay", str(CONV), "--strategy", "pattern", "--budget", "5", "--no-report",
+    proc = cli(tmp_path, "tune", "--replay", str(CONV), "--strategy", "pattern", "--budget", "5", "--no-report",
                      *flags)
     assert proc.returncode == 0, proc.stderr[-2000:]
     notes = [line for line in proc.stderr.splitlines() if "not used" in line]
@@ -91,12 +81,12 @@ def test_model_options_with_a_strategy_that_asks_no_model_are_said(tmp_path, fla
 
 
 def test_a_model_from_the_environment_alone_is_not_noted(tmp_path) -> None:
-    proc = run_clean(tmp_path, "tune", "--replay", str(CONV), "--strategy", "pattern", "--budget", "5",
+    proc = cli(tmp_path, "tune", "--replay", str(CONV), "--strategy", "pattern", "--budget", "5",
                      "--no-report", env={"KERNTUNE_LLM": "openai:gpt-4o"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "not used" not in proc.stderr, proc.stderr
     # a strategy that does take a model is not told so either
-    proc = run_clean(tmp_path, "tune", "--replay", str(CONV), "--strategy", "random", "--budget", "5", "--no-report")
+    proc = cli(tmp_path, "tune", "--replay", str(CONV), "--strategy", "random", "--budget", "5", "--no-report")
     assert "not used" not in proc.stderr, proc.stderr
 
 
@@ -104,13 +94,13 @@ def test_a_model_from_the_environment_alone_is_not_noted(tmp_path) -> None:
 @pytest.mark.parametrize("flag, value", [("--iterations", "3"), ("--backend", "cuda"), ("--kernel-name", "k"),
                                          ("--params", "{}"), ("--grid-div", "{}"), ("--args-generator", "gen.py")])
 def test_transform_refuses_kernel_tuner_options_on_a_triton_file(tmp_path, flag, value) -> None:
-    proc = run_clean(tmp_path, "transform", str(MATMUL), "--shape", "64x64x64", "--llm", "replay:none.jsonl",
+    proc = cli(tmp_path, "transform", str(MATMUL), "--shape", "64x64x64", "--llm", "replay:none.jsonl",
                      flag, value)
     one_line(proc, flag, "applies to Kernel Tuner kernels (.cu/.cl/.c), not to a Triton file")
 
 
 def test_transform_says_which_options_are_kernel_tuners_in_its_help(tmp_path) -> None:
-    proc = run_clean(tmp_path, "transform", "--help", env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})
+    proc = cli(tmp_path, "transform", "--help", env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})
     assert proc.returncode == 0, proc.stderr
     for flag in ("--iterations", "--backend", "--kernel-name", "--params", "--grid-div", "--args-generator"):
         line = next(line for line in proc.stdout.splitlines() if f" {flag} " in line)
@@ -120,7 +110,7 @@ def test_transform_says_which_options_are_kernel_tuners_in_its_help(tmp_path) ->
 def test_transform_checks_the_search_strategy_before_measuring(tmp_path) -> None:
     (tmp_path / "k.c").write_text("void k(float *a) { a[0] = 1.0f; }\n")
     (tmp_path / "empty.jsonl").write_text("")
-    proc = run_clean(tmp_path, "transform", "k.c", "--backend", "c", "--problem-size", "64",
+    proc = cli(tmp_path, "transform", "k.c", "--backend", "c", "--problem-size", "64",
                      "--llm", "replay:empty.jsonl", "--search", "patern")
     one_line(proc, "unknown strategy", "patern")
 
@@ -181,4 +171,4 @@ def test_ctrl_c_in_compare_says_how_to_continue(tmp_path) -> None:
 # -- 5 ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n", ["0", "-3"])
 def test_prompt_show_refuses_n_below_one(tmp_path, n) -> None:
-    one_line(run_clean(tmp_path, "prompt", "show", "--space", str(CONV), "--n", n), "--n", "1 or more", n)
+    one_line(cli(tmp_path, "prompt", "show", "--space", str(CONV), "--n", n), "--n", "1 or more", n)

@@ -17,27 +17,16 @@ from pathlib import Path
 import pytest
 
 import kerntune
+from cli_runs import one_line, run_cli
 from kerntune.errors import KerntuneError, SpaceError
 from kerntune.space import load_space, space_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 CONV = ROOT / "examples" / "spaces" / "convolution_A100.json.gz"
-PACKAGE_ROOT = Path(kerntune.__file__).resolve().parent.parent  # the kerntune under test, for subprocesses
 
 
-def cli(tmp: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), KERNTUNE_STORE=str(tmp / "store.db"))
-    env.pop("KERNTUNE_LLM", None)
-    return subprocess.run([sys.executable, "-m", "kerntune", *args], cwd=tmp, capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
-def one_line(proc: subprocess.CompletedProcess, *needles: str) -> str:
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
+def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    return run_cli(tmp, *args, timeout=180)
 
 
 def _replay_run(store: Path) -> str:

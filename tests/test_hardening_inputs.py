@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from bad_inputs import kt_cache
+from cli_runs import one_line
+from cli_runs import run_cli as cli
 from kerntune.errors import FormatError, StoreError
 from kerntune.evaluate.recorded import load_recording
 from kerntune.store import Store
@@ -28,20 +30,6 @@ from kerntune.strategies import STRATEGIES, get_strategy
 from kerntune.strategies.options import MODELS, validate_options
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    full = dict(os.environ, PYTHONPATH=str(ROOT), KERNTUNE_STORE=str(tmp / "store.db"), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "kerntune", *args], cwd=tmp, capture_output=True, text=True,
-                          timeout=timeout, env=full)
-
-
-def one_line(proc: subprocess.CompletedProcess, *needles: str) -> str:
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
 
 
 def write(path: Path, data: dict) -> Path:
