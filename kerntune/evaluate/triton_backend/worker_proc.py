@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from typing import Any
+
+from kerntune.procs import kill_group
 
 
 #: Extra seconds a fresh worker may take before its first answer (its start-up).
@@ -93,10 +94,7 @@ class _Worker:
             # read once: kill() and _crashed(), on the thread that owns the worker, set it None without this lock
             proc = self.proc
             if self.inflight and proc is not None and proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                kill_group(proc)
                 # dead before halt() returns: a SIGKILL lands later on a loaded machine, and the next
                 # batch's task, sent to the dying process (not yet seen as dead, so not restarted),
                 # failed with "worker process died (signal 9)"
@@ -192,10 +190,7 @@ class _Worker:
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(self.proc)
             self.proc.wait()
         self.proc = None
         self._buf = b""
