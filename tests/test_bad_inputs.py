@@ -147,6 +147,7 @@ def corpus(d: Path, store: Path) -> list[Case]:
                          (["--budget", "0"], "budget"), (["--seed", "-4"], "--seed"),
                          (["--seed", str(2**63 - 1), "--repeats", "2"], "--seed"), (["--llm-timeout", "nan"], "--llm-timeout"),
                          (["-o", "random.batch_size=0"], "batch_size"), (["-o", "nodot=1"], "STRATEGY.NAME"),
+                         (["-o", "random.batch_size=2", "-o", "random.batch_size=3"], "twice"),
                          (["-o", "genetic.population=4"], "not among"), (["-o", "pattern.initial=abc"], "initial"),
                          (["--strategies", "llm"], "model")]:
         cases.append(Case(f"compare-arg:{' '.join(args)}", compare[:-5] + ["--no-report", "--store", str(store)]

@@ -12,7 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kerntune.cli.progress import RunLog
-from kerntune.cli.common import check_number, check_output, console, err_console, open_store, print_unwrapped, tie_note, write_output
+from kerntune.cli.common import (check_number, check_output, console, err_console, open_store, parse_options,
+                                 print_unwrapped, tie_note, write_output)
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
 from kerntune.compare.harness import CompareResult
@@ -102,15 +103,14 @@ def compare(
     check_output("--plot", plot, (".png", ".svg", ".pdf"))
     check_output("--report", report, (".html", ".htm"))
     per_strategy: dict[str, dict[str, Any]] = {}
-    for item in option:
-        key, sep, value = item.partition("=")
-        strat, dot, name = key.partition(".")
-        if not sep or not dot or not name:
+    for item in option:  # values parse as `tune`'s -o do (parse_options); the key names its strategy
+        strat, dot, name = item.partition("=")[0].partition(".")
+        if "=" not in item or not dot or not strat or not name:
             raise KerntuneError(f"--option {item!r}: expected STRATEGY.NAME=VALUE")
-        try:
-            per_strategy.setdefault(strat, {})[name] = json.loads(value)
-        except json.JSONDecodeError:
-            per_strategy.setdefault(strat, {})[name] = value
+        ((key, value),) = parse_options([item]).items()
+        if name in per_strategy.get(strat, {}):
+            raise KerntuneError(f"--option {key!r} is given twice")
+        per_strategy.setdefault(strat, {})[name] = value
     st = open_store(store)
     if resume:
         _check_resume(st, resume, space, names, budget, repeats, seed, per_strategy)
