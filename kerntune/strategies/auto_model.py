@@ -37,7 +37,7 @@ from kerntune.llm.types import Message
 from kerntune.space import Config
 from kerntune.strategies.base import BudgetExhausted, SearchContext
 from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine_round
-from kerntune.strategies.llm.rounds import Answer, accept, call_in_background
+from kerntune.strategies.llm.rounds import MODEL_OUT_OF_TIME, Answer, accept, call_in_background, wait_within_budget
 from kerntune.strategies.surrogate import SurrogateOptions, SurrogateSearch
 
 
@@ -90,6 +90,7 @@ class _Cooperation:
         self.calls += 1
         ctx.charge(0.0)  # a real evaluator's clock catches up with the wall: the call starts now
         self.clock_at_submit = ctx.clock_s
+        self.wall_at_submit = time.perf_counter()
         self.evals_at_submit = ctx.evaluations
         fut = call_in_background(ctx, messages, self.temperature, self.max_tokens, set(ctx.measured), n)
         return fut, messages, n
@@ -107,9 +108,20 @@ class _Cooperation:
             return not ctx.done and (last is None or ctx.evaluations < last)
 
         if ctx.evaluator.simulated_clock:
-            answer = fut.result()
             if self.model_clock_s is not None:
+                answer = fut.result()
                 answer.seconds = self.model_clock_s  # the call as a hosted model would take it
+            else:  # charged its wall seconds: not waited for past a time budget (llm's rule)
+                waited = wait_within_budget(ctx, fut, clock0, self.wall_at_submit)
+                if waited is None:
+                    while more() and self.surrogate_step(source):  # what a GPU measured meanwhile
+                        pass
+                    ctx.charge(max(0.0, time.perf_counter() - self.wall_at_submit - (ctx.clock_s - clock0)))
+                    ctx.note(f"auto: the time budget was spent while model call {self.calls} was out; "
+                             "its answer is not used")
+                    ctx.stop_reason = ctx._why_done() if ctx.done else MODEL_OUT_OF_TIME
+                    raise BudgetExhausted(ctx.stop_reason)
+                answer = waited
             while more() and ctx.clock_s - clock0 < answer.seconds and self.surrogate_step(source):
                 pass
         else:

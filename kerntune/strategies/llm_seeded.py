@@ -6,6 +6,12 @@ good at the last few percent (exactly which neighbour wins).  The classical
 strategy sees the LLM rounds through ``ctx.history``: Bayesian search tells
 its model every measured trial first, the genetic algorithm seeds its
 population with the best of them, pattern search climbs from the best.
+
+Under a time budget the LLM phase waits for the model only while time is left
+(``llm.rounds.wait_within_budget``): a call still out when the time is spent is
+abandoned and BudgetExhausted ends the run with the stop reason ``llm.rounds.MODEL_OUT_OF_TIME``
+(the time is spent then, so there is none to hand to the classical phase); an answer
+that comes back in time leaves what is left of the budget to the classical phase.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 each round learns from the last.
 
 Round 1 asks for a diverse first batch while the default config and a few
-random ones are measured (the first call overlaps with measurement).  Later
+random ones are measured (the first call overlaps with measurement; under a
+budget that counts no evaluations, random configs go on being measured until
+the answer is back, as ``auto`` does: an idle GPU only wastes the time).  Later
 rounds show the ranked history, anchors and patterns.  Proposals are parsed,
 validated, normalised and de-duplicated against the whole history; rejects
 are kept with their reason.  When under half of a batch is usable the batch
@@ -11,13 +13,19 @@ fails, the fallback proposes the round (or, with ``fallback='error'``, the
 run stops with one clear line).  Convergence: no improvement for
 ``patience`` rounds, ``max_rounds``, a target time, or an improvement under
 ``min_improvement`` over the last two rounds — and the budget always wins.
+
+Under a time budget the model is not waited for past it: when the clock the call
+will be charged to (the clock when it was made plus the wall seconds since, or
+the measurements' clock where that is further) reaches ``max_seconds``, the call
+is abandoned on its daemon thread (``call_in_background``), the user is told, the
+stop reason says so and the best found so far stands (``wait_within_budget``).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +35,12 @@ from kerntune.llm.parsing import ParsedConfigs, configs_from_answer
 from kerntune.llm.secrets import redact
 from kerntune.llm.types import LLMError, Message
 from kerntune.space import Config, jsonable
-from kerntune.strategies.base import SearchContext
+from kerntune.strategies.base import BudgetExhausted, SearchContext
 from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine_round
 
 FALLBACKS = ("random", "pattern", "error")
+#: The stop reason of a run whose time budget ended while a model call was out.
+MODEL_OUT_OF_TIME = "time budget spent while the model was thinking"
 
 
 def _fallback_batch(ctx: SearchContext, kind: str, n: int, taken: set[str]) -> list[Config]:
@@ -95,6 +105,78 @@ def call_in_background(ctx: SearchContext, messages: list[Message], temperature:
     """``call_model`` on a daemon thread (``kerntune.llm.client.on_daemon_thread`` says why), for a
     search that measures while the model thinks."""
     return on_daemon_thread(call_model, ctx, messages, temperature, max_tokens, exclude, n)
+
+
+def _time_left(ctx: SearchContext, clock0: float, t0: float) -> float | None:
+    """The time budget's seconds left while a call made at ``clock0`` on the search's clock (``t0`` on
+    the wall) is out, None without one.  The clock the call will be charged to is ``clock0`` plus the
+    wall seconds since, or the measurements' clock where that is further (what ``_await_answer``
+    charges); on a real evaluator that is the wall itself."""
+    if ctx.budget.max_seconds is None:
+        return None
+    ctx.charge(0.0)  # a real evaluator's clock catches up with the wall
+    return ctx.budget.max_seconds - max(ctx.clock_s, clock0 + time.perf_counter() - t0)
+
+
+def wait_within_budget(ctx: SearchContext, future: Future, clock0: float, t0: float) -> Answer | None:
+    """The answer of a call made in the background (``call_in_background``) at ``clock0`` / ``t0``
+    (``_time_left``), or None once a time budget is spent while it is out; without one, the answer
+    whenever it comes.  A call given up goes on, on its daemon thread: neither the run nor the
+    process's exit waits for it, and a ``cmd:`` model's process group is ended at exit by its provider
+    (``auto`` leaves a call out at the budget's end the same way, ``auto_model._Cooperation.wait``)."""
+    while not future.done():
+        left = _time_left(ctx, clock0, t0)
+        if left is None:
+            return future.result()
+        if left <= 0:
+            return None
+        wait([future], timeout=left)
+    return future.result()
+
+
+def _await_answer(ctx: SearchContext, future: Future, clock0: float, t0: float, round_no: int,
+                  measure: bool) -> Answer:
+    """Round ``round_no``'s answer, the clock charged only the model time that measuring did not hide.
+
+    ``measure`` (round 1): under a budget that counts no evaluations, random configs are measured
+    while the model thinks, as ``auto`` does (``auto_model._Cooperation.wait``; under a count the
+    warm-up alone, or the model's batch would find the budget spent).  On a real evaluator they are
+    measured until the answer is back or the time is spent; on a recording (simulated clock, where
+    measuring costs no wall time) once the wait is over, as many as their recorded cost fits in the
+    seconds the model took, or in the time left when it was given up.
+
+    When the time budget is spent while the model thinks, the call is abandoned
+    (``wait_within_budget``): the user is told, the stop reason is ``MODEL_OUT_OF_TIME`` and
+    BudgetExhausted ends the search (``llm-seeded`` then has no time left for its classical phase)."""
+    measure = measure and ctx.remaining_evals is None
+    size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
+
+    def measure_more() -> bool:
+        """One batch of random configs; False when the budget or the space is spent."""
+        ctx.charge(0.0)  # a real evaluator's clock catches up with the wall
+        batch = [] if ctx.done else ctx.sample_unmeasured(size)
+        if batch:
+            ctx.evaluate(batch, source="llm:while-model")
+        return bool(batch)
+
+    if measure and not ctx.evaluator.simulated_clock:
+        while not future.done() and measure_more():
+            pass
+    answer = wait_within_budget(ctx, future, clock0, t0)
+    if measure and ctx.evaluator.simulated_clock:
+        thought = answer.seconds if answer is not None else float("inf")
+        while ctx.clock_s - clock0 < thought and measure_more():
+            pass
+    if answer is None:
+        waited = time.perf_counter() - t0
+        ctx.charge(waited - (ctx.clock_s - clock0))  # on a recording: the wall spent waiting, unhidden
+        ctx.note(f"llm: the time budget ({ctx.budget.max_seconds:g} s) was spent while the model was thinking "
+                 f"(round {round_no}, {waited:.0f} s waited); the call is abandoned, its answer not used, "
+                 "and the best config found so far stands")
+        ctx.stop_reason = MODEL_OUT_OF_TIME
+        raise BudgetExhausted(MODEL_OUT_OF_TIME)
+    ctx.charge(answer.seconds - (ctx.clock_s - clock0))  # only the part not hidden by measuring
+    return answer
 
 
 def _seconds(ctx: SearchContext, t0: float) -> float:
@@ -180,18 +262,20 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
         n = initial if round_no == 1 else refine
         if round_no == 1:
             messages = first_round(ctx.space, workload, device, n, opts, past=ctx.past_winners)
-            # Measure the default and a few random configs while the model thinks.
+            # Measure the default and a few random configs while the model thinks (_await_answer: more,
+            # under a budget that counts no evaluations).
             warm = (ctx.unmeasured([ctx.space.default]) + ctx.sample_unmeasured(max(warmup - 1, 0)))[:warmup]
             exclude = {ctx.space.key(c) for c in warm} | set(ctx.measured)
-            clock0 = ctx.clock_s
-            future = call_in_background(ctx, messages, temperature, max_tokens, exclude, n)
-            ctx.evaluate(warm, source="llm:warmup")
-            answer = future.result()
-            ctx.charge(answer.seconds - (ctx.clock_s - clock0))  # only the part not hidden by measuring
         else:
             messages = refine_round(ctx.space, workload, device, ctx.history, n, round_no - 1, no_gain > 0, opts)
-            answer = call_model(ctx, messages, temperature, max_tokens, set(ctx.measured), n)
-            ctx.charge(answer.seconds)
+            warm, exclude = [], set(ctx.measured)
+        ctx.charge(0.0)  # a real evaluator's clock catches up with the wall: the call starts now
+        clock0, t0 = ctx.clock_s, time.perf_counter()
+        future = call_in_background(ctx, messages, temperature, max_tokens, exclude, n)
+        if round_no == 1:
+            ctx.evaluate(warm, source="llm:warmup")
+        # the model is waited for within the time budget only (a slow model once kept a 60 s run going for minutes)
+        answer = _await_answer(ctx, future, clock0, t0, round_no, measure=round_no == 1)
         parsed = accept(ctx, round_no, messages, answer)
         error = answer.error
         sources: list[str] | None = None
