@@ -126,6 +126,15 @@ class EvalActor:
     ``step`` adds configs and returns whatever finished within ``wait_s`` (one call at a
     time per actor, so Ray Client works too, which cannot stream actor generators).  The
     thread keeps measuring between calls, so the inner pipeline never waits on the driver.
+
+    The measuring happens in that thread, not in a Ray task, so ``ray.cancel`` cannot stop
+    it (nor could it a running task of a threaded actor: Ray only sets a flag there, and
+    ``force`` is refused for actor tasks).  A batch the driver abandons is dropped by
+    ``abandon`` instead: its queued configs and unread results go, and the thread leaves its
+    stream at the next result (the inner evaluator's stream is closed: a Triton one halts its
+    workers).  A config in the middle of being measured cannot be interrupted; ``abandon``
+    says whether the thread is free of abandoned work, and the driver replaces an actor that
+    is not, so later configs never queue behind work nobody reads.
     """
 
     def __init__(self, factory: EvaluatorFactory, cpus: int) -> None:
@@ -136,6 +145,8 @@ class EvalActor:
         self.outbox: list[tuple[int, int, Trial]] = []
         self.error: str | None = None
         self.summary = ""
+        self.dropped = -1  # the driver abandoned every batch up to this one
+        self.running: list[tuple[int, int, Config]] = []  # what the thread measures now
         threading.Thread(target=self._loop, daemon=True).start()
 
     def info(self) -> dict[str, Any]:
@@ -159,18 +170,48 @@ class EvalActor:
             with self.cond:
                 self.cond.wait_for(lambda: bool(self.inbox))
                 batch, self.inbox = self.inbox, []
+                self.running = batch
             try:
                 with self.busy:
-                    for j, trial in self.ev.stream([cfg for _, _, cfg in batch]):
+                    stream = self.ev.stream([cfg for _, _, cfg in batch])
+                    for j, trial in stream:
                         with self.cond:
-                            self.outbox.append((batch[j][0], batch[j][1], trial))
-                            self.cond.notify_all()
+                            if batch[j][0] > self.dropped:  # an abandoned batch's result is never handed out
+                                self.outbox.append((batch[j][0], batch[j][1], trial))
+                                self.cond.notify_all()
+                            if self._stale():
+                                break
+                    close = getattr(stream, "close", None)
+                    if close is not None:  # left early: the inner evaluator drops what it still holds
+                        close()
             except Exception as exc:  # noqa: BLE001 - an evaluator bug, reported to the driver by the next step
                 with self.cond:
                     self.error = traceback.format_exc()[-3000:]
                     self.summary = f"{type(exc).__name__}: {exc}".strip()[:1000]
+                    self.running = []
                     self.cond.notify_all()
                 return
+            with self.cond:
+                self.running = []
+                self.cond.notify_all()
+
+    def _stale(self) -> bool:
+        """The thread is measuring only configs of abandoned batches (call with ``cond`` held)."""
+        return bool(self.running) and all(b <= self.dropped for b, _, _ in self.running)
+
+    def abandon(self, batch: int, grace_s: float) -> bool:
+        """Drop every config and result of the batches up to ``batch`` and wait up to ``grace_s``
+        for the thread to leave their stream.  True where the actor is ready for new work at once:
+        its thread is alive and measures nothing abandoned.  False where a config of an abandoned
+        batch is still being measured (or the evaluator failed on one): the driver replaces the
+        actor, as new configs would wait behind that one, or be charged with its failure."""
+        with self.cond:
+            self.dropped = max(self.dropped, batch)
+            self.inbox = [it for it in self.inbox if it[0] > self.dropped]
+            self.outbox = [it for it in self.outbox if it[0] > self.dropped]
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: not self._stale(), timeout=grace_s)
+            return self.error is None and not self._stale()
 
     def retime(self, configs: list[Config], rep_ms: int | None, rounds: int | None) -> list[Trial]:
         with self.busy:

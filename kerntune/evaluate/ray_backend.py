@@ -17,8 +17,14 @@ and one that holds work and returns no result for ``stall_s`` (a hung evaluator)
 is only accepted from the actor that holds the config, so none gets two results.  A config
 whose actor was lost under it more than ``max_requeues`` times gets a ``runtime_error`` trial
 (with the last loss's reason) instead of looping forever.  An evaluator that fails the same way
-on actors that held different configs fails the run at once with its error.  Ray is imported
-lazily: kerntune works without it.
+on actors that held different configs fails the run at once with its error.
+
+A batch left unfinished (the consumer stops reading or closes the stream when a budget ends,
+or the batch fails) is abandoned: its actors drop its configs (``EvalActor.abandon``), and the
+next batch (or re-timing) first waits up to ``abandon_s`` for each of them to leave the config
+it is measuring, then replaces those that have not: new configs never queue behind work nobody
+reads, nor are blamed for its stall or its failure.  Ray is imported lazily: kerntune works
+without it.
 """
 
 from __future__ import annotations
@@ -60,7 +66,8 @@ class _Slot:
     restarts: int = 0
     alive: bool = True
     since: float = 0.0        # when its in-flight work last made progress, or its start was asked after
-    answered: bool = False    # its actor has answered a step (has started); a fresh one gets no work before
+    answered: bool = False    # it has answered a step (started) and dropped any abandoned batch; no work before
+    stale: int | None = None  # an abandoned batch its actor may still be measuring (to drop before new work)
 
 
 @dataclass
@@ -73,6 +80,8 @@ class RayStats:
     given_up: int = 0             # configs that lost their actor more than max_requeues times
     stalls: int = 0               # actors lost because they held work and returned nothing for stall_s
     errors: int = 0               # actors lost because their evaluator raised
+    abandoned: int = 0            # actors told to drop an abandoned batch
+    recycled: int = 0             # actors replaced as they still measured an abandoned batch after abandon_s
     results: Counter = field(default_factory=Counter)  # results per actor slot
 
 
@@ -82,7 +91,9 @@ class RayEvaluator(Evaluator):
 
     ``address``: ``auto`` (the cluster this machine belongs to), ``ray://HOST:PORT`` (Ray
     Client), or ``local`` (start a private one-machine cluster).  A Ray session that is
-    already initialised is used as it is (and left running on ``close``).
+    already initialised is used as it is (and left running on ``close``).  ``abandon_s``: how
+    long an actor may go on with the config of an abandoned batch that it is measuring before
+    it is replaced (a replacement costs an actor's start: about as long, on a GPU node).
     """
 
     name = "ray"
@@ -90,7 +101,7 @@ class RayEvaluator(Evaluator):
     def __init__(self, factory: EvaluatorFactory, address: str | None = "auto", num_actors: int | None = None,
                  gpus_per_actor: float | None = None, cpus_per_actor: float | None = None,
                  window: int | None = None, max_requeues: int = 3, max_restarts: int = 3,
-                 wait_s: float = 1.0, stall_s: float = 900.0) -> None:
+                 wait_s: float = 1.0, stall_s: float = 900.0, abandon_s: float = 10.0) -> None:
         ray = self.ray = import_ray()
         self.address = address or "local"
         self._owns_ray = not ray.is_initialized()
@@ -99,10 +110,11 @@ class RayEvaluator(Evaluator):
         self.factory = factory
         self.gpus_per_actor = float(getattr(factory, "gpus", 0.0) if gpus_per_actor is None else gpus_per_actor)
         self.max_requeues, self.max_restarts = max_requeues, max_restarts
-        self.wait_s, self.stall_s = wait_s, stall_s
+        self.wait_s, self.stall_s, self.abandon_s = wait_s, stall_s, abandon_s
         self.stats = RayStats()
         self.last_loss = ""
         self._batches = itertools.count()
+        self._streaming = -1  # the batch of the latest stream: an older one's cleanup must not touch the slots
         self._actor_cls = ray.remote(EvalActor)
         self.slots: list[_Slot] = []
         try:
@@ -146,6 +158,7 @@ class RayEvaluator(Evaluator):
         failures: dict[str, list[frozenset[int]]] = {}  # per evaluator error: the configs each actor it failed held
         last_error: dict[int, str] = {}  # per config: the evaluator error it last lost its actor to
         held: list[tuple[int, Trial]] = []  # given up after an evaluator error: out once the run is known to go on
+        settling: set[Any] = set()  # abandon calls: each answers whether its actor is free of an abandoned batch
 
         def feed() -> None:
             """Hand the queue out round-robin, one config to each live actor that is not in a call
@@ -235,16 +248,31 @@ class RayEvaluator(Evaluator):
             last_error.update(dict.fromkeys(holding, key))
             yield from lose(slot, f"actor {slot.index}'s evaluator failed: {summary}", detail, again, hold=True)
 
+        prev, self._streaming = self._streaming, batch
         for slot in self.slots:
+            if slot.alive and slot.in_flight:  # held for an older stream that was left open: abandoned
+                slot.stale = prev
+                self.stats.abandoned += 1
             slot.in_flight.clear()
-        feed()
+            slot.calling = False  # that stream's calls are never read here
+            if slot.alive and slot.stale is not None:  # free of the abandoned batch first, then new work
+                # Its stall clock starts once abandon_s is over: until then it may finish the stale config.
+                slot.calling, slot.answered, slot.since = True, False, time.monotonic() + self.abandon_s
+                ref = slot.actor.abandon.remote(slot.stale, self.abandon_s)
+                calls[ref] = slot
+                settling.add(ref)
         try:
+            feed()
             while len(done) < len(configs):
                 if not calls:
                     raise KerntuneError(f"every Ray actor was lost ({self.last_loss}); {len(configs) - len(done)}"
                                         " configs of the batch are unmeasured (continue with --resume)")
                 ready, _ = ray.wait(list(calls), num_returns=1, timeout=self.wait_s + 5)
-                if ready:
+                if ready and ready[0] in settling:
+                    slot = calls.pop(ready[0])
+                    slot.calling = False
+                    self._settled(slot, ready[0])
+                elif ready:
                     slot = calls.pop(ready[0])
                     slot.calling = False
                     try:
@@ -258,15 +286,15 @@ class RayEvaluator(Evaluator):
                             text = str(exc).strip()
                             yield from lose(slot, text.splitlines()[0] if text else type(exc).__name__)
                         got = None
-                    if got:
+                    if got is not None:
+                        slot.answered = True
+                    # A late answer of an abandoned batch is neither progress nor a result; none gets two.
+                    mine = [(i, trial) for b, i, trial in got or () if b == batch and i in slot.in_flight]
+                    if mine:
                         slot.since = time.monotonic()  # real results, not empty answers: progress
                         while held:
                             yield held.pop(0)
-                    if got is not None:
-                        slot.answered = True
-                    for b, i, trial in got or ():
-                        if b != batch or i not in slot.in_flight:
-                            continue  # a late answer of an abandoned batch; never a second result
+                    for i, trial in mine:
                         slot.in_flight.discard(i)
                         done.add(i)
                         self.stats.results[slot.index] += 1
@@ -281,24 +309,71 @@ class RayEvaluator(Evaluator):
                 feed()
             yield from held
         finally:
-            # A consumer that stops early: the actors' queued configs are simply never asked for.
-            for slot in self.slots:
-                slot.in_flight.clear()
-                slot.calling = False
+            if self._streaming == batch:  # else a newer stream owns the slots
+                self._abandon(batch)
+
+    def _abandon(self, batch: int) -> None:
+        """The stream of ``batch`` ends.  An actor that still holds configs of it (the consumer
+        stopped early or closed it, the batch failed) would go on measuring them, and the next
+        batch's configs would queue behind them: it is told to drop them now, without waiting (the
+        consumer may be leaving), and is freed of them (``abandon_s``) before it gets new work."""
+        for slot in self.slots:
+            if slot.alive and slot.in_flight:
+                slot.stale = batch
+                self.stats.abandoned += 1
+                try:
+                    slot.actor.abandon.remote(batch, 0.0)
+                except Exception:  # noqa: BLE001 - a dead actor is replaced when next used
+                    pass
+            slot.in_flight.clear()
+            slot.calling = False
+
+    def _settle(self, slot: _Slot) -> None:
+        """Free one actor of an abandoned batch before a call outside ``stream`` (re-timing)."""
+        if slot.stale is not None:
+            ref = slot.actor.abandon.remote(slot.stale, self.abandon_s)
+            ready, _ = self.ray.wait([ref], timeout=self.abandon_s + self.wait_s + 10)
+            self._settled(slot, ref if ready else None)
+
+    def _settled(self, slot: _Slot, ref: Any | None) -> None:
+        """Read an ``abandon`` answer (None: none came in time).  An actor still measuring a config of
+        the abandoned batch is replaced: ``ray.cancel`` cannot stop that config (the actor's thread
+        measures it, not a Ray task), and new configs would wait behind it, be blamed for its stall,
+        or be charged with its failure.  Not a loss: no restart is charged."""
+        free = False
+        if ref is not None:
+            try:
+                free = self.ray.get(ref) is True
+            except self.ray.exceptions.RayError:  # it died meanwhile: replaced like a busy one
+                pass
+        slot.stale = None
+        if free:
+            slot.answered = True
+            return
+        self.stats.recycled += 1
+        self._kill(slot)
+        self._fresh(slot)
 
     def _replace(self, slot: _Slot) -> None:
         """Start a fresh actor in a dead one's place (Ray frees the dead one's GPU)."""
-        try:
-            self.ray.kill(slot.actor, no_restart=True)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
+        self._kill(slot)
         if slot.restarts >= self.max_restarts:
             slot.alive = False
             return
         slot.restarts += 1
         self.stats.restarts += 1
+        self._fresh(slot)
+
+    def _kill(self, slot: _Slot) -> None:
+        try:
+            self.ray.kill(slot.actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+    def _fresh(self, slot: _Slot) -> None:
         slot.actor = self._new_actor()
         slot.answered = False
+        slot.stale = None  # a fresh actor holds nothing of an abandoned batch
 
     def retime(self, configs: Sequence[Config], rep_ms: int | None = None, rounds: int | None = None) -> list[Trial]:
         """Re-time the leaders on one actor (one GPU), so that their times compare (the inner
@@ -306,6 +381,7 @@ class RayEvaluator(Evaluator):
         if not self.can_retime:
             return self.evaluate(configs)
         slot = next(s for s in self.slots if s.alive)
+        self._settle(slot)
         try:
             return self.ray.get(slot.actor.retime.remote(list(configs), rep_ms, rounds))
         except self.ray.exceptions.RayActorError:
@@ -316,6 +392,7 @@ class RayEvaluator(Evaluator):
         """The inner evaluator's runoff (``kerntune.evaluate.runoff``) on one actor, one GPU; None where it
         has none (the leaders are then re-timed in windows)."""
         slot = next(s for s in self.slots if s.alive)
+        self._settle(slot)
         try:
             return self.ray.get(slot.actor.runoff.remote(list(configs), list(first_ms)))
         except self.ray.exceptions.RayActorError:
