@@ -10,7 +10,9 @@ compiled kernels in Triton's cache, checks the output (NaN never passes),
 and times the median of ``triton.testing.do_bench`` (which flushes L2 between
 runs).  A crash in any worker costs that config (``runtime_error``; in a
 compile worker, which only compiles, ``compile_error``) and a fresh worker is
-started.  A stream left early (its consumer stops, Ctrl-C) kills the workers
+started.  A kernel file's own ``reference()`` that hangs or kills its worker is
+met once: the config waiting behind it is not blamed, and every config from then
+on fails at once with that error.  A stream left early (its consumer stops, Ctrl-C) kills the workers
 with a task in flight instead of waiting for it, and every worker ends itself
 once the tuner is gone (``worker_life.exit_with_parent``).  Every worker runs the kernel's code under a heap
 limit (``memory_limit_mb``: ``$KERNTUNE_WORKER_MEMORY_MB``, else half the
@@ -131,6 +133,8 @@ class TritonEvaluator(Evaluator):
         self._device: dict[str, Any] | None = None
         self._dead: dict[int, str] = {}  # benchers whose worker could not start: index -> the error
         self._default_failed: str | None = None  # the default config failed as the reference (worker.Reference)
+        self._reference_failed: str | None = None  # the file's reference() hung or killed a worker: every config fails
+        self._news = threading.Lock()  # benchmark threads of several GPUs take reference news at once: said once
 
     def wait_ready(self) -> float:
         """Block until every worker has started (imported torch and the kernel, built its
@@ -169,6 +173,9 @@ class TritonEvaluator(Evaluator):
                     if not pending:
                         return
                     i, cfg = pending.pop(0)
+                if self._reference_failed is not None:  # nothing could check it: no compile is worth its time
+                    done.put((i, self._reference_trial(cfg, 0.0)))
+                    continue
                 task = {"mode": "compile", "config": {k: jsonable(v) for k, v in cfg.items()}}
                 t0 = time.perf_counter()
                 try:
@@ -204,6 +211,9 @@ class TritonEvaluator(Evaluator):
                     if item is None or stop.is_set():
                         more = False
                         break
+                    if self._reference_failed is not None:  # fails at once: no worker meets reference() again
+                        done.put((item[0], self._reference_trial(configs[item[0]], item[1])))
+                        continue
                     ahead.append(item)
                     if not w.send(self._bench_task(configs[item[0]]), restart=len(ahead) == 1) and w.halted:
                         return  # the stream was left
@@ -229,8 +239,17 @@ class TritonEvaluator(Evaluator):
                         return
                     continue
                 startup_fails = 0
-                retry = self._reference_news(b)
-                if retry:  # the default config, launched as the reference, hung or died: this one never ran
+                retry = self._reference_news(b)  # the reference hung or died: this config never ran
+                if self._reference_failed is not None and (retry or w.proc is None):
+                    # reference() hung or killed a worker (this one or another GPU's): the configs queued
+                    # here never started, and a fresh worker would only call it again
+                    w.kill()
+                    for j, c_s in ([(i, compile_s)] if retry else []) + list(ahead):
+                        done.put((j, self._reference_trial(configs[j], c_s)))
+                    ahead.clear()
+                    if retry:
+                        continue
+                if retry:  # the default config, launched as the reference, hung or died: sent again
                     ahead.appendleft((i, compile_s))
                 if w.proc is None:  # crashed, hung or fatal: the queued configs never started
                     for k, (j, _) in enumerate(ahead):
@@ -297,13 +316,28 @@ class TritonEvaluator(Evaluator):
 
     def _reference_news(self, b: dict[str, Any]) -> bool:
         """Take what a result says of the reference: the default config failed as the reference (said once;
-        later tasks tell workers to skip it); True where the task never ran and must be sent again."""
-        why = b.pop("default_failed", None)
-        if why and self._default_failed is None:
-            self._default_failed = why
-            log.warning("%s has no reference(), and %s; from now on each benchmark worker checks configs"
-                        " against the output of the first config it runs", Path(self.path).name, why)
+        later tasks tell workers to skip it), or the file's own reference() hung or killed its worker (said
+        once; every config fails with it from then on, since each fresh worker would call it again and
+        charge the config behind it a timeout or a crash); True where the task never ran (sent again, or
+        failed with the reference's error where reference() is to blame)."""
+        why, own = b.pop("default_failed", None), b.pop("reference_failed", None)
+        with self._news:
+            if why and self._default_failed is None:
+                self._default_failed = why
+                log.warning("%s has no reference(), and %s; from now on each benchmark worker checks configs"
+                            " against the output of the first config it runs", Path(self.path).name, why)
+            if own and self._reference_failed is None:
+                self._reference_failed = own
+                log.warning("%s: fix it or remove it; no config is measured from now on, each fails with this", own)
         return bool(b.pop("retry", False))
+
+    def _reference_error(self) -> str:
+        return f"{self._reference_failed}: fix it or remove it"
+
+    def _reference_trial(self, cfg: Config, compile_s: float) -> Trial:
+        """The trial of a config not run because the file's reference() hung or killed a worker: its
+        error, never a ``timeout`` of the config's own."""
+        return Trial(dict(cfg), Status.RUNTIME_ERROR, compile_s=compile_s, error=self._reference_error())
 
     def _bench_task(self, cfg: Config) -> dict[str, Any]:
         return {"mode": "bench", "config": {k: jsonable(v) for k, v in cfg.items()}, "rep_ms": self.protocol.rep_ms,
@@ -346,9 +380,9 @@ class TritonEvaluator(Evaluator):
                 if any(b.get("status") != "ok" for b in results[i]):
                     continue
                 try:
-                    res = w.run({**self._bench_task(configs[i]), "rep_ms": task_rep}, self.bench_timeout)
+                    res = self._retime_one(w, configs[i], task_rep)
                     if self._reference_news(res):  # the default, as the reference, hung or died: again without it
-                        res = w.run({**self._bench_task(configs[i]), "rep_ms": task_rep}, self.bench_timeout)
+                        res = self._retime_one(w, configs[i], task_rep)
                     results[i].append(res)
                 except Exception as exc:  # noqa: BLE001 - a bad reply costs this config
                     w.kill()
@@ -366,6 +400,13 @@ class TritonEvaluator(Evaluator):
             out.append(Trial(dict(cfg), Status.OK, est.median, sorted(rounds_ms), 0.0,
                              sum(float(b.get("bench_s", 0.0)) for b in res), None, extra))
         return out
+
+    def _retime_one(self, w: _Worker, cfg: Config, rep_ms: int) -> dict[str, Any]:
+        """One window of ``cfg`` in ``w``; the reference's error at once where reference() hung or killed a
+        worker (a worker would only call it again)."""
+        if self._reference_failed is not None:
+            return {"status": "runtime_error", "error": self._reference_error()}
+        return w.run({**self._bench_task(cfg), "rep_ms": rep_ms}, self.bench_timeout)
 
     def runoff(self, configs: Sequence[Config], first_ms: Sequence[float]) -> dict[str, Any] | None:
         """Settle the winner among ``configs`` (a search's leaders, ``first_ms`` their screening times) in

@@ -280,11 +280,14 @@ class Reference:
     default config fails (or the parent says it failed in another worker: ``use_default=False``), the
     first config that runs gives the reference (``kerntune.run.decorator_search``'s rule): a config is
     judged on its own launch only, never failed for the default's error.  A failure is kept, not paid
-    again by every config.  Before the default's launch the worker says so on its pipe, and again once
-    that launch is over (``taken``, or ``failed`` where the worker goes on), so that a default that hangs
-    or kills the worker is told apart from the config behind it (the parent then sends that config
-    again, to a fresh worker that skips the default), and a config that hangs or kills the worker after
-    the default ran is blamed on the config alone."""
+    again by every config.  Before the default's launch (``default``) or the call of ``reference()``
+    (``own``) the worker says so on its pipe, and again once it is over (``taken``, or ``failed`` where
+    the worker goes on), so that a reference that hangs or kills the worker is told apart from the
+    config behind it, and a config that hangs or kills the worker after the reference was taken is
+    blamed on the config alone.  Where the default did, the parent sends that config again, to a fresh
+    worker that skips the default; ``reference()`` cannot be skipped, so where it did (or left the CUDA
+    context unusable), the parent fails every config with its error from then on instead of meeting it
+    again in each fresh worker, each time charging the config behind it."""
 
     def __init__(self, module: Any, space: Any, inputs: Any, torch: Any, sync: Callable[[], None],
                  restore: Callable[[], None], say: Callable[[dict[str, Any]], None]) -> None:
@@ -306,13 +309,13 @@ class Reference:
             return None
         try:
             if self.own:
+                self.say({"reference": "own"})
                 value = self.module.reference(self.inputs)
             else:
                 self.say({"reference": "default"})
                 value = self.module.launch(self.space.default, self.inputs)
             self.sync()
-            if not self.own:  # the default's launch is over: a hang or crash from now on is the config's
-                self.say({"reference": "taken"})
+            self.say({"reference": "taken"})  # over: a hang or crash from now on is the config's
             self.value, self.have = clone(value), True
             self.restore()
             return None
@@ -324,12 +327,15 @@ class Reference:
         else:
             self.default_failed = f"the default config {dict(self.space.default)} failed: {text}"[-2000:]
         if broken is None:
-            if not self.own:  # over too, failed: the config behind it runs next, and gives the reference
-                self.say({"reference": "failed"})
+            # over too, failed: the config behind it runs next (and gives the reference, or fails with
+            # reference()'s error)
+            self.say({"reference": "failed"})
             self.restore()
             return None
         out: dict[str, Any] = {"status": "runtime_error", "error": self.error or self.default_failed, "fatal": True}
-        if not self.own:  # the config itself never ran: the parent sends it to a fresh worker
+        if self.own:  # every fresh worker would call it again and die the same way: the parent stops here
+            out["reference_failed"] = self.error
+        else:  # the config itself never ran: the parent sends it to a fresh worker
             out.update(default_failed=self.default_failed, retry=True)
             self.told = True
         return out

@@ -28,8 +28,12 @@ class _Worker:
     where the worker never got ready (the config never ran: the caller may give it to another GPU),
     ``default_failed`` and ``retry`` where the default config, launched as the reference of a kernel
     file without ``reference()``, hung or killed it (the config never ran: the caller sends it
-    again, telling the worker to skip the default).  ``halt()`` stops a worker for good until
-    ``resume()``: its task in flight is killed and no task is sent (a stream left early)."""
+    again, telling the worker to skip the default), ``reference_failed`` and ``retry`` where the
+    file's own ``reference()`` did (the config never ran, and no worker can skip ``reference()``: the
+    caller fails every config with it from then on).  The reference and the config behind it have a
+    timeout each, counted from the worker's word that each begins: a slow reference that returns does
+    not eat the config's time.  ``halt()`` stops a worker for good until ``resume()``: its task in
+    flight is killed and no task is sent (a stream left early)."""
 
     def __init__(self, path: str, shape: tuple[int, ...], env: dict[str, str], compile_only: bool = False,
                  memory_mb: int = 0, keep_warm: bool = False) -> None:
@@ -37,10 +41,13 @@ class _Worker:
                      "x".join(map(str, shape))] + (["--compile-only"] if compile_only else []) \
             + ([f"--memory-mb={memory_mb}"] if memory_mb > 0 else []) + (["--keep-warm"] if keep_warm else [])
         self.env = env
+        self.name = os.path.basename(path)  # the kernel file, for what a reference() that failed says
         self.proc: subprocess.Popen[str] | None = None
         self._buf = b""  # bytes of results read from the pipe but not yet returned
         self.fresh = False  # started and not yet answered: its first answer waits for its start-up too
-        self.in_reference = False  # launching the default config as the reference (the worker said so)
+        # taking the reference (the worker said so): "default" (launching the default config) or "own"
+        # (in the kernel file's reference()); None otherwise
+        self.in_reference: str | None = None
         self.inflight = 0  # tasks sent and not yet answered
         self.halted = False
         self._lock = threading.Lock()  # send against halt: no task slips in once halted
@@ -55,7 +62,7 @@ class _Worker:
             if self.proc is not None:
                 self.proc.wait()
             self._buf = b""
-            self.fresh, self.in_reference, self.inflight = True, False, 0
+            self.fresh, self.in_reference, self.inflight = True, None, 0
             self._stderr.seek(0)
             self._stderr.truncate()
             # The worker runs in a session of its own (a kill reaches its whole group), so no signal
@@ -126,16 +133,17 @@ class _Worker:
                 left = end - time.monotonic()
                 if left <= 0 or not select.select([fd], [], [], left)[0]:
                     what = "start-up" if self.fresh else "result"
-                    failed = self._failed_how("hung")
+                    failed = self._failed_how("hung", f"did not return within {timeout:g} s")
                     self.kill()
                     return {"status": "timeout", "error": f"no {what} within "
                             f"{STARTUP_S if what == 'start-up' else timeout:g} s; worker killed", **failed}
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    failed = self._failed_how("killed its worker")
+                    failed = self._failed_how("killed its worker", "killed its worker")
                     crashed = self._crashed()
-                    if "default_failed" in failed:
-                        failed["default_failed"] += f" ({crashed['error']})"
+                    for key in ("default_failed", "reference_failed"):
+                        if key in failed:
+                            failed[key] += f" ({crashed['error']})"
                     return {**crashed, **failed}
                 self._buf += chunk
             line, _, self._buf = self._buf.partition(b"\n")
@@ -143,14 +151,17 @@ class _Worker:
                 self.fresh = False
                 end = time.monotonic() + timeout
                 continue
-            if line.strip() == b'{"reference": "default"}':  # what follows is the default's launch
-                self.in_reference = True
+            if line.strip() in (b'{"reference": "default"}', b'{"reference": "own"}'):
+                # what follows is the default's launch, or reference(): its own timeout starts now
+                self.in_reference = json.loads(line)["reference"]
+                end = time.monotonic() + timeout
                 continue
-            if line.startswith(b'{"reference": '):  # the default's launch is over ("taken" or "failed")
-                self.in_reference = False
+            if line.startswith(b'{"reference": '):  # the reference is over ("taken" or "failed"): the config's turn
+                self.in_reference = None
+                end = time.monotonic() + timeout
                 continue
             break
-        self.in_reference = False
+        self.in_reference = None
         self.inflight = max(self.inflight - 1, 0)
         result: dict[str, Any] = json.loads(line)
         if result.pop("fatal", False):
@@ -159,12 +170,15 @@ class _Worker:
             self.kill()
         return result
 
-    def _failed_how(self, how: str) -> dict[str, Any]:
+    def _failed_how(self, how: str, own_how: str) -> dict[str, Any]:
         """What a worker that died or hung was doing, beside its failed result: starting up (the task
-        never ran), or launching the default config as the reference (the task never ran either)."""
+        never ran), launching the default config as the reference (``how``), or in the kernel file's
+        ``reference()`` (``own_how``; the task never ran in either)."""
         if self.fresh:
             return {"startup": True}
-        if self.in_reference:
+        if self.in_reference == "own":
+            return {"reference_failed": f"reference() in {self.name} {own_how}", "retry": True}
+        if self.in_reference == "default":
             return {"default_failed": f"the default config, launched as the reference, {how}", "retry": True}
         return {}
 
@@ -172,7 +186,7 @@ class _Worker:
         code = self.proc.wait() if self.proc else None
         self.proc = None
         self._buf = b""
-        self.in_reference, self.inflight = False, 0
+        self.in_reference, self.inflight = None, 0
         sig = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         tail = self.stderr_tail()
         return {"status": "runtime_error", "error": f"worker process died ({sig})" + (f": {tail}" if tail else ""),
@@ -194,4 +208,4 @@ class _Worker:
             self.proc.wait()
         self.proc = None
         self._buf = b""
-        self.in_reference, self.inflight = False, 0
+        self.in_reference, self.inflight = None, 0
