@@ -8,10 +8,12 @@ import time
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 
 from kerntune.cli.common import console
 from kerntune.llm import LLMClient, LLMError, Message, make_provider, parse_configs, resolve_auto
 from kerntune.llm.parsing import extract_json
+from kerntune.llm.secrets import redact
 from kerntune.space import Choice, PowerOfTwo, Space, jsonable
 
 app = typer.Typer(no_args_is_help=True, help="The language model kerntune talks to.")
@@ -45,7 +47,9 @@ def check(llm: str = typer.Option("auto", "--llm", envvar="KERNTUNE_LLM", help="
     try:
         resp = client.complete(prompt, schema=_CHECK_SPACE.json_schema(), temperature=0.2, max_tokens=400)
     except LLMError as exc:
-        console.print(f"[red]no usable answer[/red]: {exc}")
+        # redacted (a command's stderr or a server's error may quote a key) and escaped: the text is
+        # the model's or the server's, and "[...]" in it would be read as console markup
+        console.print(f"[red]no usable answer[/red]: {escape(redact(str(exc)))}")
         raise typer.Exit(1)
     parsed = parse_configs(resp.text, _CHECK_SPACE)
     console.print(f"answer: {_speed(resp, provider)}{', after one repair round' if resp.repaired else ''}")

@@ -117,7 +117,7 @@ class LLMClient:
         fixed.cost += resp.cost
         later = self._parse(fixed, validate)
         if later and fixed.parsed is None:
-            exc = LLMError(f"{self.provider.spec}: no usable JSON after one repair round: {later[0]}")
+            exc = LLMError(redact(f"{self.provider.spec}: no usable JSON after one repair round: {later[0]}"))
             exc.calls, exc.response = calls, fixed
             raise exc
         return fixed
@@ -128,8 +128,10 @@ class LLMClient:
         try:
             resp = self._cached_or_send(messages, schema, temperature, max_tokens, timeout)
         except LLMError as exc:
-            calls.append({"error": redact(str(exc))})
+            _redact_error(exc)
+            calls.append({"error": str(exc)})
             exc.calls = calls
+            self._log_error(messages, schema, exc)
             raise
         calls.append({"text": resp.text, "model": resp.model, "tokens_in": resp.usage.input_tokens,
                       "tokens_out": resp.usage.output_tokens})
@@ -145,9 +147,13 @@ class LLMClient:
         return list(validate(resp.parsed)) if validate else []
 
     # -- transport with retries and cache ---------------------------------------------------
-    def _cache_key(self, messages: list[Message], schema: Any, temperature: float) -> str:
-        blob = json.dumps([self.provider.name, self.provider.model, [m.to_dict() for m in messages], schema,
-                           temperature], sort_keys=True)
+    def _cache_key(self, messages: list[Message], schema: Any, temperature: float, max_tokens: int) -> str:
+        """Everything the answer depends on.  The endpoint is part of it: two OpenAI-compatible servers
+        serving models of the same name (a vLLM and an Ollama "llama3") once shared their answers; and
+        max_tokens is: an answer cut at 400 tokens is no answer to a request that allowed 4096."""
+        endpoint = str(getattr(self.provider, "endpoint", "") or "")
+        blob = json.dumps([self.provider.name, self.provider.model, endpoint, [m.to_dict() for m in messages],
+                           schema, temperature, max_tokens], sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def _cached_or_send(self, messages: list[Message], schema: Any, temperature: float, max_tokens: int,
@@ -155,7 +161,7 @@ class LLMClient:
         use_cache = self.cache if self.cache is not None else temperature == 0
         path = None
         if use_cache and self.cache_dir is not None:
-            path = Path(self.cache_dir) / f"{self._cache_key(messages, schema, temperature)}.json"
+            path = Path(self.cache_dir) / f"{self._cache_key(messages, schema, temperature, max_tokens)}.json"
             data = _cached(path)
             if data is not None:
                 resp = Response(data["text"], provider=self.provider.name,
@@ -163,11 +169,8 @@ class LLMClient:
                 self._log(messages, schema, resp)
                 return resp
         resp = self._send_with_retries(messages, schema, temperature, max_tokens, timeout)
-        if path is not None:  # written whole or not at all: a killed run leaves no half file behind
-            path.parent.mkdir(parents=True, exist_ok=True)
-            part = path.with_suffix(f".{os.getpid()}.part")
-            part.write_text(json.dumps({"text": resp.text, "model": resp.model}))
-            os.replace(part, path)
+        if path is not None:
+            _write_cache(path, resp)
         self._log(messages, schema, resp)
         return resp
 
@@ -225,6 +228,23 @@ class LLMClient:
         source = getattr(self.provider, "transcript_path", None)
         return source is None or Path(source).resolve() == Path(self.transcript).resolve()  # type: ignore[arg-type]
 
+    def _log_error(self, messages: list[Message], schema: Any, exc: LLMError) -> None:
+        """A failed call's line in the transcript (``error`` where an answer has ``response``).  Why:
+        ``replay:`` hands out answers by position, and a failed call that left no line shifted every
+        later answer onto the question before it; replayed, the line fails the same call again.
+        Readers that know only ``response`` lines (kerntune before this line existed) skip it."""
+        if self.transcript is None or self._in_transcript_already():
+            return
+        entry = {"provider": self.provider.name, "model": redact(str(self.provider.model)), "time": time.time(),
+                 "messages": [{"role": m.role, "content": redact(m.content)} for m in messages],
+                 "schema": schema, "error": redact(str(exc))}
+        self._append(entry)
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        Path(self.transcript).parent.mkdir(parents=True, exist_ok=True)  # type: ignore[arg-type]
+        with open(self.transcript, "a") as fh:  # type: ignore[arg-type]
+            fh.write(json.dumps(entry) + "\n")
+
     def _log(self, messages: list[Message], schema: Any, resp: Response) -> None:
         if self.store is not None:
             prompt = "\n\n".join(f"## {m.role}\n{redact(m.content)}" for m in messages)
@@ -239,9 +259,7 @@ class LLMClient:
                  "schema": schema, "response": redact(resp.text), "cached": resp.cached,
                  "usage": {"input_tokens": resp.usage.input_tokens, "output_tokens": resp.usage.output_tokens},
                  "latency_s": resp.latency_s}
-        Path(self.transcript).parent.mkdir(parents=True, exist_ok=True)
-        with open(self.transcript, "a") as fh:
-            fh.write(json.dumps(entry) + "\n")
+        self._append(entry)
 
 
 def _retry_after(given: float | None, backoff: float, timeout: float) -> float:
@@ -256,6 +274,34 @@ def _utf8(text: str) -> str:
     """Text an SDK can send: a lone surrogate in a model's answer (``\ud800``) made the repair
     request fail to encode, outside the errors a round survives."""
     return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _redact_error(exc: LLMError) -> None:
+    """``exc`` with its message redacted, in place (its type and fields, e.g. ``retry_after``, kept).
+    Why: a provider's error quotes what it was given (a ``cmd:`` model's stderr, a server's error
+    body), and the message reaches logs, the store and ``kerntune llm check``'s output."""
+    text = str(exc)
+    clean = redact(text)
+    if clean != text:
+        exc.args = (clean,)
+
+
+def _write_cache(path: Path, resp: Response) -> None:
+    """Keep an answer in the cache: redacted like the transcript and the store (a server that echoes
+    the key put it in plain text into the cache folder), and written whole or not at all (a killed run
+    leaves no half file behind).  A cache that cannot be written (a file where its folder should be, a
+    full disk) costs the next run a call, so it is a warning: the answer, already paid for, is kept."""
+    part = path.with_suffix(f".{os.getpid()}.part")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part.write_text(json.dumps({"text": redact(resp.text), "model": redact(resp.model)}))
+        os.replace(part, path)
+    except OSError as exc:
+        log.warning("response cache %s not written: %s", path.parent, exc.strerror or exc)
+        try:
+            part.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _cached(path: Path) -> dict[str, Any] | None:

@@ -106,7 +106,15 @@ class ParsedConfigs:
 
 
 def extract_json(text: str) -> Any:
-    """The first JSON object or array in ``text`` (fenced blocks first)."""
+    """The answer in ``text``: a ``{"configs": ...}`` object that decodes, wherever it is (fenced
+    blocks first), else the first JSON object or array.
+
+    Why the answer object comes first, before the Python-syntax hints: the hints are patterns
+    over the whole reply, prose included ("Note: None of these...", "split_k: True" inside a JSON
+    string), and a reply they matched was read from its first bracket only, so a bracket in the
+    prose before the answer ("BM in [32, 128]") was taken and a valid answer lost to a repair call.
+    The hints count only when no such object decodes.
+    """
     if not isinstance(text, str):
         raise ParseError(f"expected text, got {type(text).__name__}")
     if len(text) > MAX_RESPONSE_CHARS:
@@ -114,35 +122,43 @@ def extract_json(text: str) -> Any:
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()
     hint = next((why for pattern, why in _PYTHON_HINTS if pattern.search(text)), None)
-    if hint is not None:
-        # Python syntax: only a JSON value starting at the first bracket counts, so a
-        # fragment inside the Python literal (e.g. "[16]" of "[16] * 2") is never taken.
-        for chunk in candidates:
-            first = min((i for i in (chunk.find("{"), chunk.find("[")) if i >= 0), default=-1)
-            if first < 0:
-                continue
-            try:
-                value = _decode(decoder, chunk, first)
-            except ParseError:
-                continue
-            if isinstance(value, (dict, list)):
-                return value
-        raise ParseError(f"not JSON: {hint}")
     scanned = [0]
     first: Any = None
-    for chunk in candidates:
-        for start in (i for i, ch in enumerate(chunk) if ch in "{["):
-            value = _decode(decoder, chunk, start, scanned)
-            if isinstance(value, dict) and "configs" in value:
-                return value     # the answer, past a bracketed list in prose before it ("BS in [32, 64]")
-            if isinstance(value, (dict, list)) and first is None:
-                first = value
+    try:
+        for chunk in candidates:
+            for start in (i for i, ch in enumerate(chunk) if ch in "{["):
+                value = _decode(decoder, chunk, start, scanned)
+                if isinstance(value, dict) and "configs" in value:
+                    return value     # the answer, past a bracketed list in prose before it ("BS in [32, 64]")
+                if isinstance(value, (dict, list)) and first is None:
+                    first = value
+    except ParseError:
+        if hint is None:
+            raise
+    if hint is not None:   # Python syntax the repair round can name, rather than "nested too deeply"
+        return _first_bracket(candidates, decoder, hint)
     salvaged = _salvage(text, decoder)   # an answer that names "configs" but did not decode whole
     if salvaged is not None:
         return salvaged
     if first is not None:
         return first
     raise ParseError("no JSON object or array found in the response")
+
+
+def _first_bracket(candidates: list[str], decoder: json.JSONDecoder, hint: str) -> Any:
+    """A reply with Python syntax and no answer object: only a JSON value starting at a chunk's first
+    bracket counts, so a fragment inside the Python literal (e.g. "[16]" of "[16] * 2") is never taken."""
+    for chunk in candidates:
+        first = min((i for i in (chunk.find("{"), chunk.find("[")) if i >= 0), default=-1)
+        if first < 0:
+            continue
+        try:
+            value = _decode(decoder, chunk, first)
+        except ParseError:
+            continue
+        if isinstance(value, (dict, list)):
+            return value
+    raise ParseError(f"not JSON: {hint}")
 
 
 _COMMENT_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)

@@ -16,6 +16,9 @@ class Provider(ABC):
     name: str = "provider"
     #: True when the provider enforces a JSON schema itself (structured output).
     structured: bool = False
+    #: The server it talks to (a base URL), "" for none: part of the response cache's key, since two
+    #: servers can serve models of the same name.
+    endpoint: str = ""
 
     def __init__(self, model: str) -> None:
         self.model = model

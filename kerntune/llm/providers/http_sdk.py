@@ -8,9 +8,12 @@ retry policy — one policy, one place, Retry-After honoured — is the only one
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import inspect
 import json
 import os
+import time
 from typing import Any
 
 from kerntune.llm.providers.base import Provider
@@ -26,15 +29,36 @@ def _count(value: Any) -> int:
 def _malformed(name: str, exc: Exception) -> LLMError:
     # A proxy's error page or a half-compatible server, answered with status 200: a failed
     # call (the round search falls back), never an exception that ends the run.
-    return LLMError(f"{name}: malformed response from the server ({type(exc).__name__}: {str(exc)[:100]})")
+    return LLMError(f"{name}: malformed response from the server ({type(exc).__name__}: {redact(str(exc))[:100]})")
 
 
 def _retry_after(headers: Any) -> float | None:
+    """The Retry-After header in seconds: a number of seconds, or an HTTP date (RFC 9110 allows both;
+    a date was ignored, and the retry came at the backoff's pace instead).  The client caps it."""
     try:
         value = headers.get("retry-after") if headers is not None else None
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            if when.tzinfo is None:  # "-0000": no zone given; HTTP dates are in UTC
+                when = when.replace(tzinfo=datetime.timezone.utc)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
+
+
+def _out_of_quota(exc: Any) -> str | None:
+    """The server's message when a 429 says the account is out of credit (OpenAI's
+    ``insufficient_quota``), else None.  Why: that 429 does not pass with time; it was retried five
+    times and the last error said only "rate limited", hiding what to do about it."""
+    if "insufficient_quota" not in (getattr(exc, "code", None), getattr(exc, "type", None)):
+        return None
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    return redact(str(message if isinstance(message, str) and message else getattr(exc, "message", "")))[:300]
 
 
 class OpenAIProvider(Provider):
@@ -53,6 +77,7 @@ class OpenAIProvider(Provider):
                                 " and no --llm-base-url")
         register_secret(key)  # a key given in code is redacted like one from the environment
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
+        self.endpoint = str(self.client.base_url)
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
@@ -66,6 +91,9 @@ class OpenAIProvider(Provider):
                 model=self.model, messages=[m.to_dict() for m in messages], temperature=temperature,
                 max_tokens=max_tokens, timeout=timeout, **kwargs)
         except oa.RateLimitError as exc:
+            quota = _out_of_quota(exc)
+            if quota is not None:
+                raise LLMError(f"openai: out of quota (429 insufficient_quota, not retried): {quota}") from None
             raise TransientError("openai: rate limited (429)", _retry_after(exc.response.headers)) from None
         except oa.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code == 408:
@@ -103,6 +131,7 @@ class AnthropicProvider(Provider):
         register_secret(key)
         base = base_url or os.environ.get("KERNTUNE_LLM_BASE_URL") or os.environ.get("ANTHROPIC_BASE_URL")
         self.client = anthropic.Anthropic(api_key=key, base_url=base, max_retries=0)
+        self.endpoint = str(self.client.base_url)
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
@@ -151,6 +180,7 @@ class OllamaProvider(Provider):
 
         self._ollama = ollama
         self.host = base_url or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
+        self.endpoint = self.host
         # The ollama client takes its timeout when it is made (the default is none: a silent
         # server would be waited on forever), so there is one client per timeout asked for.
         self._clients: dict[float, Any] = {}

@@ -8,6 +8,7 @@ import codecs
 import copy
 import hashlib
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -22,8 +23,11 @@ from typing import Any
 from kerntune.llm.parsing import MAX_RESPONSE_CHARS
 from kerntune.llm.providers.base import Provider
 from kerntune.llm.providers.embedded import _LEAKED, LocalModelProvider, default_model_path  # noqa: F401 - re-exported
+from kerntune.llm.secrets import redact
 from kerntune.llm.types import LLMError, Message, RawReply, TransientError, Usage
 from kerntune.procs import end_group, exited
+
+log = logging.getLogger("kerntune.llm")
 
 
 def render_prompt(messages: list[Message], schema: dict[str, Any] | None) -> str:
@@ -77,11 +81,19 @@ class CommandProvider(Provider):
             for t in (feeder, out.thread, err.thread):
                 t.start()
             deadline = time.monotonic() + timeout
+            left_at: float | None = None  # when the command itself exited
             while out.thread.is_alive() and not out.over and time.monotonic() < deadline:
                 out.thread.join(min(0.05, max(deadline - time.monotonic(), 0)))
+                # A background child of the command (``(sleep 30 &); echo answer``) holds stdout open:
+                # once the command has exited, what it wrote is read within a grace, and the answer is
+                # taken (waiting for EOF threw the whole answer away after the timeout, and retried).
+                if left_at is None and exited(proc, 0):
+                    left_at = time.monotonic()
+                elif left_at is not None and time.monotonic() - left_at >= EXIT_GRACE_S:
+                    break
             if out.over:
                 raise LLMError(f"cmd: output over {MAX_OUTPUT_CHARS:,} characters; the command was stopped")
-            if out.thread.is_alive():
+            if out.thread.is_alive() and left_at is None:
                 raise TransientError(f"cmd: no answer within {timeout:g} s")
             # not reaped yet (WNOWAIT): its pid, the group's id, stays reserved until the group is killed
             if not exited(proc, max(deadline - time.monotonic(), 0.5)):
@@ -95,14 +107,19 @@ class CommandProvider(Provider):
             raise TransientError("cmd: did not exit (its process could not be reaped after it was ended)")
         if code != 0:
             err.thread.join(1.0)
-            tail = err.text().strip().splitlines()[-1:] or [""]
+            # redacted before it is cut: a key cut in half is no longer recognised as the key
+            tail = redact(err.text()).strip().splitlines()[-1:] or [""]
             raise LLMError(f"cmd: exited with {code}: {tail[0][:200]}")
+        out.thread.join(1.0)  # the group is ended: the pipe is at its end (or closed)
         return RawReply(out.text(), Usage(), self.model)
 
 
 #: The parser's answer cap, applied while reading: one character more is enough to know the
 #: answer will be refused.
 MAX_OUTPUT_CHARS = MAX_RESPONSE_CHARS
+#: How long the output is still read after the command exited while something it started keeps
+#: stdout open: what the command itself wrote is in the pipe already, so a moment is enough.
+EXIT_GRACE_S = 0.5
 
 
 def _feed(pipe: Any, text: str) -> None:
@@ -204,13 +221,17 @@ class FilesProvider(Provider):
     on DIR's file system) before it is read from that same descriptor: a file swapped for a
     link between a check and a read cannot be read.
 
-    A response is taken only when it is complete: not empty, unchanged over two polls, and,
-    for ``.json``, valid JSON (a ``.json`` file that stays invalid for ``settle_s`` is taken
-    as it is, so the repair round can quote the problem).  Writing it elsewhere and renaming
-    it into place is the safe way to answer.  When a request times out and the client asks
-    the same thing again, no new number is used: the late answer to the pending request is
-    still taken.  A response file that existed before its request was written (an answer
-    under the wrong number) is ignored until it changes.
+    A response is taken only when it is complete: not empty, unchanged over two polls, and
+    either a ``.json`` file that holds valid JSON or unchanged for ``settle_s`` (a ``.json``
+    file that stays invalid that long is taken as it is, so the repair round can quote the
+    problem; a ``.md`` or ``.txt`` answer, which cannot be checked, always waits that long: a
+    streaming writer that paused for a second had half an answer taken).  Writing it elsewhere
+    and renaming it into place is the safe way to answer.  When a request times out and the
+    client asks the same thing again, no new number is used: the late answer to the pending
+    request is still taken.  A response file that existed before its request was written (an
+    answer under the wrong number) is ignored until it changes.  An answer that was taken has
+    its prompt file's time set after it, so that a later run asking the same never takes it
+    again (only a request left unanswered, or answered after its run was killed, is taken up).
     """
 
     name = "files"
@@ -234,7 +255,7 @@ class FilesProvider(Provider):
         prompt = render_prompt(messages, schema)
         key = hashlib.sha256(prompt.encode("utf-8", "replace")).hexdigest()
         left, self.left = self.left, None
-        if self.pending is None and left is not None and self._same_prompt(left, prompt):
+        if self.pending is None and left is not None and self._same_prompt(left, prompt) and self._taken_up(left):
             self.pending = _Pending(left, key, stale=set())   # answers written to it are answers to it
         if self.pending is None or self.pending.key != key:
             self.counter += 1
@@ -312,12 +333,42 @@ class FilesProvider(Provider):
         finally:
             os.close(fd)
         text = data.decode("utf-8", "replace")
-        if ext == "json" and now - pending.first_seen[ext] < self.settle_s:
+        if now - pending.first_seen[ext] < self.settle_s:
+            if ext != "json":
+                return None  # no way to tell a whole answer from a paused writer's half: it must settle
             try:
                 json.loads(text)
             except ValueError:
                 return None  # probably still being written; taken as it is once it settles
+        self._mark_taken(pending.number, st.st_mtime_ns)
         return text
+
+    def _mark_taken(self, number: int, answered_ns: int) -> None:
+        """Set the prompt file's time after its answer's: an answer older than its prompt is never taken
+        up by a later run (``_taken_up``).  Why: a new run asking what a finished run asked last
+        was handed that run's answer, already used, instead of a question and a new answer."""
+        stamp = max(time.time_ns(), answered_ns + 1)
+        try:
+            os.utime(self.dir / f"{number:04d}.prompt.md", ns=(stamp, stamp), follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass  # the prompt is gone: nothing left to take it up by
+
+    def _taken_up(self, number: int) -> bool:
+        """Whether the request ``number`` that an earlier run left is still open: no answer yet, or
+        one written after the prompt (a run killed while it waited).  An answer no newer than its prompt
+        was taken (``_mark_taken``) or written before the question; either way not for this run."""
+        try:
+            asked = os.lstat(self.dir / f"{number:04d}.prompt.md").st_mtime_ns
+        except OSError:
+            return False
+        for ext in _EXTS:
+            try:
+                answered = os.lstat(self.dir / f"{number:04d}.response.{ext}").st_mtime_ns
+            except OSError:
+                continue
+            if answered <= asked:
+                return False
+        return True
 
     def _write(self, name: str, text: str) -> None:
         tmp = self.dir / f".{name}.{os.getpid()}.tmp"
@@ -332,7 +383,10 @@ def _checked_entry(entry: dict[str, Any], where: str) -> dict[str, Any]:
     """A transcript line's fields, of the types kerntune writes (a hand-written line with an object
     as its response, or a number as its model, once ended the run with a traceback)."""
     usage = entry.get("usage") or {}
-    if not isinstance(entry["response"], str):
+    if "response" not in entry:  # a failed call's line
+        if not isinstance(entry["error"], str):
+            raise LLMError(f"{where}: error must be the failure's text (a string)")
+    elif not isinstance(entry["response"], str):
         kind = type(entry["response"]).__name__
         raise LLMError(f"{where}: response must be the answer's text (a string), not {kind}")
     if not isinstance(entry.get("model", ""), str):
@@ -345,6 +399,12 @@ def _checked_entry(entry: dict[str, Any], where: str) -> dict[str, Any]:
 
 class ReplayProvider(Provider):
     """``replay:FILE`` — answers from a recorded JSONL transcript, in order.
+
+    A failed call's line (``error`` in place of ``response``) fails the same call again, so every
+    later answer goes to the question it was recorded for.  The recorded question is compared with
+    the one asked; where they differ the answer is still given (benchmark proxies replay answers on
+    changed histories on purpose), and the first difference is logged once, so a transcript that has
+    slipped out of step with the run replaying it does not go unnoticed.
 
     ``replay:FILE|SPEC`` goes on where the transcript ends: once its answers are used up, every
     later request goes to the provider SPEC names (``files:DIR``, ``openai:MODEL``, ...).  That
@@ -368,9 +428,10 @@ class ReplayProvider(Provider):
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 raise LLMError(f"replay: {path} line {i} is not JSON") from None
-            if isinstance(entry, dict) and "response" in entry:
+            if isinstance(entry, dict) and ("response" in entry or "error" in entry):
                 self.entries.append(_checked_entry(entry, f"replay: {path} line {i}"))
         self.position = 0
+        self.warned = False  # about a question that differs from the one recorded
         #: Whether the last answer came from the transcript: the client then logs no line when its own
         #: transcript is this file (chained as ``replay:T|SPEC`` with ``--llm-transcript T``, the replayed
         #: answers were appended again, and the next session replayed round 1's answer in round 5); into
@@ -380,22 +441,42 @@ class ReplayProvider(Provider):
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
-        self.last_replayed = self.position < len(self.entries)
+        # Running out with nothing to go on to is the transcript's own failure: into the transcript
+        # replayed, the client writes no line for it (each session would add one)
+        self.last_replayed = self.position < len(self.entries) or self.then is None
         if self.position >= len(self.entries):
             if self.then is not None:
                 return self.then.send(messages, schema, temperature, max_tokens, timeout)
             raise LLMError(f"replay: transcript {self.model} has no answer #{self.position + 1}")
         entry = self.entries[self.position]
         self.position += 1
+        self._compare(entry, messages)
+        if "response" not in entry:
+            raise LLMError(entry["error"])
         usage = entry.get("usage") or {}
         return RawReply(entry["response"], Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)),
                         entry.get("model", self.model))
+
+    def _compare(self, entry: dict[str, Any], messages: list[Message]) -> None:
+        """Log, once, that the question asked is not the one this answer was recorded for.  The
+        transcript holds questions redacted, so the new one is compared redacted; a line with no
+        messages (a hand-made answer to no question) is not compared."""
+        recorded = entry.get("messages")
+        if self.warned or not recorded:
+            return
+        asked = [{"role": m.role, "content": redact(m.content)} for m in messages]
+        if recorded != asked:
+            self.warned = True
+            log.warning("replay: call #%d asks another question than the one %s recorded for it; its recorded"
+                        " answer is given all the same (later differences are not logged)", self.position,
+                        self.model)
 
     def fresh(self) -> "ReplayProvider":
         """From the transcript's first answer: each repeat of a comparison is a run of its own (the
         repeats once shared one position, so only the first got the answers)."""
         other = copy.copy(self)
         other.position = 0
+        other.warned = False
         return other
 
     def close(self) -> None:
