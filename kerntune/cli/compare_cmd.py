@@ -16,7 +16,7 @@ from kerntune.cli.common import (check_number, check_output, console, err_consol
                                  print_unwrapped, tie_note, write_output)
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
-from kerntune.compare.harness import CompareResult
+from kerntune.compare.harness import CompareResult, StrategyStats
 from kerntune.errors import KerntuneError
 from kerntune.strategies.base import MAX_EVALS, check_seed
 
@@ -41,14 +41,30 @@ def print_table(result: CompareResult) -> None:
         style = "bold green" if s is best else ""
         table.add_row(name, f"{s.score:.3f}", _fmt(_finite(s.score_stderr), ".3f", "n/a"),
                       f"{s.score_ci95[0]:.2f}..{s.score_ci95[1]:.2f}" if math.isfinite(s.score_ci95[0]) else "n/a",
-                      _fmt(_finite(s.best_over_opt), ".3f", "none ran"),
+                      _fmt(_finite(s.best_over_opt), ".3f", "none ran") + _found_share(s),
                       f"{_fmt(_finite(s.best_over_opt_spread[0]), '.3f', '–')}.."
-                      f"{_fmt(_finite(s.best_over_opt_spread[1]), '.3f', 'none ran')}",
+                      f"{_fmt(_finite(s.best_over_opt_spread[1]), '.3f', '–')}",
                       f"{s.found_optimum:.0%}", _fmt(s.evals_to_2pct, "g"), _fmt(s.evals_to_5pct, "g"),
                       f"{s.tuning_seconds:.1f}", f"{s.wall_seconds:.1f}", style=style)
     console.print(table)
+    partial = [f"{k} of {s.repeats} for {name}" for name, s in result.strategies.items()
+               if (k := _found(s)) < s.repeats]
+    if partial:  # the report says the same beside the same figures
+        print_unwrapped("best/opt and min..max are over the repeats that found a successful config: "
+                        + ", ".join(partial))
     if result.optimum_ties and result.optimum_ties > 1:
         print_unwrapped(tie_note(result.optimum_ties))
+
+
+def _found(s: StrategyStats) -> int:
+    """The repeats of a strategy that found a successful config (all, for a result made before it was counted)."""
+    return s.repeats if s.found_config is None else s.found_config
+
+
+def _found_share(s: StrategyStats) -> str:
+    """" (k of n)" beside best/opt where only k of the n repeats found a config; "" where all did or none."""
+    k = _found(s)
+    return f" ({k} of {s.repeats})" if 0 < k < s.repeats else ""
 
 
 def _check_resume(st, run_id: str, space: Optional[Path], names: Optional[list[str]], budget: Optional[int],  # noqa: ANN001
@@ -112,7 +128,8 @@ def compare(
             raise KerntuneError(f"--option {key!r} is given twice")
         per_strategy.setdefault(strat, {})[name] = value
     st = open_store(store)
-    if resume:
+    if resume:  # `last` or a unique prefix of the id, as every command that reads a run takes it
+        resume = st.resolve_run_id(resume)
         _check_resume(st, resume, space, names, budget, repeats, seed, per_strategy)
     else:
         names = names or ["auto", "gp", "genetic", "random"]

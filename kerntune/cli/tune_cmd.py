@@ -94,6 +94,8 @@ def tune(
     if kernel is None and replay is None and not resume:
         raise KerntuneError("nothing to tune: give a kernel file (with --shape), --replay RECORDING, or --resume RUN_ID")
     st = open_store(store)
+    if resume:  # `last` or a unique prefix of the id, as every command that reads a run takes it
+        resume = st.resolve_run_id(resume)
     if resume and kernel is None and replay is None:
         kernel, shape, replay = _stored_target(st, resume, shape, ray_address)
     elif resume and shape is not None and kernel is not None:

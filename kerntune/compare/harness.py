@@ -46,6 +46,8 @@ class StrategyStats:
     score_stderr: float = float("nan")  # standard error of the score over repeats
     score_ci95: tuple[float, float] = (float("nan"), float("nan"))  # bootstrap interval over repeats
     extra: dict[str, Any] = field(default_factory=dict)  # strategy-specific figures (auto: model time hidden)
+    #: repeats that found a successful config: what best/opt and its min..max are the mean and spread over
+    found_config: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +56,7 @@ class StrategyStats:
             "evals_to_2pct": self.evals_to_2pct, "evals_to_5pct": self.evals_to_5pct,
             "found_optimum_share": self.found_optimum,
             "best_over_opt_min_max": [_finite(x) for x in self.best_over_opt_spread],
+            "repeats_found_config": self.repeats if self.found_config is None else self.found_config,
             "tuning_seconds": self.tuning_seconds,
             "wall_seconds": self.wall_seconds, "repeats": self.repeats, "mean_curve": self.mean_curve,
             **({"llm": self.llm} if self.llm is not None else {}), **self.extra,
@@ -93,12 +96,22 @@ class CompareResult:
 Progress = Callable[[str, int, int], None]
 
 
-def _options_from(store: Store, resume: str) -> dict[str, Any]:
-    from kerntune.store.resume import check_kind
+def _resumed(store: Store, resume: str, llm_spec: str | None, source: str | None,
+             device: str | None) -> tuple[str, dict[str, Any], str | None, str | None, str | None]:
+    """The comparison ``resume`` names (``last`` or a unique prefix as every command takes them): its id,
+    stored options, model spec (``resume.resumed_model``), source and device.  A model, source or device
+    given again must be the run's own: another would mix two kinds of repeats in one comparison."""
+    from kerntune.store.resume import check_kind, check_same, resumed_model
 
-    run = store.get_run(resume)
+    run = store.get_run(store.resolve_run_id(resume))
     check_kind(run, "compare")
-    return run.options
+    opts = run.options
+    asked = any(store.llm_exchanges(child.id) for child in store.child_runs(run.id))
+    llm_spec = resumed_model(run, llm_spec, asked)
+    if source is not None and _absolute(source) != opts.get("source"):
+        check_same(run.id, "--source", opts.get("source"), source)
+    check_same(run.id, "--device", opts.get("device"), device)
+    return run.id, opts, llm_spec, opts.get("source"), opts.get("device")
 
 
 def _absolute(path: str | None) -> str | None:
@@ -113,14 +126,11 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
                 kernel_source_path: str | None = None, device: str | None = None) -> CompareResult:
     """``strategy_options`` maps a strategy name to the options its runs get (``-o name.key=value``)."""
     if resume:
-        opts = _options_from(store, resume)
+        resume, opts, llm_spec, kernel_source_path, device = _resumed(store, resume, llm_spec, kernel_source_path,
+                                                                      device)
         space_path, strategies = opts["space"], opts["strategies"]
         budget, repeats, seed = opts["budget"], opts["repeats"], opts["seed"]
-        from kerntune.store.resume import resumed_model
-
-        llm_spec = resumed_model(store.get_run(resume), llm_spec, False)  # the run's, or the same given again
         strategy_options = opts.get("strategy_options") or {}
-        kernel_source_path, device = opts.get("source"), opts.get("device")
     strategy_options = strategy_options or {}
     unknown = sorted(set(strategy_options) - set(strategies))
     if unknown:
@@ -199,17 +209,20 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
             # figures of what a run found do not: a run where no config ran found nothing (inf), not the
             # worst config, which on a recording of near-equal times would read as "within 2%"
             ratios = [float(c[-1]) / ref.optimum if len(c) else math.inf for c in found]
+            # best/optimum is the mean over the repeats that found a config, said beside how many did
+            # (``found_config``), as the report shows it; "found the optimum" is a share of all repeats.
+            ran = [r for r in ratios if math.isfinite(r)]
             result.strategies[name] = StrategyStats(
-                name=name, score=spread.score, best_over_opt=float(np.mean(ratios)),
+                name=name, score=spread.score, best_over_opt=float(np.mean(ran)) if ran else math.inf,
                 evals_to_2pct=median_or_none([evals_to_within(c, ref.optimum, 2) for c in found]),
                 evals_to_5pct=median_or_none([evals_to_within(c, ref.optimum, 5) for c in found]),
                 found_optimum=float(np.mean([r <= 1.0 + 1e-9 for r in ratios])),
                 mean_curve=[float(x) for x in np.mean([_pad(c, budget) for c in curves], axis=0)],
-                best_over_opt_spread=(float(min(ratios)), float(max(ratios))),
+                best_over_opt_spread=(float(min(ran)), float(max(ran))) if ran else (math.inf, math.inf),
                 tuning_seconds=float(np.mean(tuning)), wall_seconds=wall, repeats=repeats,
                 llm=_llm_stats(exchanges, repeats) if exchanges or name in LLM_STRATEGIES else None,
                 score_stderr=spread.stderr, score_ci95=(spread.ci_low, spread.ci_high),
-                extra=_model_time(extras),
+                extra=_model_time(extras), found_config=len(ran),
             )
     store.finish_run(run_id)
     return result

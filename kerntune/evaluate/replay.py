@@ -8,6 +8,8 @@ stands in for a GPU in tests of distributed evaluation (a kill must land mid-bat
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 import time
 from pathlib import Path
@@ -95,8 +97,9 @@ class ReplayEvaluator(Evaluator):
             out["delay_s"] = self.delay_s
         if self.device_info:
             out["device_info"] = self.device_info
-        if self.kernel_source:
+        if self.kernel_source:  # a resume checks both: another --source of the same length is refused too
             out["kernel_source_chars"] = len(self.kernel_source)
+            out["kernel_source_hash"] = hashlib.sha256(self.kernel_source.encode()).hexdigest()[:16]
         return out
 
 

@@ -38,8 +38,8 @@ class StrategyRow:
     strategy: str
     repeats: int
     evaluations: float                 # mean per repeat
-    best_ms: float | None              # mean over repeats of the best time (None: no success)
-    best_over_opt: float | None
+    best_ms: float | None              # mean over the repeats that found a config of their best (None: none did)
+    best_over_opt: float | None        # the same over the optimum (as ``compare`` reports it)
     found_optimum: float | None        # share of repeats that found the optimum
     score: float | None                # methodology score, where the optimum is known
     failures: int
@@ -50,6 +50,7 @@ class StrategyRow:
     llm_s: float = 0.0
     cost: float = 0.0
     partial: int = 0                   # repeats not finished (a killed or interrupted comparison's)
+    found_config: int | None = None    # repeats that found a successful config (None: not counted, all)
 
 
 @dataclass
@@ -194,7 +195,8 @@ def strategy_rows(data: ReportData) -> list[StrategyRow]:
             tuning_s=statistics.fmean(r.trials[-1].clock_s if r.trials else 0.0 for r in runs) if runs else 0.0,
             llm_calls=len(exchanges), tokens_in=sum(ex.tokens_in for ex in exchanges),
             tokens_out=sum(ex.tokens_out for ex in exchanges), llm_s=sum(ex.latency_s for ex in exchanges),
-            cost=sum(ex.cost for ex in exchanges), partial=sum(r.status != "done" for r in runs)))
+            cost=sum(ex.cost for ex in exchanges), partial=sum(r.status != "done" for r in runs),
+            found_config=len(bests)))
     return out
 
 

@@ -153,7 +153,7 @@ def load_report(store: Store, run: str) -> ReportData:
     budget = _budget(options, runs)
     reference = None
     if source:
-        reference, note = _reference(str(source), budget)
+        reference, note = _reference(str(source), budget, evaluator.get("recording_hash"))
         if note:
             notes.append(note)
     params = [p["name"] for p in space_json.get("params", [])] or \
@@ -216,8 +216,12 @@ def _budget(options: dict[str, Any], runs: list[RunData]) -> int:
     return max(int(stated or 0), longest, 1)
 
 
-def _reference(source: str, budget: int) -> tuple[ReferenceInfo | None, str | None]:
-    """Load the recording (a fraction of a second even for thousands of configs)."""
+def _reference(source: str, budget: int, digest: str | None = None) -> tuple[ReferenceInfo | None, str | None]:
+    """Load the recording (a fraction of a second even for thousands of configs).
+
+    ``digest``: the recording's hash when the run was made.  The file is read by its path, and Kernel
+    Tuner appends to its caches in place: a recording that changed since would score the run against
+    an optimum it never had in its space, so without the same digest the report has no yardsticks."""
     path = Path(source)
     if not path.exists():
         return None, f"recording {source} not found from here: no optimum or random-search expectation"
@@ -227,6 +231,9 @@ def _reference(source: str, budget: int) -> tuple[ReferenceInfo | None, str | No
         rec = load_recording(path)
     except Exception as exc:  # noqa: BLE001 - a report should still be written without its yardsticks
         return None, f"recording {source} could not be read ({exc}): no optimum or random-search expectation"
+    if digest and rec.digest and rec.digest != digest:
+        return None, (f"the recording changed since the run: {source} is not the file it replayed (another"
+                      " digest), so no optimum, score or random-search expectation")
     ok = rec.ok_times
     if not ok:
         return None, f"recording {source} has no successful measurement"

@@ -84,15 +84,23 @@ def strategies(rows: list[StrategyRow], with_reference: bool) -> Table:
     for r in rows:
         # a repeat a kill or Ctrl-C cut short is counted in the figures, and said to be
         row = [r.strategy, f"{r.repeats} ({r.partial} unfinished)" if r.partial else str(r.repeats),
-               f"{r.evaluations:.0f}", ms(r.best_ms)]
+               f"{r.evaluations:.0f}", ms(r.best_ms) + found_share(r)]
         if with_reference:
-            row += [ratio(r.best_over_opt), "–" if r.found_optimum is None else f"{r.found_optimum:.0%}",
+            row += [ratio(r.best_over_opt) + found_share(r),
+                    "–" if r.found_optimum is None else f"{r.found_optimum:.0%}",
                     "–" if r.score is None else f"{r.score:.3f}"]
         row += [str(r.failures), f"{r.tuning_s:.1f}"]
         if llm:
             row += [str(r.llm_calls), f"{r.tokens_in}+{r.tokens_out}", f"{r.llm_s:.1f}", f"{r.cost:.4f}"]
         out.append(row)
     return Table(headers, out, [h != "strategy" for h in headers])
+
+
+def found_share(r: StrategyRow) -> str:
+    """" (k of n repeats found one)" beside a mean over only the k repeats that found a successful config,
+    as ``compare`` prints it; "" where all did (or none: the mean is then "–")."""
+    k = r.repeats if r.found_config is None else r.found_config
+    return f" ({k} of {r.repeats} repeats found one)" if 0 < k < r.repeats else ""
 
 
 def top(configs: list[TopConfig], with_reference: bool) -> Table:

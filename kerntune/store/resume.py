@@ -15,7 +15,8 @@ from typing import Any, Mapping
 from kerntune.errors import StoreError
 from kerntune.store.sqlite import RunRecord
 
-#: Identity keys that name *what* is measured; paths, Ray addresses and test delays may change.
+#: Identity keys that name *what* is measured; paths, Ray addresses and test delays may change.  Each is
+#: compared where both runs have it (``kernel_source_hash``: a replay's --source, where the evaluator keeps one).
 _IDENTITY_KEYS = ("evaluator", "kernel_name", "shape", "source_hash", "recording_hash", "problem_size")
 
 
@@ -50,6 +51,16 @@ def check_evaluator(run: RunRecord, identity: Mapping[str, Any], space: Mapping[
         if key in stored and key in identity and stored[key] != identity[key]:
             raise StoreError(f"cannot resume {run.id}: it measured {key} {_short(stored[key])}, this one is"
                              f" {_short(identity[key])} (resume against the same kernel or recording)")
+    for key, what in (("device_info", "the device (--device)"), ("kernel_source_chars", "the kernel source (--source)")):
+        # What a replay shows a model besides the recording: another one takes the search off its stored path.
+        # Both absent from an older store's run (none was kept) and from this one read as "none given".
+        if stored.get(key) != identity.get(key):
+            was = f"with {what} {_short(stored[key])}" if stored.get(key) is not None else f"without {what}"
+            now = f"this one has {_short(identity[key])}" if identity.get(key) is not None else "this one has none"
+            raise StoreError(f"cannot resume {run.id}: it was started {was}, {now} (give the run's own again)")
+    if "kernel_source_hash" in stored and stored["kernel_source_hash"] != identity.get("kernel_source_hash"):
+        raise StoreError(f"cannot resume {run.id}: it was started with another kernel source (--source) of the same"
+                         " length (give the run's own again)")
     if "recording_hash" not in stored and stored.get("source") and identity.get("source") \
             and stored["source"] != identity["source"]:
         raise StoreError(f"cannot resume {run.id}: it replayed {stored['source']}, not {identity['source']}")
@@ -58,14 +69,33 @@ def check_evaluator(run: RunRecord, identity: Mapping[str, Any], space: Mapping[
                          " (other parameters, values or constraints)")
 
 
+def asks_a_model(run: RunRecord) -> bool:
+    """Whether a strategy of the run (a ``tune`` run's, or any of a comparison's) would ask a model given one."""
+    from kerntune.strategies import ALIASES, LLM_STRATEGIES, MODEL_OPTIONAL
+
+    names = (run.options or {}).get("strategies") if run.kind == "compare" else [run.strategy]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return True  # the store does not say: as if it did
+    return any(ALIASES.get(n, n) in LLM_STRATEGIES | MODEL_OPTIONAL for n in names)
+
+
 def resumed_model(run: RunRecord, given: str | None, asked_a_model: bool, flag: str = "--llm") -> str | None:
     """The model spec a resumed ``tune`` run asks: the one given now, which must be the run's own, or
     the run's own when none is given.  Without it a run that asked a model went on without one and
     left its stored path (the store then held more trials than the budget).  A run stored before the
-    spec was kept says only whether it asked one (``asked_a_model``: it has stored exchanges)."""
-    from kerntune.llm.secrets import MASK
+    spec was kept says only whether it asked one (``asked_a_model``: it has stored exchanges).
 
-    stored = (run.options or {}).get("llm")
+    A run stored as started without one (``"llm": null``) refuses a model given now where one of its
+    strategies would ask it: the resumed trials would be model-guided while the run says no model was
+    asked, and its scores would average both kinds.  ``$KERNTUNE_LLM`` gives one unasked, hence the hint."""
+    from kerntune.llm.secrets import MASK, redact
+
+    options = run.options or {}
+    stored = options.get("llm")
+    if "llm" in options and stored is None and given is not None and asks_a_model(run):
+        env = " (unset $KERNTUNE_LLM if it comes from there)" if flag == "--llm" else ""
+        raise StoreError(f"cannot resume {run.id}: it was started without a model, not with {flag}"
+                         f" {_short(redact(given))}; resume it without {flag}{env}, or start a new run to use one")
     if stored is None or MASK in stored:
         if given is None and (stored is not None or asked_a_model):
             raise StoreError(f"cannot resume {run.id}: it asked a model whose spec the store does not keep"

@@ -13,10 +13,9 @@ run can be resumed once the cause is fixed.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import sqlite3
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from kerntune.evaluate.trial import Status, Trial
 from kerntune.llm.secrets import redact
 from kerntune.space.params import jsonable
 from kerntune.store import schema
+from kerntune.store.files import RunLock, file_size_limit_reached, free_bytes, readable_copy, wal_bytes, writable
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -96,37 +96,6 @@ CREATE TABLE IF NOT EXISTS llm_exchanges (
 """
 
 
-class RunLock:
-    """One run held by this process (see ``Store.lock_run``); ``release`` or exit frees it."""
-
-    def __init__(self, fd: int | None) -> None:
-        self.fd = fd
-
-    @classmethod
-    def acquire(cls, path: Path, run_id: str) -> "RunLock":
-        try:
-            import fcntl
-        except ImportError:  # Windows: no advisory locks; one process per run is up to the user
-            return cls(None)
-        offset = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big") & 0x3FFFFFFF
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StoreError(f"cannot lock run {run_id}: {path}: {exc.strerror}") from None
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
-        except OSError:
-            os.close(fd)
-            raise StoreError(f"run {run_id} is in use by another kerntune process; wait for it to end"
-                             " (or end it) before continuing this run") from None
-        return cls(fd)
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing the descriptor drops its lock
-            self.fd = None
-
-
 @dataclass
 class RunRecord:
     id: str
@@ -157,40 +126,6 @@ def _text(value: Any) -> Any:
     return value
 
 
-def _free_bytes(path: Path) -> int | None:
-    try:
-        st = os.statvfs(path)
-    except (OSError, AttributeError):  # no statvfs on Windows
-        return None
-    if st.f_blocks == 0:
-        return None   # /proc, /sys and the like have no blocks at all: "0 bytes free" is no full disk
-    return st.f_bavail * st.f_frsize
-
-
-def _file_size_limit_reached(path: Path) -> int | None:
-    """The RLIMIT_FSIZE (``ulimit -f``) the store or its WAL has reached, if any."""
-    try:
-        import resource
-    except ImportError:  # not on Windows
-        return None
-    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    if soft == resource.RLIM_INFINITY:
-        return None
-    sizes = []
-    for suffix in ("", "-wal"):
-        try:
-            sizes.append(Path(f"{path}{suffix}").stat().st_size)
-        except OSError:
-            pass
-    return soft if sizes and max(sizes) + 65536 >= soft else None
-
-
-def _writable(path: Path) -> bool:
-    """Whether this process may write ``path`` (or create it in its directory)."""
-    target = path if path.exists() else path.parent
-    return os.access(target, os.W_OK) and os.access(path.parent, os.W_OK)
-
-
 def new_run_id() -> str:
     """A fresh run id; a caller that must print the id before the run starts makes it here."""
     return uuid.uuid4().hex[:12]
@@ -205,6 +140,8 @@ class Store:
     #: that a killed run can be resumed from what a log file shows.
     on_run_created: Callable[[str, str, str | None], None] | None = None
     on_trial_added: Callable[[str, Trial], None] | None = None
+    #: The temporary copy a read-only store is read from while its WAL holds trials (``readable_copy``).
+    _copy: tempfile.TemporaryDirectory | None = None
 
     def __init__(self, path: str | Path, readonly: bool = False) -> None:
         """``readonly`` opens an existing store for reading only (``store runs``, ``export``,
@@ -238,21 +175,36 @@ class Store:
     def _open_readonly(self) -> None:
         if not self.path.exists():
             raise StoreError(f"no store at {self.path} (a run creates it; --store or KERNTUNE_STORE names another)")
-        uri = self.path.resolve().as_uri()
-        last: Exception | None = None
-        # mode=ro needs the WAL's shared-memory file; on a read-only directory without one,
-        # immutable=1 reads the file as it is (no other writer can exist there anyway).
-        for query in ("?mode=ro", "?mode=ro&immutable=1"):
-            try:
-                self.conn = sqlite3.connect(uri + query, uri=True, timeout=30.0, isolation_level=None)
-                self.conn.row_factory = sqlite3.Row
-                version, ours = schema.inspect(self.conn, self.path)
-                if not ours:
-                    raise StoreError(f"{self.path} holds no kerntune runs yet (an empty database)")
-                return
-            except sqlite3.OperationalError as exc:
-                last = exc
-        raise StoreError(f"cannot open store {self.path} for reading: {last}") from None
+        try:
+            self._connect_readonly(self.path.resolve().as_uri() + "?mode=ro")
+            return
+        except sqlite3.OperationalError:
+            pass
+        # mode=ro needs the WAL's shared-memory file, which a read-only directory cannot hold once the
+        # writer is gone.  immutable=1 reads the database file as it is, ignoring the WAL: right only
+        # when the WAL holds nothing; else the trials still in it are read from a copy (``readable_copy``).
+        if wal_bytes(self.path) > 0:
+            self._copy, target = readable_copy(self.path)
+            query = target.resolve().as_uri() + "?mode=ro"
+        else:
+            query = self.path.resolve().as_uri() + "?mode=ro&immutable=1"
+        try:
+            self._connect_readonly(query)
+        except sqlite3.OperationalError as exc:
+            self.close()
+            raise StoreError(f"cannot open store {self.path} for reading: {exc}") from None
+
+    def _connect_readonly(self, uri: str) -> None:
+        self.conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+        self.conn.row_factory = sqlite3.Row
+        try:
+            _, ours = schema.inspect(self.conn, self.path)
+        except BaseException:
+            self.conn.close()
+            raise
+        if not ours:
+            self.close()
+            raise StoreError(f"{self.path} holds no kerntune runs yet (an empty database)")
 
     def _read(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
         """A query whose failure (a corrupt page, a file changed under us) is one line, not a traceback."""
@@ -295,18 +247,23 @@ class Store:
         text = str(exc) if not isinstance(exc, OSError) else (exc.strerror or str(exc))
         if name.startswith("SQLITE_FULL") or "disk is full" in text:
             return f"disk full ({text})"
-        if name.startswith("SQLITE_READONLY") or not _writable(self.path):
+        if name.startswith("SQLITE_READONLY") or not writable(self.path):
             return f"the store is read-only: check the permissions of {self.path} and its directory ({text})"
-        free = _free_bytes(self.path.parent)
+        free = free_bytes(self.path.parent)
         if free is not None and free < 1 << 20:
             return f"disk full ({free} bytes left; {text})"
-        limit = _file_size_limit_reached(self.path) if name.startswith("SQLITE_IOERR") else None
+        limit = file_size_limit_reached(self.path) if name.startswith("SQLITE_IOERR") else None
         if limit is not None:
             return f"disk full for this process: the file size limit (ulimit -f, {limit} bytes) is reached ({text})"
         return text
 
     def close(self) -> None:
-        self.conn.close()
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            conn.close()
+        if self._copy is not None:  # the copy a read-only store with a WAL was read from
+            self._copy.cleanup()
+            self._copy = None
 
     def __enter__(self) -> "Store":
         return self
@@ -330,11 +287,18 @@ class Store:
                    strategy: str | None = None, seed: int | None = None, options: Mapping[str, Any] | None = None,
                    space: Mapping[str, Any] | None = None, evaluator: Mapping[str, Any] | None = None,
                    device: str | None = None, run_id: str | None = None) -> str:
+        """A new run, ``running``.  A ``tune`` run or a comparison's repeat whose ``options`` name no model
+        (``"llm"``: the spec of the one it asks) is stored with ``"llm": null``: that it asked none is then
+        on record, and ``--resume`` refuses a model given later (``resume.resumed_model``); a run stored
+        before this key was kept cannot tell "no model" from "a model whose spec was not kept"."""
         run_id = run_id or new_run_id()
+        options = dict(options or {})
+        if kind in ("tune", "compare-child"):
+            options.setdefault("llm", None)
         self._write(
             "INSERT INTO runs (id, parent_id, kind, label, strategy, seed, status, options_json, space_json,"
             " evaluator_json, device, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run_id, parent_id, kind, label, strategy, seed, "running", json.dumps(dict(options or {})),
+            (run_id, parent_id, kind, label, strategy, seed, "running", json.dumps(options),
              json.dumps(space) if space is not None else None,
              json.dumps(evaluator) if evaluator is not None else None, device, time.time()),
         )
@@ -438,18 +402,32 @@ class Store:
     # -- best configs (the persistent tuning cache) -----------------------------------------
     def put_best(self, kernel_hash: str, problem_key: str, device: str, versions: str,
                  config: Mapping[str, Any], time_ms: float, run_id: str | None = None) -> None:
-        rows = self._read(
-            "SELECT time_ms FROM best_configs WHERE kernel_hash=? AND problem_key=? AND device=? AND versions=?",
-            (kernel_hash, problem_key, device, versions))
-        if rows and rows[0]["time_ms"] <= time_ms:
-            return
+        """Cache ``config`` unless the entry already holds one at least as fast.
+
+        One statement, so that the comparison and the write are one transaction: as a read and then
+        a write, two processes finishing the same kernel at once could both read "no faster entry"
+        and the slower one write last, leaving its config cached (SQLite >= 3.24 for the upsert)."""
         # By column name: a column added later (a new store version) must not shift the values.
-        self._write(
-            "INSERT OR REPLACE INTO best_configs (kernel_hash, problem_key, device, versions, config_json, time_ms,"
-            " run_id, updated) VALUES (?,?,?,?,?,?,?,?)",
-            (kernel_hash, problem_key, device, versions, json.dumps({k: jsonable(v) for k, v in config.items()}),
-             time_ms, run_id, time.time()),
-        )
+        args = (kernel_hash, problem_key, device, versions, json.dumps({k: jsonable(v) for k, v in config.items()}),
+                time_ms, run_id, time.time())
+        insert = ("INSERT INTO best_configs (kernel_hash, problem_key, device, versions, config_json, time_ms,"
+                  " run_id, updated) VALUES (?,?,?,?,?,?,?,?)")
+        if sqlite3.sqlite_version_info >= (3, 24, 0):
+            self._write(insert + " ON CONFLICT(kernel_hash, problem_key, device, versions) DO UPDATE SET"
+                        " config_json=excluded.config_json, time_ms=excluded.time_ms, run_id=excluded.run_id,"
+                        " updated=excluded.updated WHERE excluded.time_ms < best_configs.time_ms", args)
+            return
+        self._write("BEGIN IMMEDIATE")  # an older SQLite: the read and the write under one write lock
+        try:
+            rows = self._read("SELECT time_ms FROM best_configs WHERE kernel_hash=? AND problem_key=? AND device=?"
+                              " AND versions=?", args[:4])
+            if not rows or rows[0]["time_ms"] > time_ms:
+                self._write(insert.replace("INSERT", "INSERT OR REPLACE", 1), args)
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        self._write("COMMIT")
 
     def get_best(self, kernel_hash: str, problem_key: str, device: str, versions: str) -> tuple[dict, float] | None:
         rows = self._read(
