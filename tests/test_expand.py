@@ -96,9 +96,12 @@ def test_groups_add_within_and_multiply_across_like_tensile() -> None:
         assert sum(cfg[n] != space.default[n] for n in "ABC") <= 1
     assert "+group (A, B, C): additive, 7 combinations instead of 4 x 3 x 2" in out.diff(space)
     assert "already in the group" in refusal(out.state, Edit("split_group", params=["A", "D"]))
-    # Removing a group member's default moves the default; the group follows it.
+    # Removing a group member's base value moves the default, but the group keeps its bases: the edited
+    # space is a subset (A is now always off its base, so B and C stay at theirs), never a new config.
     moved = apply_edits(out.state, [Edit("remove_value", "A", 2)])
-    assert moved.space.default["A"] != 2 and moved.after == (1 + 2 + 2 + 1) * 2
+    assert moved.space.default["A"] != 2 and moved.after == 3 * 2
+    before = {out.space.key(c) for c in out.space.enumerate()}
+    assert all(out.space.key(c) in before for c in moved.space.enumerate())
     joined = apply_edits(moved.state, [Edit("join_groups", params=["B"])])
     assert joined.after == 3 * 3 * 2 * 2 and not joined.state.groups
     assert "-group (A, B, C)" in joined.diff(moved.state)

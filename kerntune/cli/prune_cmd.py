@@ -18,6 +18,7 @@ from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.prune import evaluate_pruner, llm_pruner, rule_pruner
 from kerntune.prune.edits import Edit
+from kerntune.prune.evaluate import NO_COST
 from kerntune.prune.iterate import Editor, IterationResult, iterate, measure
 from kerntune.prune.pruners import Pruner, as_editor, edits_file_editor, llm_expander
 from kerntune.prune.spacefile import load_state, save_state
@@ -185,9 +186,12 @@ def evaluate(space: Path = typer.Option(..., "--space", help="Recorded space"),
                         + (f", {iterations} iterations" if iterations > 1 else ""))
     for col in ("pruner", "TR", "PR", "PR min", "WC", "configs kept", "LLM s"):
         table.add_column(col, justify="right")
-    table.add_row("rule" if rule else str(llm), f"{s['TR']:.3f}", f"{s['PR']:.3f}", f"{s['PR_min']:.3f}",
+    tr = "?" if s["TR"] is None else f"{s['TR']:.3f}"
+    table.add_row("rule" if rule else str(llm), tr, f"{s['PR']:.3f}", f"{s['PR_min']:.3f}",
                   f"{s['WC']:.2f}", f"{s['kept']:.1%}", f"{s['llm_s']:.1f}")
     console.print(table)
+    if s["TR"] is None:
+        console.print(f"[yellow]note:[/yellow] {escape(NO_COST)}")
     if json_out is not None:
         json_out.write_text(json.dumps({"space": str(space), "pruner": "rule" if rule else llm, "runs": runs,
                                         "profile_size": profile_size, "iterations": iterations, "seed": seed,

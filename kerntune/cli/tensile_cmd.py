@@ -58,7 +58,12 @@ def generate(config: Path = typer.Argument(..., help="Tensile benchmark config Y
         raise TensileError("choose one source of edits: --llm SPEC or --edits FILE")
     text = ""
     if results is not None:
-        text = summary_text(read_results(results)) if results.is_dir() else results.read_text()
+        if not results.exists():
+            raise TensileError(f"--results {results}: not found (give a Tensile output folder or a text file)")
+        try:
+            text = summary_text(read_results(results)) if results.is_dir() else results.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TensileError(f"--results {results}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     gen = gen_config(config, out, _client(llm, llm_base_url), edits, gpu, text, logic_yaml)
     console.print(f"{gen.before:,} -> {gen.after:,} kernels; {len(gen.applied)} edits applied, "
                   f"{len(gen.refused)} refused -> {out}")
@@ -168,7 +173,7 @@ def autotune(config: Path = typer.Argument(..., help="Tensile benchmark config Y
     for col in ("benchmark", "size", "winner", "GFLOPS"):
         table.add_column(col)
     for r in rep.results.sizes.values():
-        table.add_row(escape(r.benchmark), str(list(r.size)), escape(r.winner or "none"), f"{r.gflops or 0:.1f}")
+        table.add_row(escape(r.benchmark), escape(r.label), escape(r.winner or "none"), f"{r.gflops or 0:.1f}")
     console.print(table)
     if rep.comparison is not None:
         _print_evaluation(Evaluation([rep.comparison]), None)

@@ -12,15 +12,22 @@ Parameters are pinned, never deleted, so config keys (and recorded measurements)
 stay comparable with the original space.
 
 Additive groups.  A Space has no notion of groups, so a group is a constraint:
-for a group ``(A, B, C)`` whose base values are the default config's ``a0, b0,
-c0``, ``(A != a0) + (B != b0) + (C != c0) <= 1`` admits the configs where at most
-one of them leaves its base value.  As in Tensile's ``Groups``, alternatives add
-within a group (``1 + sum(|values| - 1)`` combinations) and the group multiplies
-with every other parameter and group; ``Space.count``, enumeration, sampling
-and every strategy follow from the constraint, and a saved space file keeps it,
-so every kerntune command sees the same configs.  The group list itself is
-kept beside the space (``SpaceState.groups``; ``groups:`` in a space file) so
-its constraint is rebuilt whenever an edit moves the default.
+for a group ``(A, B, C)`` whose base values are ``a0, b0, c0`` (the default
+config's when the group was made), ``(A != a0) + (B != b0) + (C != c0) <= 1``
+admits the configs where at most one of them leaves its base value.  As in
+Tensile's ``Groups``, alternatives add within a group (``1 + sum(|values| - 1)``
+combinations) and the group multiplies with every other parameter and group;
+``Space.count``, enumeration, sampling and every strategy follow from the
+constraint, and a saved space file keeps it, so every kerntune command sees the
+same configs.  The groups and their base values are kept beside the space
+(``SpaceState.groups`` and ``bases``; ``groups:`` in a space file, a group whose
+bases left the default as a mapping of its parameters to them) and the
+constraints rebuilt from them after every edit.  The bases stay where they were when an edit moves the
+default: a constraint written around a moved default admitted configs the space
+never had (two parameters off the old base), so removing a base value, which can
+only remove configs, would have added some.  Without its base value a parameter
+is always "off base", so the group's other parameters keep theirs: exactly the
+configs of the space before the edit that remain.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from kerntune.errors import SpaceError
 from kerntune.prune.rules import Rule, kind_of
 from kerntune.space import Choice, Param, Space, jsonable
 from kerntune.space.params import canonical
-from kerntune.space.space import find_valid
+from kerntune.space.space import Constraint, find_valid
 
 OPS = ("remove_param", "remove_value", "add_value", "add_param", "split_group", "join_groups")
 
@@ -98,20 +105,28 @@ def _literal(value: Any) -> str:
     return repr(value)
 
 
-def group_constraint(space: Space, names: Sequence[str]) -> str | None:
-    """The constraint text of an additive group around the space's default (None when fewer than
-    two of its parameters have more than one value: nothing to restrict)."""
-    multi = [n for n in names if len(space.by_name[n].values()) > 1]
-    if len(multi) < 2:
+def group_constraint(space: Space, names: Sequence[str], bases: Mapping[str, Any] | None = None) -> str | None:
+    """The constraint text of an additive group around its base values (``bases``; a parameter without
+    one: the space's default), None when it restricts nothing.  A parameter with one value that is its
+    base never leaves it and is left out; one whose values lack its base (pinned elsewhere, base removed)
+    is always off base and stays in: the others must keep their bases."""
+    terms = []
+    for n in names:
+        base = (bases or {}).get(n, space.default[n])
+        param = space.by_name[n]
+        if len(param.values()) > 1 or not param.contains(base):
+            terms.append(f"({n} != {_literal(base)})")
+    if len(terms) < 2:
         return None
-    return " + ".join(f"({n} != {_literal(space.default[n])})" for n in multi) + " <= 1"
+    return " + ".join(terms) + " <= 1"
 
 
 @dataclass
 class SpaceState:
-    """A space as edits see it: the space without its group constraints (``base``), the groups,
-    the rule each parameter's additions must pass, the parameters the kernel reads but the space
-    does not search yet (``extensible``) and names a user allowed to be added (``allow_new``)."""
+    """A space as edits see it: the space without its group constraints (``base``), the groups and
+    their parameters' base values, the rule each parameter's additions must pass, the parameters the
+    kernel reads but the space does not search yet (``extensible``) and names a user allowed to be
+    added (``allow_new``)."""
 
     base: Space
     groups: list[tuple[str, ...]] = field(default_factory=list)
@@ -119,11 +134,16 @@ class SpaceState:
     extensible: dict[str, Param] = field(default_factory=dict)
     allow_new: tuple[str, ...] = ()
     implicit: dict[str, Any] = field(default_factory=dict)  # added parameter -> the kernel's value without it
+    #: grouped parameter -> its base value, fixed when its group was made (edits that move the default
+    #: must not move the group: see the module's docstring)
+    bases: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, space: Space, accepts: Mapping[str, Any] | None = None, extensible: Sequence[Param] = (),
            groups: Sequence[Sequence[str]] = (), allow_new: Sequence[str] = (),
-           implicit: Mapping[str, Any] | None = None) -> "SpaceState":
+           implicit: Mapping[str, Any] | None = None, bases: Mapping[str, Any] | None = None) -> "SpaceState":
+        """``bases`` maps grouped parameters to their base values; a grouped parameter without one takes
+        the space's default (how groups were read before bases were kept)."""
         ext = {p.name: p for p in extensible if p.name not in space.by_name}
         rules = {p.name: Rule.of(p) for p in space.params}
         rules.update({p.name: replace(Rule.of(p), values=tuple(p.values())) for p in ext.values()})
@@ -139,16 +159,28 @@ class SpaceState:
         unknown = [n for n in implicit or {} if n not in space.by_name]
         if unknown:
             raise SpaceError(f"implicit names unknown parameter {unknown[0]!r}")
+        grouped = [n for g in groups for n in g]
+        stray = [n for n in bases or {} if n not in grouped]
+        if stray:
+            raise SpaceError(f"a base value is given for {stray[0]!r}, which is in no group")
+        given = {n: canonical(v) for n, v in (bases or {}).items()}
         return cls(space, [tuple(g) for g in groups], rules, ext, tuple(allow_new),
-                   {n: canonical(v) for n, v in (implicit or {}).items()})
+                   {n: canonical(v) for n, v in (implicit or {}).items()},
+                   {n: given[n] if n in given else space.default[n] for n in grouped})
 
     @cached_property
     def space(self) -> Space:
-        """The searched space: ``base`` with one constraint per additive group."""
-        texts = [t for g in self.groups if (t := group_constraint(self.base, g))]
+        """The searched space: ``base`` with one constraint per additive group.  Where the default leaves
+        the groups' bases in a way they forbid, the first config they admit is the default; SpaceError
+        when there is none."""
+        texts = [t for g in self.groups if (t := group_constraint(self.base, g, self.bases))]
         if not texts:
             return self.base
-        return Space(self.base.params, list(self.base.constraints) + texts, self.base.default,
+        default = self.base.default
+        grouped = [Constraint(t, self.base.names) for t in texts]
+        if not all(c(default) for c in grouped):
+            default = find_valid(self.base.params, list(self.base.constraints) + grouped)
+        return Space(self.base.params, list(self.base.constraints) + texts, default,
                      name=self.base.name, description=self.base.description)
 
     def rule(self, name: str) -> Rule:
@@ -239,7 +271,12 @@ def apply_edits(space: Space | SpaceState, edits: Sequence[Edit], accepts: Mappi
     refused: list[tuple[Edit, str]] = []
     for e in edits:
         try:
-            state = _apply_one(state, e)
+            new = _apply_one(state, e)
+            try:
+                new.space  # noqa: B018 - the groups' constraints must still admit a config
+            except SpaceError as exc:
+                raise SpaceError(f"{e.text()} would leave no valid config ({exc})") from None
+            state = new
             applied.append(e)
         except SpaceError as exc:
             refused.append((e, str(exc)))
@@ -255,7 +292,8 @@ def _apply_one(state: SpaceState, e: Edit) -> SpaceState:
         hit = [g for g in state.groups if any(n in g for n in names)]
         if not hit:
             raise SpaceError(f"no group holds {names} (groups: {[list(g) for g in state.groups] or 'none'})")
-        return replace(state, groups=[g for g in state.groups if g not in hit])
+        kept = [g for g in state.groups if g not in hit]
+        return replace(state, groups=kept, bases={n: v for n, v in state.bases.items() if any(n in g for g in kept)})
     if e.op == "add_param":
         return _add_param(state, e)
     if e.param not in space.by_name:
@@ -302,7 +340,8 @@ def _split(state: SpaceState, e: Edit) -> SpaceState:
         raise SpaceError(f"{taken[0][0]} is already in the group {list(taken[0][1])}: join it first")
     if len([n for n in names if len(state.base.by_name[n].values()) > 1]) < 2:
         raise SpaceError("a group needs at least two parameters with more than one value each")
-    return replace(state, groups=state.groups + [tuple(names)])
+    return replace(state, groups=state.groups + [tuple(names)],
+                   bases=dict(state.bases, **{n: state.base.default[n] for n in names}))
 
 
 def _add_param(state: SpaceState, e: Edit) -> SpaceState:

@@ -9,7 +9,9 @@ exhaustively on the recording.
        and the model's wall time over every iteration is charged;
   PR = best time in K0 / best time found (K1 and the profile);
   WC = share of runs whose winner is K0's winner.
-T is the recorded compile + benchmark time of every config measured.
+T is the recorded compile + benchmark time of every config measured.  A recording without
+those times (a Kernel Tuner cache that kept only kernel times) has T(K0) = 0: TR is then
+unavailable (None, with a note), as the Tensile TR is without Tensile's wall times.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from kerntune.prune.iterate import iterate
 from kerntune.prune.pruners import Pruner, as_editor
 
 
+#: Why a run has no TR.
+NO_COST = ("TR unavailable: the recording holds no compile or benchmark times (a cache with kernel times only),"
+           " so what pruning saves cannot be measured")
+
+
 @dataclass
 class PruneRun:
     seed: int
@@ -32,7 +39,7 @@ class PruneRun:
     refused: list[str]
     configs_before: int
     configs_after: int
-    tr: float
+    tr: float | None          # None: the recording holds no compile or benchmark times
     pr: float
     winner_kept: bool
     llm_s: float
@@ -48,7 +55,9 @@ class PruneSummary:
 
     def table(self) -> dict[str, float]:
         rs = self.runs
-        return {"runs": len(rs), "TR": statistics.mean(r.tr for r in rs), "PR": statistics.mean(r.pr for r in rs),
+        trs = [r.tr for r in rs if r.tr is not None]
+        return {"runs": len(rs), "TR": statistics.mean(trs) if trs and len(trs) == len(rs) else None,
+                "PR": statistics.mean(r.pr for r in rs),
                 "WC": sum(r.winner_kept for r in rs) / len(rs),
                 "kept": statistics.mean(r.configs_after / r.configs_before for r in rs),
                 "llm_s": statistics.mean(r.llm_s for r in rs), "PR_min": min(r.pr for r in rs)}
@@ -81,8 +90,11 @@ def prune_once(evaluator: ReplayEvaluator, pruner: Pruner, profile_size: int, se
     found = [rec.trials[k] for k in set(kept) | seen if k in rec.trials and rec.trials[k].ok]
     opt = rec.optimum
     best = min(found, key=lambda t: t.time_ms) if found else None  # type: ignore[arg-type,return-value]
+    tr = (full_cost - (cost + llm_s)) / full_cost if full_cost > 0 else None
+    if tr is None:
+        note = "; ".join(filter(None, [note, NO_COST]))
     run = PruneRun(seed, [e.to_dict() for e in outcome.applied], refused,
-                   outcome.before, outcome.after, (full_cost - (cost + llm_s)) / full_cost,
+                   outcome.before, outcome.after, tr,
                    (opt.time_ms / best.time_ms) if best else 0.0,  # type: ignore[operator]
                    best is not None and space.key(best.config) == space.key(opt.config), llm_s, note,
                    full_cost, cost, len(result.iterations))

@@ -7,8 +7,11 @@ keys beside the Space's own, which every other kerntune command ignores:
 ``accepts``     per parameter, what the kernel accepts (a list, or kind/values/low/high)
 ``extensible``  parameters the kernel reads but the space does not search yet
                 (``{name, kind, ..., default}``: default = what the kernel uses without it)
-``groups``      additive groups (lists of parameter names); their constraints are
-                also written into ``constraints`` so every command enumerates alike
+``groups``      additive groups, each a list of parameter names whose base values are
+                the default's, or a mapping of its parameters to their base values
+                (``{BM: 16, W: 2}``, written once an edit moved the default away from
+                them); their constraints are also written into ``constraints`` so
+                every command enumerates alike
 ``implicit``    parameters added by an edit -> the value the kernel used without them
                 (a config holding that value is the recorded config without the parameter)
 
@@ -30,7 +33,7 @@ from kerntune.evaluate import ReplayEvaluator
 from kerntune.prune.edits import SpaceState, group_constraint
 from kerntune.space import Space, jsonable, space_from_dict
 from kerntune.space.io import read_space_dict, space_yaml
-from kerntune.space.params import param_from_dict
+from kerntune.space.params import canonical, param_from_dict
 
 
 def _yaml() -> Any:
@@ -54,15 +57,19 @@ def is_space_file(path: Path) -> bool:
 
 def state_from_dict(data: Mapping[str, Any], allow_new: Sequence[str] = ()) -> SpaceState:
     full = space_from_dict(data)
-    groups = data.get("groups") or []
-    if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
-        raise SpaceError("'groups' must be a list of lists of parameter names")
+    raw = data.get("groups") or []
+    if not isinstance(raw, list) or not all(isinstance(g, (list, Mapping)) for g in raw):
+        raise SpaceError("'groups' must be a list of groups, each a mapping of parameter names to base values"
+                         " (or a list of parameter names)")
+    groups = [[str(n) for n in g] for g in raw]
     for g in groups:
         unknown = [n for n in g if n not in full.by_name]
         if unknown:
             raise SpaceError(f"group {g} names unknown parameter {unknown[0]!r}")
+    # Base values as the file gives them; a group listed by name alone has the default's (older files).
+    bases = {str(n): v for g in raw if isinstance(g, Mapping) for n, v in g.items()}
     # The group constraints are rebuilt from the groups: strip the ones the file carries.
-    implied = {t for g in groups if (t := group_constraint(full, g))}
+    implied = {t for g in groups if (t := group_constraint(full, g, {n: canonical(v) for n, v in bases.items()}))}
     base = Space(full.params, [c for c in full.constraints if c.text not in implied], full.default,
                  name=full.name, description=full.description)
     ext_raw = data.get("extensible") or []
@@ -75,7 +82,7 @@ def state_from_dict(data: Mapping[str, Any], allow_new: Sequence[str] = ()) -> S
     implicit = data.get("implicit") or {}
     if not isinstance(implicit, Mapping):
         raise SpaceError("'implicit' must map added parameters to the value the kernel uses without them")
-    return SpaceState.of(base, accepts, extensible, groups, allow_new, implicit)
+    return SpaceState.of(base, accepts, extensible, groups, allow_new, implicit, bases)
 
 
 def load_state(path: Path, replay: Path | None = None,
@@ -97,7 +104,10 @@ def load_state(path: Path, replay: Path | None = None,
 def state_to_dict(state: SpaceState) -> dict[str, Any]:
     data = state.space.to_dict()
     if state.groups:
-        data["groups"] = [list(g) for g in state.groups]
+        # A group whose bases are the default's is written as its names, as before bases were kept
+        # (lossless: reading derives them from the default); one whose default moved keeps its bases.
+        data["groups"] = [list(g) if all(state.bases[n] == state.space.default[n] for n in g)
+                          else {n: jsonable(state.bases[n]) for n in g} for g in state.groups]
     data["accepts"] = {n: r.to_dict() for n, r in state.rules.items() if n in state.base.by_name}
     if state.implicit:
         data["implicit"] = {n: jsonable(v) for n, v in state.implicit.items()}

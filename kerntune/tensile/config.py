@@ -91,6 +91,7 @@ class TensileConfig:
             raise TensileError(f"{source}: not YAML ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
         if not isinstance(self.doc, dict) or not ("BenchmarkProblems" in self.doc or self.alternate):
             raise TensileError(f"{source}: not a Tensile benchmark config (no BenchmarkProblems)")
+        _refuse_duplicate_keys(text, source)
         self._check_structure()
         self.edited = False
 
@@ -110,8 +111,32 @@ class TensileConfig:
 
     def dumps(self) -> str:
         """The config as text: the input bytes, with edited ForkParameters entries re-written in
-        place (every other line, comment and blank line is the input's)."""
-        return splice(self.original, self.doc) if self.edited else self.original
+        place (every other line, comment and blank line is the input's).  An edited text is read back
+        before it is returned: splicing text is exact only for the layouts it knows, and a file that
+        reads differently from the edited document (a value run into the previous line, a flow list cut
+        in the middle) would be benchmarked as something nobody asked for, under a report of success."""
+        if not self.edited:
+            return self.original
+        text = splice(self.original, self.doc)
+        self._check_written(text)
+        return text
+
+    def _check_written(self, text: str) -> None:
+        """TensileError unless ``text`` reads back as this (edited) document, kernel counts included."""
+        why = "nothing written; the input is unchanged"
+        try:
+            again = TensileConfig(text, self.source)
+        except TensileError as exc:
+            raise TensileError(f"{self.source}: the edited config would not read back ({exc}); {why}") from None
+        if _plain(again.doc) == _plain(self.doc):
+            return
+        for mine, theirs in zip(self.steps(), again.steps()):
+            if _plain(mine.node) != _plain(theirs.node):
+                raise TensileError(f"{self.source}: the edited config would read back differently (problem "
+                                   f"{mine.problem} step {mine.step}: {theirs.kernel_count():,} kernels written, "
+                                   f"{mine.kernel_count():,} edited; forks written {_short(theirs.forks)}); {why}")
+        raise TensileError(f"{self.source}: the edited config would read back differently ({again.kernel_count():,}"
+                           f" kernels written, {self.kernel_count():,} edited); {why}")
 
     def save(self, path: str | Path) -> None:
         target = Path(path)
@@ -204,6 +229,55 @@ def _check_groups(groups: Any, where: str) -> None:
                                " '- {StaggerU: 0, WorkGroupMapping: 1}'")
 
 
+#: Top-level keys whose mappings kerntune reads (BenchmarkProblems, and the alternate format's sections).
+_READ_SECTIONS = ("BenchmarkProblems", "ProblemType", "InitialSolutionParameters", "BenchmarkCommonParameters",
+                  "ForkParameters", "BenchmarkFinalParameters")
+
+
+def _refuse_duplicate_keys(text: str, source: str) -> None:
+    """A key given twice in one mapping of what kerntune reads is refused, naming it and its line.
+
+    Tensile reads with PyYAML, where the last duplicate wins; ruamel (needed for the line positions
+    splicing uses) keeps the first, so counts, edits and prompts would describe values Tensile never
+    uses, and a splice would position an edit on one duplicate while the value came from the other.
+    Duplicates elsewhere (real configs repeat GlobalParameters keys) are harmless: neither counted nor
+    edited."""
+    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    root = _yaml().compose(text)
+    if not isinstance(root, MappingNode):
+        return
+    todo: list[Any] = []
+    top: dict[str, int] = {}
+    for key, value in root.value:
+        if isinstance(key, ScalarNode) and key.value in _READ_SECTIONS:
+            if key.value in top:
+                raise _duplicate(source, key, top[key.value])
+            top[key.value] = key.start_mark.line + 1
+            todo.append(value)
+    seen: set[int] = set()
+    while todo:  # a stack, not recursion: a hostile file nests thousands deep
+        node = todo.pop()
+        if id(node) in seen:  # an alias: the same node again
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            names: dict[str, int] = {}
+            for key, value in node.value:
+                if isinstance(key, ScalarNode):
+                    if key.value in names:
+                        raise _duplicate(source, key, names[key.value])
+                    names[key.value] = key.start_mark.line + 1
+                todo.append(value)
+        elif isinstance(node, SequenceNode):
+            todo.extend(node.value)
+
+
+def _duplicate(source: str, key: Any, first_line: int) -> TensileError:
+    return TensileError(f"{source}: line {key.start_mark.line + 1}: duplicate key {key.value!r} (first on line "
+                        f"{first_line}): Tensile keeps the last one; remove the one it should not use")
+
+
 def _kind(value: Any) -> str:
     for cls, word in ((dict, "mapping"), (list, "list"), (str, "string"), (bool, "boolean"), ((int, float), "number")):
         if isinstance(value, cls):
@@ -290,20 +364,30 @@ def _edit_block_list(lines: list[str], entry0: Any, entry1: Any, region_end: int
         while b < len(lines) and not _is_filler(lines[b]) and len(lines[b]) - len(lines[b].lstrip()) > dash_col:
             b += 1
         spans.append((a, b))
+    old = _plain(seq)
     remaining = list(new)
     keep = []
-    for j, item in enumerate(_plain(seq)):
+    for j, item in enumerate(old):
         if item in remaining:
             remaining.remove(item)
             keep.append(j)
+    # kept items in their order, then the new ones: right for candidates removed and added; items
+    # changed in place (every group of a Groups entry losing a parameter) are re-written where they
+    # stood, so the order Tensile enumerates them in stays; anything else is re-written whole
+    in_place = [old[j] for j in keep] + remaining != new
+    if in_place and len(old) != len(new):
+        return None
     out = lines[start:item_lines[0]]
     pos = item_lines[0]
     for j, (a, b) in enumerate(spans):
         out += lines[pos:a]
-        if j in keep:
+        if in_place and old[j] != new[j]:
+            out.append(" " * dash_col + "- " + _flow(new[j]) + "\n")
+        elif in_place or j in keep:
             out += lines[a:b]
         pos = b
-    out += [" " * dash_col + "- " + _flow(v) + "\n" for v in remaining]
+    if not in_place:
+        out += [" " * dash_col + "- " + _flow(v) + "\n" for v in remaining]
     return "".join(out) + "".join(lines[pos:region_end])
 
 
@@ -313,13 +397,28 @@ def _is_filler(line: str) -> bool:
 
 def splice(original: str, edited_doc: Any) -> str:
     """Re-write only the ForkParameters entries that differ between ``original`` and
-    ``edited_doc`` (matched by parameter name); entries that are unchanged keep their lines."""
+    ``edited_doc`` (matched by parameter name); entries that are unchanged keep their lines.  A
+    ForkParameters written as a flow list (``[{DepthU: [8, 16]}, ...]``, ``[]``) is re-written whole,
+    as one flow list: its entries share lines, so there are no entry lines to keep."""
+    if original and not original.endswith(("\n", "\r")):
+        original += "\n"  # lines appended after the last one must not run into it
     base = _yaml().load(original)
     lines = original.splitlines(keepends=True)
-    pieces: list[tuple[int, int, str]] = []
-    for (_, _, step0), (_, _, step1) in zip(step_nodes(base), step_nodes(edited_doc)):
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    value_nodes: list[Any] | None = None
+    pieces: list[tuple[int, int, str]] = []  # character ranges of ``original`` and their new text
+    for n, ((_, _, step0), (_, _, step1)) in enumerate(zip(step_nodes(base), step_nodes(edited_doc))):
         forks0, forks1 = step0.get("ForkParameters"), step1.get("ForkParameters")
-        if not forks0 or _plain(forks0) == _plain(forks1 or []):
+        if forks0 is None or _plain(forks0) == _plain(forks1 or []):
+            continue  # unedited (the edits refuse a step without ForkParameters)
+        if not forks0 or forks0.fa.flow_style():
+            value_nodes = value_nodes if value_nodes is not None else _fork_value_nodes(original)
+            node = value_nodes[n]
+            start = offsets[node.start_mark.line] + node.start_mark.column
+            end = offsets[node.end_mark.line] + node.end_mark.column
+            pieces.append((start, end, _flow(_plain(forks1 or []))))
             continue
         key_col = step0.lc.key("ForkParameters")[1]
         starts = [forks0.lc.item(i)[0] for i in range(len(forks0))]
@@ -329,12 +428,15 @@ def splice(original: str, edited_doc: Any) -> str:
         while end > starts[-1] + 1 and _is_filler(lines[end - 1]):
             end -= 1
         first = lines[starts[0]]
-        indent = first[: first.index("-")]
+        indent = first[: len(first) - len(first.lstrip())]
+        if not forks1:  # every entry removed: an empty list, not a ForkParameters of null
+            pieces.append((offsets[starts[0]], offsets[end], " " * max(len(indent), key_col + 2) + "[]\n"))
+            continue
         spans = {tuple(e): "".join(lines[a:b]) for e, a, b in zip(forks0, starts, starts[1:] + [end])}
         ends = {tuple(e): b for e, b in zip(forks0, starts[1:] + [end])}
         old = {tuple(e): _plain(e) for e in forks0}
         text = []
-        for e in forks1 or []:
+        for e in forks1:
             name = tuple(e)
             if old.get(name) == _plain(e):
                 text.append(spans[name])
@@ -342,10 +444,31 @@ def splice(original: str, edited_doc: Any) -> str:
                 e0 = next(x for x in forks0 if tuple(x) == name) if name in old else None
                 kept = _edit_block_list(lines, e0, e, ends[name]) if e0 is not None else None
                 text.append(kept if kept is not None else _entry_text(e, indent))
-        pieces.append((starts[0], end, "".join(text)))
+        pieces.append((offsets[starts[0]], offsets[end], "".join(text)))
     out, pos = [], 0
     for a, b, text in sorted(pieces):
-        out.append("".join(lines[pos:a]) + text)
+        out.append(original[pos:a] + text)
         pos = b
-    out.append("".join(lines[pos:]))
+    out.append(original[pos:])
     return "".join(out)
+
+
+def _fork_value_nodes(text: str) -> list[Any]:
+    """The ForkParameters value of every benchmark as ruamel composes it (None: the step has none), in
+    ``step_nodes`` order: the nodes carry where a value ends, which a flow list's text needs."""
+    from ruamel.yaml.nodes import MappingNode, SequenceNode
+
+    def get(node: Any, name: str) -> Any:
+        if not isinstance(node, MappingNode):
+            return None
+        return next((v for k, v in node.value if getattr(k, "value", None) == name), None)
+
+    root = _yaml().compose(text)
+    problems = get(root, "BenchmarkProblems")
+    if problems is None:
+        return [get(root, "ForkParameters")]
+    out = []
+    for problem in problems.value if isinstance(problems, SequenceNode) else []:
+        groups = [g for g in problem.value[1:] if isinstance(g, MappingNode)] if isinstance(problem, SequenceNode) else []
+        out += [get(g, "ForkParameters") for g in groups] or [None]
+    return out

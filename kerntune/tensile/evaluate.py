@@ -23,7 +23,7 @@ from kerntune.tensile.results import Results
 @dataclass
 class SizeComparison:
     benchmark: str
-    size: list[int]
+    size: list[int]  # the Size columns; ``label`` adds the strides where the size alone is ambiguous
     original_winner: str | None
     winner: str | None
     original_gflops: float | None
@@ -31,6 +31,7 @@ class SizeComparison:
     pr: float
     winner_kept: bool
     note: str = ""
+    label: str = ""  # e.g. "size [1024, 1024, 1, 1024] LD [1024, 1024, 1056, 1024]"
 
 
 @dataclass
@@ -71,8 +72,11 @@ def compare(original: Results, edited: Results, label: str = "", t_original_s: f
             t_pruned_s: float | None = None, llm_s: float = 0.0) -> RunComparison:
     """Every size the original benchmarked, compared with the edited run's result for it."""
     out = []
-    for key, o in sorted(original.sizes.items()):
-        e = edited.sizes.get(key)
+    # matched by sizes and strides, not by key: a file whose run lost one of two problems sharing a size
+    # keys the other by its size alone
+    theirs = {(r.benchmark, r.size, r.strides): r for r in edited.sizes.values()}
+    for _, o in sorted(original.sizes.items()):
+        e = theirs.get((o.benchmark, o.size, o.strides))
         note = ""
         if e is None:
             note = "not benchmarked by the edited config"
@@ -81,12 +85,13 @@ def compare(original: Results, edited: Results, label: str = "", t_original_s: f
         if o.gflops is None:
             out.append(SizeComparison(o.benchmark, list(o.size), None, e.winner if e else None, None,
                                       e.gflops if e else None, 1.0, e is not None and e.winner is None,
-                                      "no valid kernel in the original either"))
+                                      "no valid kernel in the original either", o.label))
             continue
         g = e.gflops if e is not None and e.gflops is not None else None
         out.append(SizeComparison(o.benchmark, list(o.size), o.winner, e.winner if e else None, o.gflops, g,
-                                  (g / o.gflops) if g else 0.0, e is not None and e.winner == o.winner, note))
-    extra = len(set(edited.sizes) - set(original.sizes))
+                                  (g / o.gflops) if g else 0.0, e is not None and e.winner == o.winner, note,
+                                  o.label))
+    extra = len(set(theirs) - {(r.benchmark, r.size, r.strides) for r in original.sizes.values()})
     return RunComparison(label, out, t_original_s, t_pruned_s, llm_s, extra)
 
 
@@ -116,7 +121,7 @@ def validate(golden: Results, results: Results, tolerance: float = 0.02) -> list
     problems = []
     run = compare(golden, results)
     for s in run.sizes:
-        where = f"{s.benchmark} size {s.size}"
+        where = f"{s.benchmark} {s.label or f'size {s.size}'}"
         if s.note and s.original_gflops is not None:
             problems.append(f"{where}: {s.note}")
         elif not s.winner_kept and s.original_gflops is not None and s.pr < 1 - tolerance:

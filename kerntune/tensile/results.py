@@ -13,8 +13,14 @@ size (several when ``NumBenchmarks`` > 1 and rows are not merged).
 Reading is tolerant because these files come from long runs that get killed:
 a truncated last row, blank lines, CRLF, a BOM, stray spaces, missing winner
 columns (the winner is then the solution column with the highest GFLOPS) and
-repeated rows for one size (the best of each solution is kept) are all read;
-a row too short to hold its sizes is skipped and counted.
+repeated rows for one problem (the best of each solution is kept) are all read;
+a row too short to hold its sizes and strides is skipped and counted.
+
+A problem is its Size columns and its strides (``LDD, LDC, LDA, LDB``): a config may
+benchmark one size with padded leading dimensions too, and those are other problems
+with other winners.  Rows are merged only when both agree (a true repeat).  Where one
+file holds a size with several strides, those problems are keyed by size and strides
+(``SizeResult.key``, shown as ``size [...] LD [...]``); elsewhere by size alone.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from kerntune.tensile.config import TensileError
 #: Headers that are not solutions (lower-cased); Size* columns are recognised by name.
 META = {"gflops", "gflopspercu", "ldd", "ldc", "lda", "ldb", "totalflops", "winnergflops", "winnertimeus",
         "winneridx", "winnername", "tilespercu", "totalgranularity", "numcus", "problemindex"}
+#: The stride columns that, with the sizes, tell one problem from another (lower-cased headers).
+STRIDES = ("ldd", "ldc", "lda", "ldb")
 _SIZE = re.compile(r"^Size[A-Z]$")
 
 
@@ -49,18 +57,28 @@ class SizeResult:
 
     benchmark: str                  # the file name without _CSVWinner.csv: problem type and step, e.g. ..._00
     size: tuple[int, ...]
+    strides: tuple[int, ...] = ()   # LDD, LDC, LDA, LDB (those the file has)
     solutions: dict[str, float | None] = field(default_factory=dict)  # GFLOPS; None: failed validation or not run
     winner: str | None = None
     gflops: float | None = None     # the winner's
     time_us: float | None = None    # the winner's kernel time
     failed: int = 0                 # solutions that failed validation (-1)
+    #: the file benchmarks this size with other strides too: the strides are part of the key
+    shared_size: bool = False
 
     @property
     def key(self) -> tuple[str, tuple[int, ...]]:
-        return self.benchmark, self.size
+        """(benchmark, sizes), or (benchmark, sizes + strides) where the size alone names several problems."""
+        return self.benchmark, self.size + self.strides if self.shared_size else self.size
+
+    @property
+    def label(self) -> str:
+        """How reports name the problem: ``size [M, N, B, K]``, with ``LD [...]`` where it needs them."""
+        return f"size {list(self.size)}" + (f" LD {list(self.strides)}" if self.shared_size else "")
 
     def merge(self, other: "SizeResult") -> None:
-        """A repeated row for the same size: keep each solution's best and the better winner."""
+        """A repeated row for the same problem (sizes and strides): keep each solution's best and the
+        better winner."""
         for name, g in other.solutions.items():
             old = self.solutions.get(name)
             if g is not None and (old is None or g > old):
@@ -95,17 +113,19 @@ def read_csv_winner(path: str | Path) -> tuple[list[SizeResult], int]:
         raise TensileError(f"{p}: no SizeI/SizeJ/... columns: not a Tensile results CSV "
                            f"(header: {', '.join(header[:6])})")
     col = {h.lower(): i for i, h in enumerate(header)}
+    strides = [col[h] for h in STRIDES if h in col]
     sols = [(i, h) for i, h in enumerate(header) if h and h.lower() not in META and not _SIZE.match(h)]
     bench = p.name[: -len("_CSVWinner.csv")] if p.name.endswith("_CSVWinner.csv") else p.stem
-    out: dict[tuple[int, ...], SizeResult] = {}
+    out: dict[tuple[tuple[int, ...], tuple[int, ...]], SizeResult] = {}
     skipped = 0
     for row in rows[1:]:
         cells = [c.strip() for c in row] + [""] * (len(header) - len(row))
-        dims = [_num(cells[i]) for i in sizes]
-        if any(d is None for d in dims):
+        dims = [_num(cells[i]) for i in sizes + strides]
+        if any(d is None for d in dims):  # cut before its strides: no results either
             skipped += 1
             continue
-        r = SizeResult(bench, tuple(int(d) for d in dims))  # type: ignore[arg-type]
+        ints = tuple(int(d) for d in dims)  # type: ignore[arg-type]
+        r = SizeResult(bench, ints[: len(sizes)], ints[len(sizes):])
         for i, name in sols:
             g = _num(cells[i])
             if g is not None and g < 0:
@@ -122,10 +142,15 @@ def read_csv_winner(path: str | Path) -> tuple[list[SizeResult], int]:
                 r.gflops, r.winner = best
                 total = _num(cells[col["totalflops"]]) if "totalflops" in col else None
                 r.time_us = total / (best[0] * 1e3) if total else None
-        if r.size in out:
-            out[r.size].merge(r)
+        if (r.size, r.strides) in out:  # a repeat (NumBenchmarks > 1): the same problem again
+            out[(r.size, r.strides)].merge(r)
         else:
-            out[r.size] = r
+            out[(r.size, r.strides)] = r
+    per_size: dict[tuple[int, ...], int] = {}
+    for size, _ in out:
+        per_size[size] = per_size.get(size, 0) + 1
+    for (size, _), r in out.items():
+        r.shared_size = per_size[size] > 1
     return list(out.values()), skipped
 
 
@@ -175,14 +200,14 @@ def model_seconds(folder: str | Path) -> float | None:
 def summary_text(res: Results, limit: int = 30) -> str:
     """The results as the model's prompt shows them: per size, the winner and its GFLOPS."""
     lines = []
-    for (bench, size), r in list(sorted(res.sizes.items()))[:limit]:
+    for (bench, _), r in list(sorted(res.sizes.items()))[:limit]:
         ok = sum(1 for v in r.solutions.values() if v is not None)
-        lines.append(f"- {bench} size {list(size)}: winner {r.winner or 'none'} at "
+        lines.append(f"- {bench} {r.label}: winner {r.winner or 'none'} at "
                      f"{r.gflops or 0:.1f} GFLOPS ({ok} of {len(r.solutions)} solutions valid, {r.failed} failed)")
     return "\n".join(lines)
 
 
 def as_dict(res: Results) -> dict[str, Any]:
     return {"source": res.source, "files": res.files, "skipped_rows": res.skipped_rows,
-            "sizes": [{"benchmark": r.benchmark, "size": list(r.size), "winner": r.winner, "gflops": r.gflops,
+            "sizes": [{"benchmark": r.benchmark, "size": list(r.size), "strides": list(r.strides), "winner": r.winner, "gflops": r.gflops,
                        "time_us": r.time_us, "failed": r.failed} for r in res.sizes.values()]}

@@ -6,7 +6,10 @@ code, the model lists restrictions, the new space is searched with a kerntune st
 Kernel Tuner in a worker (every trial checked against the original kernel's outputs and stored),
 and the kernel is accepted only if it is correct and at least ``performance_threshold`` percent
 faster than the current best (where the two are re-timed side by side, by the median of the per-round
-ratios, the protocol of ``kerntune.evaluate.protocol``; a step whose interval reaches 1 says so).
+ratios, the protocol of ``kerntune.evaluate.protocol``; a step whose interval reaches 1 says so).  Every
+side-by-side turn is checked against the original's outputs too: a wrong result there rejects the step
+(a race can pass the screening), and only a timeout or a failing worker leaves it to the screening times
+(``kerntune.transform.judging``).
 Strategies decide which steps to ask for; the context does the rest.
 """
 
@@ -23,11 +26,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.protocol import Estimate, estimate, speedup, verdict
-from kerntune.evaluate.trial import Status, Trial
+from kerntune.evaluate.trial import Status
 from kerntune.llm.types import LLMError, Message
 from kerntune.run.search import RunOptions, run_search
 from kerntune.space import jsonable
 from kerntune.strategies import Budget, BudgetExhausted
+from kerntune.transform.judging import RoundFailure, failure_reason, settled_best, side_by_side_rounds
 from kerntune.transform.kernel import AXES, KernelSpec, block_restriction, family
 from kerntune.transform.kt_backend import KernelTunerEvaluator
 from kerntune.transform.replies import (MAX_COMBINATIONS, SCHEMAS, check_schema, execute_problems, fix_params,
@@ -84,27 +88,6 @@ class StepRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (jsonable(v) if k == "best_config" and v else v) for k, v in self.__dict__.items()}
-
-
-def settled_best(evaluator: Any, history: Sequence[Trial], best: Trial | None,
-                 note: Callable[[str], None]) -> Trial | None:
-    """The search's best, or the runoff's pick among its close leaders where the evaluator has a runoff
-    (``kerntune.evaluate.retime.settle_leaders``): a variant is judged, and the next rewrite built, on the
-    config that is fastest beyond one screening window's noise.  Its screening time stays the figure that
-    is compared across variants.  A variant with wrong configs is rejected anyway: no runoff."""
-    from kerntune.evaluate.retime import settle_leaders
-
-    if best is None or any(t.status is Status.WRONG_RESULT for t in history):
-        return best
-    picked, reply = settle_leaders(evaluator, history)
-    if picked is None:
-        return best
-    if reply is not None:
-        note(f"runoff of {len(reply.get('screen') or {})} leaders: "
-             + ("the screening best stands" if picked.config == best.config else
-                f"{json.dumps(jsonable(picked.config))} ({picked.time_ms:.4g} ms screened) over the screening best"
-                f" ({best.time_ms:.4g} ms)"))
-    return picked
 
 
 class TransformContext:
@@ -344,7 +327,7 @@ class TransformContext:
         if best is None or wrong:
             # a kernel that is wrong for some values of its parameters is wrong: whoever tunes it again
             # later could pick one of them
-            rec.status, rec.reason = "rejected", _failure_reason(res.history)
+            rec.status, rec.reason = "rejected", failure_reason(res.history)
             if best is not None:
                 rec.reason += (f" (at {json.dumps(jsonable(wrong[0].config))}; {len(wrong)} of {len(res.history)}"
                                f" measured configs wrong; its fastest correct config, "
@@ -355,7 +338,11 @@ class TransformContext:
         # Every correct rewrite is re-timed side by side, even one screened far slower: screening times
         # are minutes apart, and on a loaded machine the original once screened twice as fast as it ran
         # a minute later; a few rounds of the best config cost little next to the search.
-        paired, over_original = self._confirm(spec, rec) or (None, None)
+        confirmed = self._confirm(spec, rec)
+        if isinstance(confirmed, str):  # the re-run found it wrong (or failing): no speed makes up for that
+            rec.status, rec.reason = "rejected", confirmed
+            return
+        paired, over_original = confirmed or (None, None)
         rec.speedup = paired.median if paired is not None else cur.time_ms / rec.time_ms
         if len(res.history) < space.count():
             rec.notes.append(f"{len(res.history)} of {space.count()} configs measured (budget): the others are"
@@ -383,11 +370,12 @@ class TransformContext:
                           f"not faster: {rec.time_ms:.4g} ms against {cur.time_ms:.4g} ms ({rec.speedup:.3f}x)")
             rec.reason += f" (needs at least {self.performance_threshold:g}% less)"
 
-    def side_by_side(self, spec: KernelSpec, config: Mapping[str, Any]) -> dict[str, list[float]] | None:
+    def side_by_side(self, spec: KernelSpec, config: Mapping[str, Any]) -> dict[str, list[float]] | RoundFailure | None:
         """The original kernel, the current one and a candidate, each at its best config, timed in turns in
         the same worker for ``confirm_rounds`` rounds (the order rotating every round); each one's time in
         every round (ms), keyed ``original``, ``current`` (absent while the current kernel is the original)
-        and ``candidate``.  None when off, or when one of them fails to run.
+        and ``candidate``.  None when off; a ``RoundFailure`` naming the turn that failed, whose status the
+        verdict needs (a wrong result rejects the step, a timeout does not).
 
         Why: screening times are taken minutes apart, and on a shared machine the load changes between
         two searches (a CI run once screened the PoCL test's faster tiled rewrite slower than the
@@ -401,32 +389,27 @@ class TransformContext:
         if cur is not orig:
             entrants.append(("current", cur.spec, cur.config))
         entrants.append(("candidate", spec, dict(config)))
-        times: dict[str, list[float]] = {name: [] for name, _, _ in entrants}
-        try:
-            for r in range(self.confirm_rounds):
-                k = r % len(entrants)
-                for name, s, c in entrants[k:] + entrants[:k]:
-                    trial = next((t for _, t in self.session.bench(s, [c])), None)
-                    if trial is None or not trial.ok or trial.time_ms is None:
-                        return None
-                    times[name].append(float(trial.time_ms))
-        except KerntuneError:
-            return None
-        return times
+        return side_by_side_rounds(self.session, entrants, self.confirm_rounds)
 
-    def _confirm(self, spec: KernelSpec, rec: StepRecord) -> tuple[Estimate, Estimate] | None:
+    def _confirm(self, spec: KernelSpec, rec: StepRecord) -> tuple[Estimate, Estimate] | str | None:
         """Replace the screening times the acceptance compares by side-by-side ones (``side_by_side``):
         the candidate's, the current kernel's and the original's all come from the same turns, so the
         step's speedup and the result's are ratios of times taken under the same load.  Returns the
-        candidate's paired speedups over the current kernel and over the original (None: judged on
-        screening times)."""
+        candidate's paired speedups over the current kernel and over the original; the reason to reject
+        the step when a turn gave a wrong result (every turn is checked against the original's outputs:
+        a rewrite wrong only sometimes, a race, can pass its screening) or the candidate failed to run;
+        None when judged on screening times (rounds off, or a timeout or infrastructure failure)."""
         assert rec.best_config is not None and rec.time_ms is not None
         cur, orig = self.current, self.original_state
         assert cur is not None and orig is not None
         rounds = self.side_by_side(spec, rec.best_config)
         if rounds is None:
-            if self.confirm_rounds:
-                rec.notes.append("side-by-side re-time failed: judged on screening times")
+            return None
+        if isinstance(rounds, RoundFailure):
+            reason = rounds.rejection()
+            if reason is not None:
+                return reason
+            rec.notes.append(rounds.fallback_note())
             return None
         cur_rounds = rounds.get("current", rounds["original"])
         paired = speedup(cur_rounds, rounds["candidate"])
@@ -455,16 +438,3 @@ class TransformContext:
         rec.seconds = time.perf_counter() - t0
         return self.record(rec)
 
-
-def _failure_reason(history: Sequence[Trial]) -> str:
-    by = {s: [t for t in history if t.status is s] for s in Status}
-    if by[Status.WRONG_RESULT]:
-        return f"incorrect: {by[Status.WRONG_RESULT][0].error}"
-    if by[Status.COMPILE_ERROR]:
-        err = by[Status.COMPILE_ERROR][0].error or ""
-        lines = [ln for ln in err.splitlines() if "error" in ln.lower()]
-        return "does not compile: " + (lines[1] if len(lines) > 1 else err[:300]).strip()[:400]
-    for s in (Status.TIMEOUT, Status.RUNTIME_ERROR, Status.INVALID):
-        if by[s]:
-            return f"no config ran ({s.value}): {(by[s][0].error or '')[:300]}"
-    return "no config was measured"

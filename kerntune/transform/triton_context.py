@@ -27,7 +27,8 @@ from kerntune.llm.types import LLMError
 from kerntune.run.search import RunOptions, run_search
 from kerntune.space import Space, jsonable, space_from_dict
 from kerntune.strategies import Budget
-from kerntune.transform.context import KernelState, StepRecord, TransformContext, settled_best
+from kerntune.transform.context import KernelState, StepRecord, TransformContext
+from kerntune.transform.judging import settled_best
 from kerntune.transform.kernel import KernelSpec
 from kerntune.transform.replies import strip_fences
 from kerntune.transform.steps import triton_steps

@@ -140,10 +140,23 @@ def variant_problems(code: str) -> list[str]:
     """Problems with a model-written kernel file, found without running it (empty: usable)."""
     if len(code) > MAX_CODE_CHARS:
         return [f"code: longer than {MAX_CODE_CHARS:,} characters"]
+    # Python's parser and the walks below recurse: code nested thousands deep (a model looping on
+    # "-" or "+ 1") raises RecursionError or MemoryError, which is the model's bad output, not ours
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
         return [f"code: not valid Python: {exc.msg} (line {exc.lineno})"]
+    except (RecursionError, MemoryError) as exc:
+        return [f"code: not usable Python: nested too deeply to parse ({type(exc).__name__})"]
+    except ValueError as exc:  # older Pythons: a NUL byte
+        return [f"code: not valid Python: {exc}"]
+    try:
+        return _tree_problems(tree)
+    except (RecursionError, MemoryError) as exc:
+        return [f"code: not usable Python: nested too deeply to check ({type(exc).__name__})"]
+
+
+def _tree_problems(tree: ast.Module) -> list[str]:
     mod = _Module(tree)
     problems = [f"code: the kernel file must define `{n}` at module level" for n in REQUIRED if n not in mod.defs]
     if not mod.jit:
