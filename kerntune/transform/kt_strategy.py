@@ -91,12 +91,16 @@ class KerntuneStrategy:
         self.last: SearchResult | None = None
 
     def space_of(self, searchspace: Any) -> Space:
+        """Kernel Tuner's own valid set as the space's members: a sparse one (7 parameters of 8 values
+        whose restrictions leave 6 configs) is enumerated and sampled from the list Kernel Tuner built,
+        never found by walking 2 million cartesian points (which gave up: "no valid configuration")."""
         names = list(searchspace.tune_params)
         valid = {tuple(c) for c in searchspace.list}
         params = [infer_param(n, list(v)) for n, v in searchspace.tune_params.items()]
         rule = Constraint(lambda cfg: tuple(cfg[n] for n in names) in valid,
                           description="Kernel Tuner's restrictions (its search space)")
-        return Space(params, [rule], name="kernel_tuner")
+        members = [dict(zip(names, c)) for c in searchspace.list]
+        return Space(params, [rule], name="kernel_tuner", members=members or None)
 
     def tune(self, searchspace: Any, runner: Any, tuning_options: Any) -> list[dict[str, Any]]:
         space = self.space_of(searchspace)
