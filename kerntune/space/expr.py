@@ -54,16 +54,20 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "len": len,
     "int": int,
     "float": float,
+    "bool": bool,
+    "divmod": divmod,
     "log2": math.log2,
     "ceil": math.ceil,
     "floor": math.floor,
     "sorted": sorted,
 }
-_MAX_POW_EXPONENT = 64
 # No sensible constraint needs integers this large; bounding results (not only
 # operands) stops nested powers like ((9**64)**64)**64 from building huge ints.
 _MAX_INT_BITS = 4096
 _MAX_REPEAT_LEN = 100_000
+# range() in a constraint is a membership test or a short list; sum/sorted/len over a longer one
+# (range(10**12)) would run for hours.
+_MAX_RANGE_LEN = 1_000_000
 # round(x, -10**8) computes 10**(10**8) inside CPython (minutes); a float has at most ~330 digits
 # either side of the point and a bounded int (_MAX_INT_BITS) about 1,240, so nothing larger rounds.
 _MAX_ROUND_DIGITS = 1_300
@@ -72,24 +76,47 @@ _MAX_ROUND_DIGITS = 1_300
 _MAX_DEPTH = 200
 
 
+class ConstraintLimitError(SpaceError, ArithmeticError):
+    """A guard below refused to compute a value for one config (2**90 is fine; 2**10**9 is not).
+
+    It is an ArithmeticError so that the config is *rejected*, like ``x // 0``, instead of ending a
+    count, a validation or a sampling run: ``2 ** a <= 1024 * b`` with ``a`` up to 90 crashed all
+    three.  Kernel Tuner would compute the number; kerntune computes every result up to
+    ``_MAX_INT_BITS`` bits exactly as Python does and rejects the config beyond that, which can
+    differ from Kernel Tuner only for a rule that a number of over 4096 bits satisfies (``2**a > 0``
+    with a > 4096).  It stays a SpaceError for whoever calls an Expression directly, and a rule that
+    hits a guard for every config is named in the "no valid configuration" error.
+    """
+
+
 def _pow(a: Any, b: Any) -> Any:
-    # An unbounded exponent from a model could hang the process.
-    if isinstance(b, (int, float)) and abs(b) > _MAX_POW_EXPONENT:
-        raise SpaceError(f"exponent {b} too large in constraint")
-    # A bounded exponent still multiplies the base's size, and powers nest.
+    # Only an integer power grows without bound (a float overflows: OverflowError, rejected); a
+    # bounded exponent still multiplies the base's size, and powers nest: the result is bounded.
     if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
         bits = b * math.log2(abs(a))
         if bits > _MAX_INT_BITS:
-            raise SpaceError(f"power too large in constraint: the result would have about {bits:.0f} bits"
-                             f" (limit {_MAX_INT_BITS})")
+            raise ConstraintLimitError(f"exponent {b} too large in constraint: {a}**{b} would have about"
+                                       f" {bits:.0f} bits (limit {_MAX_INT_BITS})")
     return a**b
 
 
+def _pow_call(base: Any, exp: Any, mod: Any = None) -> Any:
+    # pow(a, b) is a ** b; pow(a, b, m) stays below m (modular exponentiation is fast for any b).
+    return _pow(base, exp) if mod is None else pow(base, exp, mod)
+
+
+def _range(*args: Any) -> range:
+    r = range(*args)
+    if len(r) > _MAX_RANGE_LEN:
+        raise ConstraintLimitError(f"range of {len(r):,} items too long in constraint (limit {_MAX_RANGE_LEN:,})")
+    return r
+
+
 def _lshift(a: Any, b: Any) -> Any:
-    # 1 << 10**12 passes the exponent bound but would allocate a terabit integer.
+    # 1 << 10**12 would allocate a terabit integer.
     if isinstance(a, int) and isinstance(b, int) and a and b > 0 and abs(a).bit_length() + b > _MAX_INT_BITS:
-        raise SpaceError(f"left shift by {b} too large in constraint: the result would have more than"
-                         f" {_MAX_INT_BITS} bits")
+        raise ConstraintLimitError(f"left shift by {b} too large in constraint: the result would have more"
+                                   f" than {_MAX_INT_BITS} bits")
     return a << b
 
 
@@ -97,20 +124,21 @@ def _mul(a: Any, b: Any) -> Any:
     # "x" * 10**12 or (1,) * 10**9 would exhaust memory; repeating a sequence is bounded.
     for seq, n in ((a, b), (b, a)):
         if isinstance(seq, (str, tuple)) and isinstance(n, int) and n > 0 and len(seq) * n > _MAX_REPEAT_LEN:
-            raise SpaceError(f"repetition by {n} too large in constraint (limit {_MAX_REPEAT_LEN:,} items)")
+            raise ConstraintLimitError(f"repetition by {n} too large in constraint (limit {_MAX_REPEAT_LEN:,} items)")
     return a * b
 
 
 def _mod(a: Any, b: Any) -> Any:
     # '%0999999999d' % x builds a gigabyte string: a constraint has no use for printf formatting.
     if isinstance(a, (str, bytes)):
-        raise SpaceError("string formatting with % is not allowed in a constraint")
+        raise ConstraintLimitError("string formatting with % is not allowed in a constraint")
     return a % b
 
 
 def _round(number: Any, ndigits: Any = None) -> Any:
     if isinstance(ndigits, int) and abs(ndigits) > _MAX_ROUND_DIGITS:
-        raise SpaceError(f"round to {ndigits} digits not allowed in a constraint (limit {_MAX_ROUND_DIGITS:,})")
+        raise ConstraintLimitError(f"round to {ndigits} digits not allowed in a constraint"
+                                   f" (limit {_MAX_ROUND_DIGITS:,})")
     return round(number, ndigits)
 
 
@@ -118,13 +146,15 @@ def _sum(items: Any, start: Any = 0) -> Any:
     # sum(tuples, ()) concatenates quadratically: 3000 tuples of 3000 items ran for minutes.  A
     # constraint sums numbers; a non-numeric start (the only way to sum sequences) is refused.
     if not isinstance(start, (int, float)):
-        raise SpaceError("sum adds numbers only in a constraint (its start must be a number)")
+        raise ConstraintLimitError("sum adds numbers only in a constraint (its start must be a number)")
     return sum(items, start)
 
 
-# Wrapped builtins: bounded versions of round and sum (see above).
+# Wrapped builtins: bounded versions of round, sum, pow and range (see above).
 FUNCTIONS["round"] = _round
 FUNCTIONS["sum"] = _sum
+FUNCTIONS["pow"] = _pow_call
+FUNCTIONS["range"] = _range
 _BINOPS[ast.Mod] = _mod
 _BINOPS[ast.Pow] = _pow
 _BINOPS[ast.LShift] = _lshift
@@ -195,10 +225,20 @@ class Expression:
             self.names.add(name)
             return lambda cfg: cfg[name]
         if isinstance(node, ast.BoolOp):
+            # As Python (and Kernel Tuner's eval) does: the deciding operand, not a bool, so that
+            # (a or b) * 2 is 2 * b when a == 0, not True * 2.
             parts = [c(v) for v in node.values]
-            if isinstance(node.op, ast.And):
-                return lambda cfg: all(p(cfg) for p in parts)
-            return lambda cfg: any(p(cfg) for p in parts)
+            is_and = isinstance(node.op, ast.And)
+
+            def boolop(cfg: Mapping[str, Any]) -> Any:
+                value = None
+                for part in parts:
+                    value = part(cfg)
+                    if bool(value) != is_and:  # a falsy operand decides 'and', a truthy one 'or'
+                        return value
+                return value
+
+            return boolop
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             op, left, right = _BINOPS[type(node.op)], c(node.left), c(node.right)
             return lambda cfg: op(left(cfg), right(cfg))

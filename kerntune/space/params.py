@@ -15,15 +15,23 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Sequence
 
+import numpy as np
+
 from kerntune.errors import SpaceError
 
 Value = Any
 
 
 def canonical(value: Value) -> Value:
-    """Lists and tuples compare equal once both are tuples (JSON gives lists)."""
+    """Lists and tuples compare equal once both are tuples (JSON gives lists).  NumPy values become
+    Python's (Kernel Tuner users write ``np.arange(32, 257, 32)``: a NumPy scalar was refused as an
+    option, or kept and then broke YAML saving)."""
     if isinstance(value, (list, tuple)):
         return tuple(canonical(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return canonical(value.tolist())
     return value
 
 
@@ -40,6 +48,8 @@ def _same(a: Value, b: Value) -> bool:
         and not isinstance(a, bool) and not isinstance(b, bool) and a == b
     )
 
+
+_MISSING = object()
 
 #: Values one parameter may have: each is held in memory (a 0..10^12 range once hung the reader).
 MAX_VALUES = 1_000_000
@@ -82,6 +92,29 @@ class Param:
 
     def contains(self, value: Value) -> bool:
         return self.index(value) is not None
+
+    def own(self, value: Value) -> Value:
+        """``value`` as this parameter holds it (64 for 64.0): 64.0 is allowed where 64 is, and was
+        keyed apart from it (measured twice) and handed to the kernel as a float.  An exact-type match
+        wins (1.0 stays 1.0 beside an option 1); True never becomes 1; a value not allowed is returned
+        unchanged, for ``validate`` to refuse."""
+        value = canonical(value)
+        try:
+            hit = self._own_map.get((type(value), value), _MISSING)
+        except TypeError:  # unhashable: a nested list the schema let through
+            hit = _MISSING
+        if hit is not _MISSING:
+            return hit
+        i = self.index(value)
+        return self.values()[i] if i is not None else value
+
+    @cached_property
+    def _own_map(self) -> dict[tuple[type, Value], Value]:
+        # The exact-type fast path of own(): most values already are the parameter's own.
+        out: dict[tuple[type, Value], Value] = {}
+        for v in reversed(self.values()):
+            out[(type(v), v)] = v
+        return out
 
     def allowed_text(self) -> str:
         vals = self.values()
@@ -197,6 +230,11 @@ class IntRange(Param):
         if value < self.low or value > self.high or (value - self.low) % self.step:
             return None
         return (value - self.low) // self.step
+
+    def own(self, value: Value) -> Value:
+        # Arithmetic, not a lookup table: a range may hold a million values.
+        value = canonical(value)
+        return int(value) if self.index(value) is not None else value
 
     def json_schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": "integer", "minimum": self.low, "maximum": self.high}
@@ -396,6 +434,13 @@ class ListParam(Param):
             idx = idx * n + i
         return idx
 
+    def own(self, value: Value) -> Value:
+        # Element by element: the product of the element's values may be a million lists.
+        value = canonical(value)
+        if not isinstance(value, tuple) or self.index(value) is None:
+            return value
+        return tuple(self.element.own(v) for v in value)
+
     def element_errors(self, value: Value) -> list[str]:
         value = canonical(value)
         if not isinstance(value, tuple):
@@ -476,10 +521,13 @@ def infer_param(name: str, values: Sequence[Value], description: str = "", defau
 
     All-number lists are sorted: values() must be ascending so that neighbours and
     encode() follow the numbers, not the order the user happened to list them in.
-    Kernel Tuner's default is the first listed value, so that one stays the default.
+    Kernel Tuner's default is the first listed value, so that one stays the default
+    (for a boolean too: ``[True, False]`` starts at True, although Boolean lists False first).
     """
     vals = [canonical(v) for v in values]
     if vals and all(isinstance(v, bool) for v in vals) and set(vals) == {False, True}:
+        if default is None and vals[0] is True:  # only then is it not the first of values()
+            default = True
         return Boolean(name=name, description=description, default=default)
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v == v for v in vals)
     if numeric and vals != sorted(vals):

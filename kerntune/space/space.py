@@ -12,6 +12,7 @@ import itertools
 import json
 import math
 import random
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from kerntune.errors import SpaceError
 from kerntune.space.expr import Expression
-from kerntune.space.params import ListParam, Param, Permutation, canonical, jsonable
+from kerntune.space.params import ListParam, Param, jsonable
 
 Config = dict[str, Any]
 
@@ -43,6 +44,11 @@ class Constraint:
 
     Callables take the config dict; they stay in Python (never serialised), so a
     space with callables saves only its expression constraints and says so.
+
+    A rule that raises for a config rejects that config (``x // 0``, a comparison with None, a
+    bounded power beyond its limit).  A rule that raised for every config it was asked about is
+    most likely called wrongly, not unsatisfiable: ``computed`` and ``last_error`` let the
+    "no valid configuration" error say so instead of leaving the user to guess.
     """
 
     def __init__(self, rule: str | Callable[[Mapping[str, Any]], bool], names: Iterable[str] | None = None,
@@ -58,13 +64,25 @@ class Constraint:
         else:
             raise SpaceError(f"constraint must be a string or a callable, got {type(rule).__name__}")
         self.description = description
+        self.computed = False  # whether the rule ever returned (rather than raised)
+        self.last_error: Exception | None = None
 
     def __call__(self, config: Mapping[str, Any]) -> bool:
         try:
-            return bool(self.fn(config))
-        except (ArithmeticError, TypeError, ValueError, KeyError, IndexError):
+            ok = bool(self.fn(config))
+        except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:
             # A constraint that cannot be computed for a config (e.g. x // 0) rejects it.
+            self.last_error = exc.with_traceback(None)  # the message, not the frames
             return False
+        if not self.computed:
+            self.computed = True
+        return ok
+
+    def never_computed(self) -> str:
+        """Why the rule rejected everything it saw, when it raised every time; else empty."""
+        if self.computed or self.last_error is None:
+            return ""
+        return f"raised for every config tried ({type(self.last_error).__name__}: {self.last_error})"[:300]
 
     def __repr__(self) -> str:
         return f"Constraint({self.text!r})"
@@ -76,6 +94,21 @@ COUNT_LIMIT = 100_000_000
 # random (the first points all share the lowest values of the leading parameters).  About a second.
 DEFAULT_SEARCH_ORDERED = 200_000
 DEFAULT_SEARCH_RANDOM = 100_000
+# A space too large to walk for its valid set (> COUNT_LIMIT points) is sampled by rejection alone:
+# after the first max_tries misses, draws go on for this many seconds before "none found".  A sparse
+# but satisfiable space (1 valid point in 4096 of 1.1e12) needs ~4,096 draws a config on average.
+RANDOM_SEARCH_SECONDS = 5.0
+
+
+def no_valid_error(constraints: Sequence[Constraint],
+                   message: str = "the space has no valid configuration") -> SpaceError:
+    """``message``, plus each constraint that raised for every config it was given and its error:
+    a Kernel Tuner restriction called with the wrong arguments (TypeError) rejected every config
+    and read as "no valid configuration", with nothing pointing at the restriction."""
+    broken = [c for c in constraints if c.never_computed()]
+    if broken:
+        message += "; " + "; ".join(f"constraint {c.text!r} {c.never_computed()}" for c in broken[:3])
+    return SpaceError(message)
 
 
 def find_valid(params: Sequence[Param], constraints: Sequence[Constraint]) -> Config:
@@ -100,13 +133,13 @@ def find_valid(params: Sequence[Param], constraints: Sequence[Constraint]) -> Co
         if ok(cfg):
             return cfg
     if size <= _MATERIALISE_LIMIT:
-        raise SpaceError("the space has no valid configuration")
+        raise no_valid_error(constraints)
     rng = random.Random(0)  # seeded: the same space file always gets the same default
     for _ in range(DEFAULT_SEARCH_RANDOM):
         cfg = {n: rng.choice(v) for n, v in zip(names, value_lists)}
         if ok(cfg):
             return cfg
-    raise SpaceError(
+    raise no_valid_error(constraints,
         f"no valid configuration found among the first {ordered:,} of {size:,} configurations and"
         f" {DEFAULT_SEARCH_RANDOM:,} drawn at random: the constraints may admit none"
         f" ({'; '.join(c.text for c in constraints)[:300]}); if they do, give a 'default' that satisfies them")
@@ -120,7 +153,9 @@ class Space:
                  members: Sequence[Mapping[str, Any]] | None = None) -> None:
         """``members``, when given, is the valid set itself (a recording's recorded configs): it is
         enumerated and sampled directly, never by walking the cartesian product, which for a sparse
-        recording (8 parameters x 8 values, 300 configs) is 16.7 million points of nothing."""
+        recording (8 parameters x 8 values, 300 configs) is 16.7 million points of nothing.  They
+        also constrain: a config outside them is not valid (default, sampling, neighbours), with or
+        without a constraint that says so."""
         if not params:
             raise SpaceError("a space needs at least one parameter")
         names = [p.name for p in params]
@@ -137,6 +172,7 @@ class Space:
         self.description = description
         self._valid_cache: list[Config] | None = None
         self._count: int | None = None
+        self._members: frozenset[str] | None = None
         if members is not None:
             # In cartesian order, as enumerating would list them: seeded searches stay the same.
             cfgs = [self.canonical(m) for m in members]
@@ -145,6 +181,7 @@ class Space:
                 (c for c in cfgs if self.satisfies(c)),
                 key=lambda c: tuple(pos[j].get((isinstance(c[n], bool), c[n]), 0) for j, n in enumerate(self.names)))
             self._count = len(self._valid_cache)
+            self._members = frozenset(self.key(c) for c in self._valid_cache)
         self.default: Config = self._build_default(default or {})
 
     # -- construction helpers ---------------------------------------------------------
@@ -152,17 +189,22 @@ class Space:
         unknown = sorted(set(given) - set(self.names))
         if unknown:
             raise SpaceError(f"default names unknown parameter {unknown[0]!r}")
-        cfg = {p.name: canonical(given[p.name]) if p.name in given else p.default_value for p in self.params}
+        # The parameter's own values: a default of 64.0 is measured (and keyed) as 64.
+        cfg = {p.name: p.own(given[p.name] if p.name in given else p.default_value) for p in self.params}
         errors = self.validate(cfg, check_constraints=False)
         if errors:
             raise SpaceError(f"default config invalid: {errors[0]}")
-        if self.constraints and not self.satisfies(cfg):
+        if (self.constraints or self._members is not None) and not self.satisfies(cfg):
             if given:
-                broken = next((c.text for c in self.constraints if not c(cfg)), "of the space")
-                raise SpaceError(f"default config {self.to_json(cfg)} violates constraint {broken!r}")
+                broken = next((c for c in self.constraints if not c(cfg)), None)
+                if broken is None:
+                    raise SpaceError(f"default config {self.to_json(cfg)} is not one of the space's configs")
+                why = broken.never_computed()
+                raise SpaceError(f"default config {self.to_json(cfg)} violates constraint {broken.text!r}"
+                                 + (f": it {why}" if why else ""))
             if self._valid_cache is not None:  # given members: the first of them, never a non-member
                 if not self._valid_cache:
-                    raise SpaceError("the space has no valid configuration")
+                    raise no_valid_error(self.constraints)
                 return dict(self._valid_cache[0])
             cfg = find_valid(self.params, self.constraints)
         return cfg
@@ -192,6 +234,8 @@ class Space:
 
     # -- validity ---------------------------------------------------------------------------
     def satisfies(self, config: Mapping[str, Any]) -> bool:
+        if self._members is not None and self.key(config) not in self._members:
+            return False
         return all(c(config) for c in self.constraints)
 
     def validate(self, config: Mapping[str, Any], check_constraints: bool = True) -> list[FieldError]:
@@ -218,13 +262,16 @@ class Space:
             for c in self.constraints:
                 if not c(cfg):
                     errors.append(FieldError("<constraints>", f"violates constraint {c.text!r}"))
+            if not errors and self._members is not None and self.key(cfg) not in self._members:
+                errors.append(FieldError("<members>", f"not one of the space's {len(self._members):,} configs"))
         return errors
 
     def is_valid(self, config: Mapping[str, Any]) -> bool:
         return not self.validate(config)
 
     def canonical(self, config: Mapping[str, Any]) -> Config:
-        return {n: canonical(config[n]) for n in self.names if n in config}
+        """``config`` with each value as its parameter holds it (tuples for lists, 64 for 64.0)."""
+        return {n: self.by_name[n].own(config[n]) for n in self.names if n in config}
 
     def normalize(self, partial: Mapping[str, Any]) -> Config:
         """Fill unspecified fields from the default; unknown fields are an error."""
@@ -234,9 +281,9 @@ class Space:
         if unknown:
             raise SpaceError(f"{unknown[0]}: unknown parameter (known: {', '.join(self.names)})")
         cfg = dict(self.default)
-        cfg.update({k: canonical(v) for k, v in partial.items()})
-        # A permutation's items become the space's own (a model's [2.0, 1, 0] passes the schema's enum).
-        cfg.update({p.name: p.own(cfg[p.name]) for p in self.params if isinstance(p, Permutation)})
+        # Each value becomes the parameter's own: a model's 64.0 (JSON Schema's enum lets it pass) is
+        # measured as 64, and a permutation's [2.0, 1, 0] as (2, 1, 0).
+        cfg.update({k: self.by_name[k].own(v) for k, v in partial.items()})
         return {n: cfg[n] for n in self.names}
 
     def sparse(self, config: Mapping[str, Any]) -> Config:
@@ -245,10 +292,12 @@ class Space:
 
     # -- keys and serialisation of configs --------------------------------------------------
     def key(self, config: Mapping[str, Any]) -> str:
-        return json.dumps([jsonable(canonical(config[n])) for n in self.names], separators=(",", ":"))
+        """The config's canonical string: one config, one key (64 and 64.0 are the same config;
+        True and 1 stay apart where the parameter tells them apart)."""
+        return json.dumps([jsonable(p.own(config[p.name])) for p in self.params], separators=(",", ":"))
 
     def from_key(self, key: str) -> Config:
-        return {n: canonical(v) for n, v in zip(self.names, json.loads(key))}
+        return {p.name: p.own(v) for p, v in zip(self.params, json.loads(key))}
 
     def to_json(self, config: Mapping[str, Any]) -> str:
         return json.dumps({n: jsonable(config[n]) for n in self.names if n in config}, separators=(",", ":"))
@@ -291,30 +340,60 @@ class Space:
         """One config drawn uniformly among valid configs.
 
         Uniform over the cartesian product, then rejection, is uniform over the
-        valid set; when rejection keeps failing the valid set is materialised.
+        valid set; when rejection keeps failing the valid set is materialised.  A space
+        too large to walk (over ``COUNT_LIMIT`` points) cannot be materialised, so
+        rejection goes on for up to ``RANDOM_SEARCH_SECONDS`` before "none found": a
+        valid fraction of 1/4096 missed 10,000 draws in one call of eleven.
         """
         if self._valid_cache is not None and self.cartesian_size > _MATERIALISE_LIMIT:
             # A sparse valid set held in memory: draw from it (rejection would mostly miss).
             if not self._valid_cache:
-                raise SpaceError("the space has no valid configuration")
+                raise no_valid_error(self.constraints)
             return dict(rng.choice(self._valid_cache))
-        for _ in range(min(max_tries, 200) if self.cartesian_size <= _MATERIALISE_LIMIT else max_tries):
+        tries = min(max_tries, 200) if self.cartesian_size <= _MATERIALISE_LIMIT else max_tries
+        for _ in range(tries):
             cfg = {p.name: rng.choice(p.values()) for p in self.params}
             if self.satisfies(cfg):
                 return cfg
+        if self._valid_cache is None and self.cartesian_size > COUNT_LIMIT:
+            return self._keep_drawing(rng, tries)
         valid = self.valid_configs()
         if not valid:
-            raise SpaceError("the space has no valid configuration")
+            raise no_valid_error(self.constraints)
         return dict(rng.choice(valid))
 
+    def _keep_drawing(self, rng: random.Random, tries: int) -> Config:
+        """Rejection sampling bounded by time, for a space that cannot be walked (the same draws
+        as before for a seeded rng: only how long it may go on is bounded)."""
+        deadline = time.monotonic() + RANDOM_SEARCH_SECONDS
+        while time.monotonic() < deadline:
+            for _ in range(256):
+                cfg = {p.name: rng.choice(p.values()) for p in self.params}
+                if self.satisfies(cfg):
+                    return cfg
+            tries += 256
+        raise no_valid_error(
+            self.constraints,
+            f"no valid configuration found in {tries:,} random draws ({RANDOM_SEARCH_SECONDS:g} s) from"
+            f" {self.cartesian_size:,} cartesian points, too many to walk: the constraints admit none or very"
+            f" few ({'; '.join(c.text for c in self.constraints)[:300]})")
+
     def sample(self, rng: random.Random, n: int, exclude: Iterable[str] = ()) -> list[Config]:
-        """Up to ``n`` distinct valid configs, uniformly, none of whose keys is in ``exclude``."""
+        """Up to ``n`` distinct valid configs, uniformly, none of whose keys is in ``exclude``.
+
+        In a space too sparse to draw from in time it returns the configs it found; it raises
+        only when it found none."""
         excluded = set(exclude)
         out: list[Config] = []
         seen = set(excluded)
         misses = 0
         while len(out) < n and misses < 50 + 5 * n:
-            cfg = self.random_config(rng)
+            try:
+                cfg = self.random_config(rng)
+            except SpaceError:
+                if not out:
+                    raise
+                break
             k = self.key(cfg)
             if k in seen:
                 misses += 1
