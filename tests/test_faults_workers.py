@@ -103,6 +103,10 @@ def _probes(path: Path) -> list[dict]:
 
 def test_every_fault_is_classified_and_the_run_declares_the_right_winner(kernel: Path, tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():  # measured on an H200 (torch 2.11): every worker died of a MemoryError importing
+        pytest.skip("CPU-launcher faults under a 1 GiB address-space limit: on a CUDA machine the worker's own"
+                    " imports need more than that (benchmarks/gpu_checks covers the faults on a GPU)")
     probe = tmp_path / "probe.jsonl"
     monkeypatch.setenv("KERNTUNE_FAULTS_PROBE", str(probe))
     ev = TritonEvaluator(kernel, (2000,), compile_workers=2, compile_timeout=6.0, bench_timeout=6.0, rep_ms=5,
