@@ -16,7 +16,7 @@ import pytest
 from kerntune.errors import KerntuneError, SpaceError
 from kerntune.space import (Boolean, Choice, Constraint, Expression, IntRange, ListParam, Permutation, PowerOfTwo,
                             Space, from_kernel_tuner, load_space, save_space)
-from kerntune.space.params import param_from_dict
+from kerntune.space.kinds import param_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from kerntune.errors import SpaceError
 from kerntune.space import Config, Space
-from kerntune.space.params import IntRange, ListParam, Param, Permutation, canonical
+from kerntune.space.kinds import ListParam, Permutation
+from kerntune.space.params import IntRange, Param, canonical
 
 MAX_RESPONSE_CHARS = 1_000_000
 #: An answer is {"configs": [{"config": {"name": [values]}}]}: five levels.  Deeper JSON is

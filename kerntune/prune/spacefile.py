@@ -33,7 +33,8 @@ from kerntune.evaluate import ReplayEvaluator
 from kerntune.prune.edits import SpaceState, group_constraint
 from kerntune.space import Space, jsonable, space_from_dict
 from kerntune.space.io import read_space_dict, space_yaml
-from kerntune.space.params import canonical, param_from_dict
+from kerntune.space.kinds import param_from_dict
+from kerntune.space.params import canonical
 
 
 def _yaml() -> Any:

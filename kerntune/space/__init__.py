@@ -2,8 +2,8 @@
 
 from kerntune.space.expr import Expression
 from kerntune.space.io import from_kernel_tuner, load_space, save_space, space_from_dict
-from kerntune.space.params import (Boolean, Choice, IntRange, ListParam, Param, Permutation, PowerOfTwo,
-                                   canonical, jsonable)
+from kerntune.space.kinds import ListParam, Permutation
+from kerntune.space.params import Boolean, Choice, IntRange, Param, PowerOfTwo, canonical, jsonable
 from kerntune.space.space import Config, Constraint, FieldError, Space
 
 __all__ = [

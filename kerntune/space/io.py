@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.errors import SpaceError
-from kerntune.space.params import Choice, Param, canonical, infer_param, param_from_dict
+from kerntune.space.kinds import param_from_dict
+from kerntune.space.params import Choice, Param, canonical, infer_param
 from kerntune.space.space import Constraint, Space
 
 

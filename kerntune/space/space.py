@@ -20,7 +20,8 @@ import numpy as np
 
 from kerntune.errors import SpaceError
 from kerntune.space.expr import Expression
-from kerntune.space.params import ListParam, Param, jsonable
+from kerntune.space.kinds import ListParam
+from kerntune.space.params import Param, jsonable
 
 Config = dict[str, Any]
 
