@@ -1,4 +1,5 @@
-"""Parameter kinds of a search space.
+"""Parameter kinds of a search space: ``Param`` and the scalar kinds (the sequence kinds and the
+registry of all of them are in ``kerntune.space.kinds``).
 
 Every kind is finite and ordered: ``values()`` lists what a kernel accepts,
 in an order where neighbours are meaningful (ascending numbers).  That one
