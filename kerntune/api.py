@@ -126,6 +126,46 @@ def _check_path(name: str, value: Any, flags: bool = False) -> None:
     check_output(name, Path(value))
 
 
+def _check_shape(shape: Any) -> tuple[int, ...] | None:
+    """A kernel file's shape: ``"MxNxK"`` (read as ``--shape`` is) or a sequence of positive integers.
+
+    Why: a tuple went through unchecked, so ``(2.5,)``, ``(-3,)`` or ``()`` ran a whole search at a
+    shape ``--shape`` refuses (sizes must be positive whole numbers); checked before the store opens.
+    """
+    if shape is None:
+        return None
+    from kerntune.evaluate.triton_backend.kernel_file import parse_shape
+
+    if isinstance(shape, str):
+        return parse_shape(shape)
+    if isinstance(shape, Sequence) and not isinstance(shape, (bytes, bytearray)) and len(shape) > 0 and all(
+            isinstance(d, numbers.Integral) and not isinstance(d, bool) and d > 0 for d in shape):
+        return tuple(int(d) for d in shape)
+    raise KerntuneError(f"shape must be 'MxNxK' or a tuple of positive integers such as (4096, 4096), got {shape!r}")
+
+
+def _check_gpus(gpus: Any) -> int | None:
+    """How many visible GPUs get a benchmark worker, as ``--gpus`` takes it: a positive count, or
+    ``"all"`` / None for every visible GPU (a count as text, ``"2"``, as the CLI reads it).
+
+    Why: ``gpus="all"`` went straight to the evaluator and failed in a TypeError after the store was
+    created; ``gpus=True`` ran on one GPU."""
+    if gpus is None:
+        return None
+    value = gpus
+    if isinstance(gpus, str):
+        if gpus.strip().lower() == "all":
+            return None
+        try:
+            value = int(gpus)
+        except ValueError:
+            value = gpus
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise KerntuneError(f"gpus must be a positive number of GPUs, or 'all' or None for every visible GPU,"
+                            f" got {gpus!r}")
+    return int(value)
+
+
 def _check_resume_id(resume: Any) -> None:
     """``resume=""`` started a new run instead (as if no id were given); the CLI refuses it too."""
     if resume is not None and (not isinstance(resume, str) or not resume.strip()):
@@ -142,9 +182,9 @@ def _report(st: Store, run_id: str, report: bool | PathLike) -> Path | None:
     return Path(write_report(st, run_id, html=target).html)
 
 
-def _evaluator(space: PathLike | None, kernel: PathLike | None, shape: str | tuple[int, ...] | None,
+def _evaluator(space: PathLike | None, kernel: PathLike | None, shape: tuple[int, ...] | None,
                compile_timeout: float, gpus: int | None, source: PathLike | None, device: str | None) -> Any:
-    """A recorded space (replayed, no GPU) or a Triton kernel file at one shape (measured)."""
+    """A recorded space (replayed, no GPU) or a Triton kernel file at one shape (``_check_shape``'s)."""
     if space is None and kernel is None:
         raise KerntuneError("nothing to tune: give a recorded space (space=...) or a kernel file (kernel=..., shape=...)")
     if space is not None and kernel is not None:
@@ -162,10 +202,8 @@ def _evaluator(space: PathLike | None, kernel: PathLike | None, shape: str | tup
     if shape is None:
         raise KerntuneError("a kernel file needs a shape, e.g. shape='4096x4096x4096'")
     from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
-    from kerntune.evaluate.triton_backend.kernel_file import parse_shape
 
-    dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
-    return TritonEvaluator(Path(kernel), dims, compile_timeout=compile_timeout, gpus=gpus)  # type: ignore[arg-type]
+    return TritonEvaluator(Path(kernel), shape, compile_timeout=compile_timeout, gpus=gpus)  # type: ignore[arg-type]
 
 
 def _client(spec: str | None, base_url: str | None, timeout: float, transcript: PathLike | None = None) -> Any:
@@ -180,7 +218,7 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
          target_ms: float | None = None, seed: int | None = None, store: PathLike | None = None, llm: str | None = None,
          llm_base_url: str | None = None, llm_timeout: float = 300.0, llm_transcript: PathLike | None = None,
          options: Mapping[str, Any] | None = None, retime: int = 16, compile_timeout: float = 60.0,
-         gpus: int | None = None, source: PathLike | None = None, device: str | None = None,
+         gpus: int | str | None = None, source: PathLike | None = None, device: str | None = None,
          resume: str | None = None, report: bool | PathLike = True, on_start: OnStart | None = None,
          progress: Callable[[Any], None] | None = None) -> TuneResult:
     """Search one kernel's space with one strategy, like ``kerntune tune``.
@@ -193,8 +231,9 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     ``resume`` continues a killed run by its id (with the same space or kernel); it keeps the
     run's own strategy, seed, budget and options, and, like ``tune --resume``, refuses one given
     again that differs from the run's.  ``budget`` defaults to 100 evaluations, or to no cap when
-    ``seconds`` is given; ``budget=None`` is no cap.  Bad arguments raise one ``KerntuneError``
-    before the store is opened or anything is measured.
+    ``seconds`` is given; ``budget=None`` is no cap.  ``shape`` is ``"MxNxK"`` or a tuple of positive
+    integers; ``gpus`` a count, or ``"all"`` / None for every visible GPU.  Bad arguments raise one
+    ``KerntuneError`` before the store is opened or anything is measured.
     """
     from kerntune.run.search import RunOptions, run_search
     from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
@@ -219,6 +258,7 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     _check_resume_id(resume)
     _check_path("report", report, flags=True)
     _check_path("llm_transcript", llm_transcript)
+    dims, n_gpus = _check_shape(shape), _check_gpus(gpus)
     st = _open_store(store)
     try:
         if resume:  # the stored run's strategy, seed, budget and options, as `tune --resume` uses them
@@ -238,7 +278,7 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
             raise KerntuneError(f"strategy {strategy} needs a model: pass llm='SPEC'")
         if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL:
             client = _client(llm, llm_base_url, llm_timeout, llm_transcript)
-        evaluator = _evaluator(space, kernel, shape, compile_timeout, gpus, source, device)
+        evaluator = _evaluator(space, kernel, dims, compile_timeout, n_gpus, source, device)
         run_id = resume or new_run_id()
         try:
             if resume:  # the same kernel or recording, and the same space, as `tune --resume` checks

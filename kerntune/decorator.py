@@ -14,8 +14,11 @@ process with it; use ``kerntune tune FILE`` for isolated workers), timed with
 ``triton.testing.do_bench`` on a GPU, and optionally checked against the
 default config's output (``check=[names of output args]``).  The winner is
 written to the persistent cache (the store's ``best_configs``), keyed by the
-kernel source and space, the key argument values, the device and the
-triton/torch versions; a later process with the same key launches it at once.
+kernel (Triton's ``cache_key``: its source and the helpers and constexpr globals it
+uses) and space, the key argument values and the tensor arguments' dtypes, the
+device and the triton/torch versions; a later process with the same key launches
+it at once (``kerntune.run.decorator_key``).  ``pre_hook`` / ``post_hook`` are
+called around each measured launch as ``triton.autotune`` calls them.
 ``kerntune cache export --triton`` turns the cache into ``triton.Config`` lists.
 
 This module is the lookup side (memory, cache, dispatch table, nearest key) and the
@@ -27,13 +30,16 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import sqlite3
+import threading
 from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.budget_default import UNSET, Unset, default_evals
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.triton_backend.capture import layers
-from kerntune.run.decorator_search import (Timer, default_timer, device_and_versions, key_part, search_call,
-                                            torch_module)
+from kerntune.run.decorator_key import kernel_identity, problem_key, split_key
+from kerntune.run.decorator_search import (Timer, default_timer, device_and_versions, reset_after_search,
+                                            search_call, torch_module)
 from kerntune.space import Config, Space, space_from_dict
 from kerntune.store import Store, thread_store
 
@@ -45,9 +51,12 @@ class Autotuned:
                  budget: int | None | Unset = UNSET, seconds: float | None = None, store: str | Store | None = None,
                  restore_value: Sequence[str] = (), reset_to_zero: Sequence[str] = (), check: Sequence[str] = (),
                  options: Mapping[str, Any] | None = None, llm: Any = None, seed: int = 0, rep_ms: int = 20,
-                 timer: Timer | None = None, on_miss: str = "tune", dispatch: Any = None) -> None:
+                 timer: Timer | None = None, on_miss: str = "tune", dispatch: Any = None,
+                 pre_hook: Callable[..., Any] | None = None, post_hook: Callable[..., Any] | None = None) -> None:
         if on_miss not in ("tune", "nearest"):
             raise KerntuneError(f"autotune: on_miss must be 'tune' or 'nearest', got {on_miss!r}")
+        _check_settings(strategy, budget, seconds, options, llm, seed, rep_ms, pre_hook, post_hook)
+        self.pre_hook, self.post_hook = pre_hook, post_hook
         self.on_miss = on_miss
         self.queued: list[str] = []  # keys served by a nearest-shape fallback, waiting for tune_queued()
         self.fn = fn
@@ -67,11 +76,14 @@ class Autotuned:
         self.options, self.llm, self.seed = dict(options or {}), llm, seed
         self.timer = timer or default_timer(rep_ms)
         self._store_arg = store
+        self._local = threading.local()  # this thread's store, where the caller gave a Store
+        # problem key -> its lock: one thread tunes a key while the others wait for its winner
+        self._locks: dict[str, threading.RLock] = {}
+        self._locks_guard = threading.Lock()
         self.tuned = frozenset(self.space.names)  # names a launch must not pass
         self.source = _source(fn) or self.name
         self.defaults = _defaults(fn)
-        blob = json.dumps([self.source, self.space.to_dict()], sort_keys=True, default=str)
-        self.kernel_hash = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        self._kernel_hash: str | None = None  # read at the first lookup (``kernel_hash``)
         self.best: dict[str, tuple[Config, float]] = {}  # problem key -> winner, this process
         # problem key -> the dispatch table's or the nearest key's config, this process: every launch
         # after the first is a dictionary lookup (asking the store at each launch cost 70 us on an H100
@@ -91,6 +103,17 @@ class Autotuned:
                 if self.space.is_valid(cfg):
                     self.dispatch[shape] = cfg
 
+    @property
+    def kernel_hash(self) -> str:
+        """The cache's kernel identity: the kernel (``kernel_identity``: Triton's ``cache_key``, or the
+        source under the interpreter) and the space.  Computed at the first lookup, not at decoration
+        (``kernel_identity`` says why)."""
+        if self._kernel_hash is None:
+            blob = json.dumps([kernel_identity(self.fn, self.source), self.space.to_dict()], sort_keys=True,
+                              default=str)
+            self._kernel_hash = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return self._kernel_hash
+
     def synchronize(self) -> None:
         torch = torch_module()
         if torch is not None and torch.cuda.is_available():
@@ -98,10 +121,15 @@ class Autotuned:
 
     @property
     def store(self) -> Store:
-        """The store; one connection per thread when kerntune opens it (``kerntune.store.thread_store``
-        says why; a ``Store`` given by the caller is used as given)."""
-        if isinstance(self._store_arg, Store):
-            return self._store_arg
+        """The store, one connection per thread (``kerntune.store.thread_store`` says why).  A ``Store``
+        given by the caller serves the thread that opened it; another thread (autograd's backward
+        thread) opens its own on the same file, as SQLite refuses a connection made elsewhere."""
+        given = self._store_arg
+        if isinstance(given, Store):
+            mine = getattr(self._local, "store", None)
+            if mine is None:
+                mine = self._local.store = given if _usable_here(given) else thread_store(given.path)
+            return mine
         from kerntune.cli.common import default_store_path
 
         return thread_store(self._store_arg or default_store_path())
@@ -110,10 +138,12 @@ class Autotuned:
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
     def problem_key(self, args: Mapping[str, Any]) -> str:
-        """The key arguments' values (a tensor's shape and dtype); one the call leaves out counts as its
-        default value (as the kernel sees it), or null where it has none."""
-        return json.dumps({k: key_part(args[k] if k in args else self.defaults.get(k)) for k in self.key},
-                          sort_keys=True)
+        """The key arguments' values and the tensor arguments' dtypes (``decorator_key.problem_key``)."""
+        return problem_key(self.key, self.arg_names, self.defaults, args)
+
+    def _lock(self, pkey: str) -> threading.RLock:
+        with self._locks_guard:
+            return self._locks.setdefault(pkey, threading.RLock())
 
     def config_for(self, grid: Any, args: dict[str, Any], extra: Mapping[str, Any] | None = None) -> Config:
         """The winner for these arguments: this process's memory, the store, or (``on_miss``)
@@ -123,6 +153,18 @@ class Autotuned:
             return self.best[pkey][0]
         if pkey in self.served:
             return self.served[pkey]
+        # One search per key: two threads first calling it (a forward and autograd's backward thread)
+        # both tuned, their launches interleaved and spoiling each other's timings.  The second waits
+        # here and takes the first's winner from memory.
+        with self._lock(pkey):
+            if pkey in self.best:
+                return self.best[pkey][0]
+            if pkey in self.served:
+                return self.served[pkey]
+            return self._miss(grid, args, pkey, extra)
+
+    def _miss(self, grid: Any, args: dict[str, Any], pkey: str, extra: Mapping[str, Any] | None) -> Config:
+        """``config_for`` past this process's memory, under the key's lock."""
         device, versions = device_and_versions()
         hit = self.store.get_best(self.kernel_hash, pkey, device, versions)
         if hit is not None:
@@ -143,19 +185,23 @@ class Autotuned:
                     self.queued.append(pkey)
                 self.served[pkey] = near
                 return near
-        return self.tune(grid, args, pkey, device, versions, extra)
+        cfg = self.tune(grid, args, pkey, device, versions, extra)
+        reset_after_search(self, args, extra, cfg)
+        return cfg
 
     def nearest(self, pkey: str, device: str, versions: str) -> Config | None:
         """The cached winner of the nearest tuned key (sum of |log2| differences of the numeric
         key values, see ``kerntune.run.warm_start.shape_distance``) on this device and stack."""
         from kerntune.run.warm_start import shape_distance
 
-        want = json.loads(pkey)
+        want, dtypes = split_key(pkey)
         best: tuple[float, Config] | None = None
         for e in self.store.iter_best(self.kernel_hash):
             if e["device"] != device or e["versions"] != versions:
                 continue
-            have = json.loads(e["problem_key"])
+            have, their_dtypes = split_key(e["problem_key"])
+            if their_dtypes != dtypes:  # a winner for other dtypes is no guess for these
+                continue
             if set(have) != set(want) or not all(isinstance(want[k], (int, float)) and isinstance(have[k], (int, float))
                                                  for k in want):
                 continue
@@ -177,7 +223,8 @@ class Autotuned:
         for pkey in list(self.queued):
             if pkey in calls:
                 grid, args = calls[pkey]
-                self.tune(grid, args, pkey, device, versions)
+                with self._lock(pkey):
+                    self.tune(grid, args, pkey, device, versions)
                 self.queued.remove(pkey)
 
     def tune(self, grid: Any, args: dict[str, Any], pkey: str, device: str, versions: str,
@@ -213,9 +260,54 @@ class Autotuned:
         return self.fn[grid](**bound, **config, **extra)
 
 
+def _usable_here(store: Store) -> bool:
+    """Whether this thread may use ``store``'s connection: SQLite refuses (ProgrammingError) one
+    opened in another thread, and which thread opened it is not recorded anywhere else."""
+    try:
+        store.conn.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return False
+    return True
+
+
+def _check_settings(strategy: Any, budget: Any, seconds: Any, options: Any, llm: Any, seed: Any, rep_ms: Any,
+                    pre_hook: Any, post_hook: Any) -> None:
+    """The settings checked at decoration, each refused in one line as ``kerntune.tune`` refuses it:
+    ``budget="10"``, ``budget=2.5`` or ``options=[1]`` were taken here and failed at the first launch
+    in a TypeError deep inside the search.  The strategy is checked by name only, so that importing a
+    decorated kernel does not import the search code; its options (when given) by their models."""
+    from kerntune.api import _check_count, _check_seconds
+    from kerntune.strategies import ALIASES, LLM_STRATEGIES, STRATEGIES
+    from kerntune.strategies.base import MAX_EVALS, MAX_SEED
+
+    try:
+        if not isinstance(strategy, str) or ALIASES.get(strategy, strategy) not in STRATEGIES:
+            raise KerntuneError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+        if strategy in LLM_STRATEGIES and llm is None:
+            raise KerntuneError(f"strategy {strategy} needs a model: pass llm=")
+        if not isinstance(budget, Unset):
+            _check_count("budget", budget, 1, MAX_EVALS, " evaluations a key", none="no cap")
+        _check_seconds("seconds", seconds, 1e9)
+        _check_seconds("rep_ms", rep_ms, 600_000, optional=False)
+        _check_count("seed", seed, 0, MAX_SEED)
+        if options is not None and not (isinstance(options, Mapping) and all(isinstance(k, str) for k in options)):
+            raise KerntuneError(f"options must be a dict of the strategy's options by name, e.g. {{'initial': 25}},"
+                                f" got {options!r}")
+        if options:
+            from kerntune.strategies.options import validate_options
+
+            validate_options(strategy, dict(options), with_model=llm is not None)
+        for name, hook in (("pre_hook", pre_hook), ("post_hook", post_hook)):
+            if hook is not None and not callable(hook):
+                raise KerntuneError(f"{name} must be a function of the launch's arguments, got {hook!r}")
+    except KerntuneError as exc:
+        raise KerntuneError(f"autotune: {exc}") from None
+
+
 def _source(fn: Any) -> str | None:
     """The kernel's source text under any wrappers (``triton.heuristics`` keeps the JITFunction, which
-    holds ``src``, in ``.fn``): the cache is keyed by it, so an edited kernel is tuned afresh."""
+    holds ``src``, in ``.fn``): the cache is keyed by it where Triton gives no ``cache_key`` (the
+    interpreter; ``kernel_identity``), so an edited kernel is tuned afresh."""
     stack = list(layers(fn))
     src = next((s for s in (getattr(layer, "src", None) for layer in stack) if isinstance(s, str) and s), None)
     if src is not None:
@@ -236,9 +328,29 @@ def _defaults(fn: Any) -> dict[str, Any]:
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
+#: ``triton.autotune`` arguments that ``kerntune.autotune`` takes otherwise: what to write instead.
+_TRITON_ONLY = {
+    "configs": "give the values to search as a space (space=...)",
+    "prune_configs_by": "kerntune searches a space, not a list to prune: write the rule as a constraint of "
+                        "the space (its 'constraints'), and a config it rules out is never launched",
+    "warmup": "timing is kerntune's: rep_ms= or timer=", "rep": "timing is kerntune's: rep_ms= or timer=",
+    "use_cuda_graph": "timing is kerntune's: timer=", "do_bench": "timing is kerntune's: timer=",
+    "cache_results": "winners are always cached, in the store (store=)",
+}
+
+
 def autotune(space: Space | Mapping[str, Any], key: Sequence[str], **options: Any) -> Callable[[Any], Autotuned]:
     """Decorator; ``options`` are ``Autotuned``'s (strategy, budget, seconds, store, restore_value,
-    reset_to_zero, check, options, llm, seed, rep_ms, timer, on_miss, dispatch)."""
+    reset_to_zero, check, options, llm, seed, rep_ms, timer, on_miss, dispatch, pre_hook, post_hook).
+    A ``triton.autotune`` argument kerntune has no use for, or an unknown one, is refused here in one
+    line (it was a TypeError from ``Autotuned``)."""
+    known = set(inspect.signature(Autotuned.__init__).parameters) - {"self", "fn", "space", "key"}
+    for name in options:
+        if name in _TRITON_ONLY:
+            raise KerntuneError(f"autotune: {name} is triton.autotune's and not supported: {_TRITON_ONLY[name]}")
+        if name not in known:
+            raise KerntuneError(f"autotune: unknown option {name!r} (known: {', '.join(sorted(known))})")
+
     def wrap(fn: Any) -> Autotuned:
         return Autotuned(fn, space, key, **options)
     return wrap

@@ -288,8 +288,13 @@ class _State:
         self.space: Space = space_from_configs(configs, widen=False)
         self.fixed = dict(getattr(self.space, "fixed", {}))
         self.name = getattr(getattr(tuner, "base_fn", None), "__name__", "kernel")
-        blob = json.dumps([kernel_source(tuner), [config_dict(c) for c in configs]], sort_keys=True,
-                          default=str)
+        # The kernel by Triton's ``cache_key`` (its source, the helpers it calls, the constexpr globals
+        # it reads), the source where there is none (the interpreter): a winner stored before a
+        # helper was edited is not loaded for the new code (``kerntune.run.decorator_key``).
+        from kerntune.run.decorator_key import kernel_identity
+
+        blob = json.dumps([kernel_identity(tuner, kernel_source(tuner)), [config_dict(c) for c in configs]],
+                          sort_keys=True, default=str)
         self.kernel_hash = hashlib.sha256(blob.encode()).hexdigest()[:16]
         #: each listed config's pre_hook (Hopper kernels set their TensorDescriptors' block shapes
         #: there): a config rebuilt from the store or the search must carry it, or it launches with

@@ -50,6 +50,11 @@ def _args(n: int = 8):
     return np.arange(n, dtype=float), np.zeros(n)
 
 
+def _pkey(n: int) -> str:
+    """The problem key of a call with ``_args(n)``: n, and the dtypes of its arrays (as Triton's key holds them)."""
+    return json.dumps({"(dtypes)": {"out": "float64", "x": "float64"}, "n": n}, sort_keys=True)
+
+
 def _tuned(store, **kw):
     options = dict(space=SPACE, key=["n"], strategy="exhaustive", budget=10, store=store, rep_ms=200,
                    restore_value=["out"], check=["out"])
@@ -62,8 +67,8 @@ def test_first_call_tunes_later_processes_read_the_cache(tmp_path) -> None:
     k = _tuned(str(db))
     x, out = _args()
     k[(1,)](x, out, 8)
-    assert k.tuned_keys == ['{"n": 8}']
-    best, _ = k.best['{"n": 8}']
+    assert k.tuned_keys == [_pkey(8)]
+    best, _ = k.best[_pkey(8)]
     assert best == {"BLOCK": 64, "num_warps": 4}  # BLOCK=64,num_warps=2 is faster but wrong
     # in-place writes were restored between configs: the user's call ran once on fresh output
     np.testing.assert_allclose(out, x * 2.0)
@@ -82,7 +87,7 @@ def test_first_call_tunes_later_processes_read_the_cache(tmp_path) -> None:
 
     x3, out3 = _args(16)  # a new key value is tuned on its own
     again[(2,)](x3, out3, 16)
-    assert again.tuned_keys == ['{"n": 16}']
+    assert again.tuned_keys == [_pkey(16)]
 
 
 def test_a_changed_space_does_not_reuse_the_cache(tmp_path) -> None:
@@ -91,8 +96,8 @@ def test_a_changed_space_does_not_reuse_the_cache(tmp_path) -> None:
     narrower = dict(SPACE, params=[SPACE["params"][0], {"name": "num_warps", "kind": "choice", "options": [2]}])
     k = _tuned(db, space=narrower)
     k[(1,)](*_args(), 8)
-    assert k.tuned_keys == ['{"n": 8}']
-    assert k.best['{"n": 8}'][0] == {"BLOCK": 32, "num_warps": 2}
+    assert k.tuned_keys == [_pkey(8)]
+    assert k.best[_pkey(8)][0] == {"BLOCK": 32, "num_warps": 2}
 
 
 def test_unknown_argument_names_are_refused() -> None:
@@ -124,15 +129,15 @@ def test_an_unseen_shape_gets_the_nearest_tuned_config_and_is_queued(tmp_path) -
     store = Store(db)
     # Plant a different winner for n=1024 so the two tuned keys are told apart.
     store.conn.execute("UPDATE best_configs SET config_json=? WHERE problem_key=?",
-                       (json.dumps({"BLOCK": 16, "num_warps": 4}), '{"n": 1024}'))
+                       (json.dumps({"BLOCK": 16, "num_warps": 4}), _pkey(1024)))
     lazy = _tuned(db, on_miss="nearest")
     lazy[(1,)](*_args(16), 16)     # log2 distance 1 from n=8, 6 from n=1024
     lazy[(1,)](*_args(512), 512)   # distance 1 from n=1024
-    assert lazy.tuned_keys == [] and lazy.queued == ['{"n": 16}', '{"n": 512}']
+    assert lazy.tuned_keys == [] and lazy.queued == [_pkey(16), _pkey(512)]
     assert [x["BLOCK"] for x in lazy.fn.launches] == [64, 16]
     x, out = _args(16)
-    lazy.tune_queued({'{"n": 16}': ((1,), {"x": x, "out": out, "n": 16})})
-    assert lazy.tuned_keys == ['{"n": 16}'] and lazy.queued == ['{"n": 512}']
+    lazy.tune_queued({_pkey(16): ((1,), {"x": x, "out": out, "n": 16})})
+    assert lazy.tuned_keys == [_pkey(16)] and lazy.queued == [_pkey(512)]
 
 
 def test_the_budget_is_60_evaluations_a_key_or_none_under_seconds_alone() -> None:
@@ -175,7 +180,7 @@ def test_a_default_that_does_not_run_leaves_the_first_config_that_runs_as_the_re
                           check=["out"])(RecordingKernel())
     x, out = _args()
     k[(1,)](x, out, 8)
-    assert k.best['{"n": 8}'][0] == {"BLOCK": 32}
+    assert k.best[_pkey(8)][0] == {"BLOCK": 32}
     np.testing.assert_allclose(out, x * 2.0)
     st = Store(tmp_path / "k.db")
     statuses = {t.config["BLOCK"]: t.status.value for _, t, _ in st.trials(st.list_runs()[0].id)}
@@ -220,7 +225,7 @@ def test_a_kernel_launched_from_another_thread_uses_a_connection_of_its_own(tmp_
     t.start()
     t.join()
     assert errors == []
-    assert k.tuned_keys == ['{"n": 8}', '{"n": 16}']
+    assert k.tuned_keys == [_pkey(8), _pkey(16)]
 
 
 def test_nan_is_wrong_only_where_the_reference_holds_a_number() -> None:

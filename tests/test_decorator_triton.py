@@ -5,6 +5,7 @@ the caller leaves to their defaults."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -53,6 +54,11 @@ def _tuned(kernel, db: Path, **kw):
     return kerntune.autotune(**options)(kernel)
 
 
+def _pkey(**values) -> str:
+    """The problem key of a call with float32 ``x`` and ``out``: the key values and the tensors' dtypes."""
+    return json.dumps({"(dtypes)": {"out_ptr": "torch.float32", "x_ptr": "torch.float32"}, **values}, sort_keys=True)
+
+
 def _grid(n: int):
     return lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
 
@@ -66,7 +72,7 @@ def test_a_kernel_under_triton_heuristics_is_keyed_by_its_source(tmp_path: Path)
     assert a.kernel_hash != b.kernel_hash
     x, out = torch.randn(100), torch.empty(100)
     b[_grid(100)](x, out, 100)
-    assert b.tuned_keys == ['{"n": 100}']
+    assert b.tuned_keys == [_pkey(n=100)]
     torch.testing.assert_close(out, x * 6.0)
 
 
@@ -79,7 +85,7 @@ def test_triton_heuristics_stacked_above_the_decorator_launches(tmp_path: Path) 
     x, out = torch.randn(100), torch.empty(100)
     stacked[_grid(100)](x, out, 100)
     torch.testing.assert_close(out, x * 2.0)
-    assert inner.tuned_keys == ['{"n": 100}']
+    assert inner.tuned_keys == [_pkey(n=100)]
 
 
 def test_a_key_argument_left_to_its_default_counts_as_that_value(tmp_path: Path) -> None:
@@ -90,5 +96,5 @@ def test_a_key_argument_left_to_its_default_counts_as_that_value(tmp_path: Path)
     x, out = torch.randn(64), torch.empty(64)
     k[_grid(64)](x, out, 64)
     k[_grid(64)](x, out, 64, alpha=2.0)
-    assert k.tuned_keys == ['{"alpha": 2.0, "n": 64}']
+    assert k.tuned_keys == [_pkey(alpha=2.0, n=64)]
     torch.testing.assert_close(out, x * 2.0)

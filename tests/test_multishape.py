@@ -148,7 +148,8 @@ def test_the_decorator_uses_a_shipped_dispatch_table_and_the_nearest_shape(tmp_p
     k[(1,)](x, 128, 8192)    # unseen: nearest is 64x8192 (distance 1)
     k[(1,)](x, 4096, 128)    # unseen: nearest is 8192x64 (distance 2)
     assert k.fn.launched == [64, 32, 128]
-    assert k.tuned_keys == [] and k.queued == ['{"M": 128, "N": 8192}', '{"M": 4096, "N": 128}']
+    assert k.tuned_keys == [] and k.queued == ['{"(dtypes)": {"x": "float64"}, "M": 128, "N": 8192}',
+                                          '{"(dtypes)": {"x": "float64"}, "M": 4096, "N": 128}']
     # later launches of the same keys are served from memory: the store is not asked again
     asked: list[str] = []
     store = k.store

@@ -3,7 +3,9 @@
 ``@kerntune.autotune`` (``kerntune.decorator``) looks a winner up (its memory, the store's
 cache, a dispatch table, the nearest tuned key) and, on a miss, calls ``search_call`` here,
 which measures configs by launching the kernel with the call's own arguments
-(``LaunchEvaluator``) and runs ``run_search`` over them.  As ``triton.autotune`` does, a
+(``LaunchEvaluator``; the decorator's ``pre_hook`` / ``post_hook`` around each such launch, and
+``reset_after_search`` before the winner's, as ``triton.autotune`` calls them) and runs
+``run_search`` over them.  As ``triton.autotune`` does, a
 config that crashes the CUDA context takes the process with it; ``kerntune tune FILE``
 measures in isolated workers instead.  ``device_and_versions`` is what a measurement made
 here is valid for: the decorator's cache and ``kerntune.retune`` key their winners by it.
@@ -15,6 +17,7 @@ so that importing a decorated kernel stays light.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -23,7 +26,7 @@ from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.evaluate.triton_backend.worker import classify, clone, compare_outputs
 from kerntune.evaluate.triton_backend.worker import timer as make_timer
-from kerntune.space import Config, jsonable
+from kerntune.space import Config
 
 if TYPE_CHECKING:
     from kerntune.decorator import Autotuned
@@ -74,13 +77,6 @@ def _device_and_versions(index: int) -> tuple[str, str]:
     return device, ",".join(versions)
 
 
-def key_part(value: Any) -> Any:
-    """One key argument as the cache key holds it: a tensor by its shape and dtype, else its value."""
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return [list(value.shape), str(value.dtype)]
-    return jsonable(value)
-
-
 class LaunchEvaluator(Evaluator):
     """Measures configs of one call's arguments by launching the kernel here."""
 
@@ -104,7 +100,23 @@ class LaunchEvaluator(Evaluator):
 
     def _launch(self, config: Config) -> None:
         self._restore()
-        self.tuner.fn[self.grid](**self.args, **config, **self.extra)
+        pre, post = self.tuner.pre_hook, self.tuner.post_hook
+        if pre is None and post is None:
+            self.tuner.fn[self.grid](**self.args, **config, **self.extra)
+            return
+        # As ``triton.autotune``'s ``_bench`` calls them around each launch it measures: the call's
+        # arguments, its launch options and the config, by name; the post hook with the exception.
+        full = {**self.args, **self.extra, **config}
+        if pre is not None:
+            pre(full)
+        try:
+            self.tuner.fn[self.grid](**self.args, **config, **self.extra)
+        except Exception as exc:
+            if post is not None:
+                post(full, exception=exc)
+            raise
+        if post is not None:
+            post(full, exception=None)
 
     def _outputs(self) -> Any:
         self.tuner.synchronize()
@@ -145,6 +157,24 @@ class LaunchEvaluator(Evaluator):
     def workload(self) -> dict[str, Any]:
         return {"kernel_name": self.tuner.name, "source": self.tuner.source,
                 "problem_size": json.loads(self.tuner.problem_key(self.args))}
+
+
+def reset_after_search(tuner: Autotuned, args: Mapping[str, Any], extra: Mapping[str, Any] | None,
+                       config: Config) -> None:
+    """After a search, before the winner's launch: the pre hook once more, as ``triton.autotune``
+    calls it (``pre_hook(kwargs, reset_only=True)``) so that a hook that zeroes an accumulator
+    leaves it clean after the measured launches.  A hook without ``reset_only`` (nor ``**kwargs``)
+    is called with the arguments alone, which Triton's call would have failed on."""
+    hook = tuner.pre_hook
+    if hook is None:
+        return
+    full = {**args, **(extra or {}), **config}
+    try:
+        params = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):
+        params = ()
+    takes = any(p.name == "reset_only" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    hook(full, reset_only=True) if takes else hook(full)
 
 
 def search_call(tuner: Autotuned, grid: Any, args: dict[str, Any], pkey: str,

@@ -1,0 +1,40 @@
+"""``kerntune.tune``'s ``shape`` and ``gpus``: checked as ``kerntune tune --shape`` / ``--gpus`` check
+them, in one ``KerntuneError`` before the store is created.  The CPU kernel file of the measuring
+workers' tests (tests/data/cpu_kernels.py: plain Python launchers, no GPU), real SQLite stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kerntune
+from kerntune.errors import KerntuneError
+
+KERNEL = Path(__file__).resolve().parent / "data" / "cpu_kernels.py"
+
+
+@pytest.mark.parametrize("shape", [(2.5,), (-3,), (0, 8), (), (True,), ("8",), "8x-1", b"8"])
+def test_a_shape_the_cli_refuses_is_refused_before_the_store_is_created(tmp_path: Path, shape: object) -> None:
+    """A tuple went through unchecked: ``(2.5,)``, ``(-3,)`` and ``()`` ran a whole search."""
+    db = tmp_path / "k.db"
+    with pytest.raises(KerntuneError, match="shape"):
+        kerntune.tune(kernel=KERNEL, shape=shape, strategy="random", budget=2, store=db, report=False, retime=0)
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("gpus", ["none", "0", 0, -1, 1.5, True])
+def test_a_gpu_count_the_cli_refuses_is_refused_before_the_store_is_created(tmp_path: Path, gpus: object) -> None:
+    """``gpus`` went straight to the evaluator: ``"all"`` (which ``--gpus`` takes) failed in a TypeError
+    after the store was created, and ``True`` ran as one GPU."""
+    db = tmp_path / "k.db"
+    with pytest.raises(KerntuneError, match="gpus must be a positive number of GPUs"):
+        kerntune.tune(kernel=KERNEL, shape="8", strategy="random", budget=2, gpus=gpus, store=db, report=False,
+                      retime=0)
+    assert not db.exists()
+
+
+def test_a_tuple_shape_and_gpus_all_are_taken_as_the_cli_takes_them(tmp_path: Path) -> None:
+    res = kerntune.tune(kernel=KERNEL, shape=(8,), strategy="random", budget=2, gpus="all",
+                        store=tmp_path / "k.db", report=False, retime=0)
+    assert res.trials == 2 and res.winner is not None
