@@ -39,10 +39,15 @@ def same_inputs(kept: tuple[Any, ...], inputs: tuple[Any, ...]) -> bool:
     return len(kept) == len(inputs) and all(a is b for a, b in zip(kept, inputs))
 
 
-def randn(*shape: int, dtype: Any = None, scale: float = 1.0) -> Any:
-    """Seeded normal inputs on the GPU (the same values in every worker of a run)."""
+def randn(*shape: int, dtype: Any = None, scale: float = 1.0, index: int = 0) -> Any:
+    """Seeded normal inputs on the GPU (the same values in every worker of a run).
+
+    ``index``: which tensor of the adapter's inputs this is (0, 1, ...); each of an adapter's tensors
+    takes its own.  Seeded by the shape alone, two operands of one shape came out identical (TVD's
+    p == q: a loss and gradient of exactly zero, an output check that no wrong config can fail;
+    SwiGLU's a == b; FLA's q == k == v)."""
     import torch
 
-    g = torch.Generator(device="cpu").manual_seed(hash(shape) & 0xFFFF)
+    g = torch.Generator(device="cpu").manual_seed((hash(shape) & 0xFFFF) + (index << 16))
     t = torch.randn(*shape, generator=g, dtype=torch.float32) * scale
     return t.to(device=device(), dtype=dtype or bf16())

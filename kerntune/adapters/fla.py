@@ -23,9 +23,9 @@ def _inputs(shape: tuple[int, ...]) -> tuple[Any, ...]:
     import torch
 
     b, t, h, d = shape
-    q, k, v = randn(b, t, h, d), randn(b, t, h, d), randn(b, t, h, d)
-    g = torch.nn.functional.logsigmoid(randn(b, t, h, dtype=torch.float32))
-    beta = torch.sigmoid(randn(b, t, h, dtype=torch.float32)).to(q.dtype)
+    q, k, v = (randn(b, t, h, d, index=i) for i in range(3))  # three draws: q == k == v is no attention
+    g = torch.nn.functional.logsigmoid(randn(b, t, h, dtype=torch.float32, index=3))
+    beta = torch.sigmoid(randn(b, t, h, dtype=torch.float32, index=4)).to(q.dtype)
     return q, k, v, g, beta
 
 

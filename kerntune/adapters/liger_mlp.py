@@ -13,7 +13,9 @@ carries a list of the same form (BLOCK_M 64/128); its training step is the packa
 it (forward, then backward).  The backward's other kernel, ``_swiglu_kernel_backward_dGU`` (dA = dO Wd,
 then dG and dU written over G and U in place), is not autotuned: liger launches it with the training
 forward's autotune pick, made for another GEMM; its knobs are the tiles, warps and stages, and the
-adapter's ``pre_hook`` sets its descriptors' block shapes from the tiles as liger's launcher does.
+adapter's ``pre_hook`` sets its descriptors' block shapes from the tiles as liger's launcher does.  Its
+baseline is that pick: the adapter names the forward in ``picks_from``, so the forward's list is
+benchmarked as shipped even in a worker (where the call's other lists launch their first config).
 Shapes (tokens, hidden, intermediate): the MLP of Llama-3 8B at 8192 tokens and of Llama-3 70B at 4096.
 """
 
@@ -187,6 +189,9 @@ ADAPTERS = [
     Adapter(name="liger.mlp_swiglu_bwd_dGU", kernel="liger_kernel.ops.mlp:_swiglu_kernel_backward_dGU",
             package=PACKAGE, shape_doc=SHAPE_DOC, shapes=SHAPES, make_inputs=_bwd_inputs, call=_bwd_call,
             knobs=DGU_KNOBS, constraints=DGU_RULES, pre_hook=_dgu_descriptors, torch_op=_dgu_torch,
+            # its tiles, warps and stages are the training forward's autotune pick (swiglu_backward_dGU
+            # reads _swiglu_kernel_forward.best_config): the forward autotunes in the worker too
+            picks_from=("liger_kernel.ops.mlp:_swiglu_kernel_forward",),
             flops=lambda s: 2.0 * s[0] * s[1] * s[2],
             bytes_moved=lambda s: 2.0 * (s[0] * s[1] + s[1] * s[2] + 4 * s[0] * s[2]),
             description="the gate/up gradients of liger's fused SwiGLU MLP backward (dO Wd, then dG and dU "

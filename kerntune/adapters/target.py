@@ -87,6 +87,12 @@ class Adapter:
     #: cross-entropy with logits that require grad): its name for the cache key, so the two ways'
     #: winners never overwrite each other, and ``find`` by the kernel's path picks the one without it.
     variant: str = ""
+    #: ``package.module:kernel`` of autotuned kernels whose pick the launcher reads to configure this
+    #: one (liger's MLP backward dGU launches at the training forward's ``best_config``): a worker
+    #: cuts the call's other autotune lists to their first config, but leaves these to autotune as
+    #: shipped, so that the caught launch (the baseline, the search's warm start) is the package's
+    #: own choice and not the first config of another kernel's list.
+    picks_from: Sequence[str] = ()
 
 
 class PackageTarget:
@@ -113,8 +119,11 @@ class PackageTarget:
                 default = a.default(shape) if a.default is not None else {}
                 knobs = a.knobs(shape) if callable(a.knobs) else a.knobs
                 default = {**{k: v for k, v in TRITON_DEFAULTS.items() if k in knobs}, **default}
+                rules = list(a.constraints)
+                if a.default is not None:
+                    rules = _admitting(rules, space_from_knobs(knobs, default).default)
                 self._spaces[shape] = space_from_knobs(knobs, default, name=a.name, description=self.description,
-                                                       constraints=a.constraints)
+                                                       constraints=rules)
             else:
                 tuner = cap.autotuner(self.kernel)
                 if tuner is None:
@@ -147,8 +156,11 @@ class PackageTarget:
             knobs = {k for c in tuner.configs for k in config_dict(c)}
             tuner.configs = [_triton_config({k: v for k, v in json.loads(preset).items() if k in knobs},
                                             cap.list_pre_hook(self.kernel))]
+        picks = [] if cap.COMPILE_ONLY else [import_object(k) for k in self.adapter.picks_from]
         try:
-            self.launch_state = cap.capture(self.kernel, lambda: self.adapter.call(inputs), self.adapter.which, sync)
+            with cap.left_to_autotune(picks):
+                self.launch_state = cap.capture(self.kernel, lambda: self.adapter.call(inputs), self.adapter.which,
+                                                sync, fresh=None if cap.COMPILE_ONLY else _refresher(inputs))
         finally:
             if tuner is not None:
                 tuner.configs = saved
@@ -201,6 +213,34 @@ class PackageTarget:
         if self.launch_state is None:
             raise KerntuneError(f"{self.name}: make_inputs(shape) must run before a launch")
         return self.launch_state
+
+
+def _admitting(rules: Sequence[str], default: Mapping[str, Any]) -> list[str]:
+    """``rules`` with each one that excludes the package's own ``default`` config widened to admit
+    that config alone.  A rule over the knobs keeps a search out of configs not worth a launch; the
+    package's choice runs anyway (it is the baseline), and a space whose default breaks a rule cannot
+    be built at all (liger's rule gives rows of 128 columns BLOCK_SIZE 128 with 4 warps: one element
+    a thread, below the two-a-thread rule, and QK-norm at head dim 128 could not be tuned)."""
+    from kerntune.space.expr import Expression
+
+    pin = " and ".join(f"{k} == {v!r}" for k, v in default.items())
+    return [r if Expression(r)(default) else f"({r}) or ({pin})" for r in rules]
+
+
+def _refresher(inputs: Sequence[Any]) -> Callable[[], None]:
+    """What puts the package call's input tensors back as drawn, for the capture to run between the
+    call's first run and the caught one (``cap.capture``'s ``fresh``): an in-place kernel's first run
+    overwrites its input (liger's training cross-entropy writes the gradient into the logits), and
+    the caught launch must see the inputs a step sees.  Only tensors that changed are written."""
+    with cap.no_grad():
+        drawn = [(t, t.clone()) for t in inputs if cap._is_tensor(t)]
+
+    def fresh() -> None:
+        with cap.no_grad():  # the inputs may be weights that require gradients
+            for t, copy in drawn:
+                if not cap._same(t, copy):
+                    t.copy_(copy)
+    return fresh
 
 
 def _triton_config(flat: Mapping[str, Any], pre_hook: Any = None) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from kerntune.errors import KerntuneError
 
@@ -222,6 +222,27 @@ def _wrapped(fn: Any, hook: Callable[..., Any]) -> Iterator[None]:
             del fn.run
 
 
+#: Autotuners that ``other_autotuners_fixed`` leaves to benchmark their lists (``left_to_autotune``).
+_LEFT_ALONE: list[Any] = []
+
+
+@contextlib.contextmanager
+def left_to_autotune(kernels: Iterable[Any]) -> Iterator[None]:
+    """Inside ``other_autotuners_fixed``: ``kernels``' autotune lists run as shipped after all.
+
+    A launcher may configure the tuned kernel from another kernel's autotune pick (liger's fused MLP
+    launches its backward dGU kernel with the training forward's ``best_config``).  Cut to its first
+    config, that other kernel would make the caught launch (the baseline, and the search's warm
+    start) the first config of its list instead of the package's own choice."""
+    tuners = [t for t in (autotuner(k) for k in kernels) if t is not None]
+    _LEFT_ALONE.extend(tuners)
+    try:
+        yield
+    finally:
+        for t in tuners:
+            _LEFT_ALONE.remove(t)
+
+
 @contextlib.contextmanager
 def other_autotuners_fixed(kernel: Any) -> Iterator[None]:
     """Inside a tuner's worker: every ``triton.autotune`` list other than ``kernel``'s launches its
@@ -233,7 +254,8 @@ def other_autotuners_fixed(kernel: Any) -> Iterator[None]:
     tens of seconds of compiles per worker and launched benchmarks on the GPU the benchmark worker
     times.  Those kernels only feed inputs, so their first config serves (and a config that fails
     falls back to the kernel's own autotuning).  The tuned kernel's own list is left alone: what it
-    picks is the package's choice, the baseline."""
+    picks is the package's choice, the baseline; so are the lists named by ``left_to_autotune``
+    (kernels whose pick the tuned kernel's launcher reads)."""
     try:
         from triton.runtime.autotuner import Autotuner
     except ImportError:  # pragma: no cover - every Triton 3 has it
@@ -243,7 +265,7 @@ def other_autotuners_fixed(kernel: Any) -> Iterator[None]:
     original = Autotuner.run
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self is keep or len(self.configs) <= 1:
+        if self is keep or len(self.configs) <= 1 or any(self is t for t in _LEFT_ALONE):
             return original(self, *args, **kwargs)
         saved = self.configs
         self.configs = saved[:1]
@@ -305,13 +327,18 @@ def clear_launch_caches(kernel: Any) -> int:
     return cleared
 
 
-def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callable[[], None] | None = None) -> Launch:
+def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callable[[], None] | None = None,
+            fresh: Callable[[], None] | None = None) -> Launch:
     """Run ``call`` (the package's own entry point) twice and catch launch number ``which`` of
     ``kernel`` in the second run (-1: the last).  The first run does what a program's first step
     does (an autotuner benchmarks its list and caches the winner); the second launches as every
-    later step would.  The tensors the caught launch writes are its outputs: those it changed, and
+    later step would.  ``fresh``, run between the two, puts back inputs the first run wrote into
+    (liger's training cross-entropy writes the gradient into the logits): the caught launch sees
+    what a step sees.  The tensors the caught launch writes are its outputs: those it changed, and
     those that change when poisoned with NaN first (an output buffer reused by the allocator may
-    already hold the very values the launch writes)."""
+    already hold the very values the launch writes).  Afterwards the outputs it writes whole hold
+    what it wrote, and every other tensor what the caught launch found: a worker restores them
+    before every launch, so an in-place kernel is never replayed on its own output."""
     fn = jit_function(kernel)
     if COMPILE_ONLY:
         launch = _record(fn, call, which, kernel)
@@ -338,6 +365,8 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
         seen[:] = [(launch, before, [k for k, v in launch.tensors() if not _same(v, before[k])])]
         return out
 
+    if fresh is not None:
+        fresh()
     clear_launch_caches(kernel)  # else a launch cache in front of the kernel skips JITFunction.run
     with _wrapped(fn, hook):
         call()
@@ -377,11 +406,16 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
                 _same(v, written[k]) for k, v in launch.tensors() if k in written and k != name):
             launch.write_only.append(name)
     reset()
-    launch.run()  # leave the inputs as the package had them and the outputs as the launch writes them
+    launch.run()  # the outputs as the launch writes them
     done()
     if not outputs:
         raise KerntuneError(f"{fn.__name__}: the caught launch wrote no tensor argument; nothing to check or time")
     launch.outputs = [k for k, _ in launch.tensors() if k in outputs]
+    with no_grad():  # what the launch reads back as it found it (an in-place kernel's input, an accumulator)
+        for k, v in launch.tensors():
+            if k not in launch.write_only and not _same(v, before[k]):
+                v.copy_(before[k])
+    done()
     return launch
 
 
