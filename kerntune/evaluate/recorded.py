@@ -291,7 +291,7 @@ def _numbers(value: Any, what: str, where: str) -> list[float]:
     return [float(x) for x in value if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)]
 
 
-def _kt_failure(entry: Mapping[str, Any], where: str) -> str | None:
+def _kt_failure(entry: Mapping[str, Any], where: str, names: Iterable[str] = ()) -> str | None:
     """The Kernel Tuner failure an entry records, or None.  Kernel Tuner 1.5 writes ``"__error__":
     "InvalidConfig"`` and no ``time`` (once read as an unknown failure, ``time=None``), older ones put it
     in ``time``; ``__error__`` wins over a time measured before the failure, as in Kernel Tuner.  Other
@@ -304,13 +304,20 @@ def _kt_failure(entry: Mapping[str, Any], where: str) -> str | None:
                               f" failures ({', '.join(KT_FAILURES)})")
     if len({m for _, m in marks}) > 1:
         raise FormatError(f"{where}: __error__ and time name different failures ({marks[0][1]}, {marks[1][1]})")
-    return marks[0][1] if marks else None
+    if marks:
+        return marks[0][1]
+    # Kernel Tuner before 1.0 wrote the failure under the objective's key ("GFLOP/s": "InvalidConfig"),
+    # and its reader takes a failure under any key: read as a time-less runtime error, the failure's
+    # kind (a restriction, a compile error) was lost.
+    skip = set(names)
+    return next((v for k, v in entry.items() if k not in skip and isinstance(v, str) and v in KT_FAILURES), None)
 
 
-def _kt_trial(config: dict[str, Any], entry: Mapping[str, Any], where: str = "entry") -> Trial:
+def _kt_trial(config: dict[str, Any], entry: Mapping[str, Any], where: str = "entry",
+              names: Iterable[str] = ()) -> Trial:
     compile_s = _seconds(entry, "compile_time", where, 1e-3)  # Kernel Tuner stores ms
     bench_s = _seconds(entry, "benchmark_time", where, 1e-3) + _seconds(entry, "verification_time", where, 1e-3)
-    failure = _kt_failure(entry, where)
+    failure = _kt_failure(entry, where, names)
     if failure is not None:
         return Trial(config, KT_FAILURES[failure], compile_s=compile_s, bench_s=bench_s, error=failure)
     value = entry.get("time")
@@ -355,16 +362,34 @@ def _from_kernel_tuner(data: Mapping[str, Any], path: Path) -> Recording:
     cache = data.get("cache")
     if not names or not isinstance(cache, Mapping):
         raise FormatError(f"{path}: Kernel Tuner cache without tune_params_keys/cache")
-    declared = {n: [canonical(v) for v in vals] for n, vals in tune_params.items()}
+    entries = [(key, entry) for key, entry in cache.items()
+               if isinstance(entry, Mapping) and all(n in entry for n in names)]
+    # Kernel Tuner tells values apart by str() alone (its cache key): 16 and "16" are one value to it.
+    # A file giving a number as a string on one side (tune_params or the entries) and as a number on
+    # the other once doubled the parameter's values (16, 32, "16", "32") and replayed the string.
+    as_number: dict[str, dict[str, Any]] = {n: {} for n in names}
+    for n in names:
+        for v in list(tune_params.get(n, [])) + [e[n] for _, e in entries]:
+            if not isinstance(v, str):
+                as_number[n].setdefault(str(v), v)
+
+    def unify(n: str, v: Any) -> Any:
+        return canonical(as_number[n].get(v, v) if isinstance(v, str) else v)
+
+    declared: dict[str, list[Any]] = {}
+    for n, vals in tune_params.items():
+        declared[n] = []
+        for v in vals:
+            u = unify(n, v) if n in as_number else canonical(v)
+            if value_id(u) not in {value_id(d) for d in declared[n]}:
+                declared[n].append(u)
     trials = []
-    for key, entry in cache.items():
-        if not (isinstance(entry, Mapping) and all(n in entry for n in names)):
-            continue
+    for key, entry in entries:
         where = f"{path}: cache entry {str(key)[:60]!r}"
         if not _key_matches(str(key), entry, names):
             raise FormatError(f"{where}: the key disagrees with the entry's parameters "
                               f"({', '.join(f'{n}={entry[n]!r}' for n in names)[:120]})")
-        trials.append(_kt_trial({n: canonical(entry[n]) for n in names}, entry, where))
+        trials.append(_kt_trial({n: unify(n, entry[n]) for n in names}, entry, where, names))
     if not trials:
         raise FormatError(f"{path}: Kernel Tuner cache holds no entries")
     meta = {k: data.get(k) for k in ("device_name", "kernel_name", "problem_size", "objective")}

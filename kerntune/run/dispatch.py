@@ -23,8 +23,8 @@ def dispatch_table(entries: Sequence[dict[str, Any]], kernel: str = "") -> dict[
     (``MxNxK``); the decorator's ``dispatch=`` and ``cache export --json`` use this form."""
     rows = []
     for e in sorted(entries, key=lambda e: e["problem_key"]):
-        parts = e["problem_key"].split("x")
-        if not all(p.isdigit() for p in parts):
+        parts = str(e["problem_key"]).split("x")
+        if not all(p.isascii() and p.isdigit() for p in parts):   # "\u00b2".isdigit(), but int() refuses it
             continue
         rows.append({"shape": [int(p) for p in parts], "config": e["config"], "time_ms": e["time_ms"],
                      "device": e["device"], "versions": e["versions"], "kernel_hash": e["kernel_hash"]})
@@ -44,4 +44,24 @@ def load_dispatch(source: str | Path | dict[str, Any]) -> list[tuple[Shape, dict
     if not isinstance(data, dict) or data.get("format") != DISPATCH_FORMAT:
         raise KerntuneError(f"dispatch table {source if not isinstance(source, dict) else ''}: "
                             f"not a {DISPATCH_FORMAT} file (write one with `kerntune cache export --json`)")
-    return [(tuple(int(x) for x in r["shape"]), dict(r["config"]), float(r["time_ms"])) for r in data["entries"]]
+    where = f"dispatch table {source if not isinstance(source, dict) else ''}".rstrip()
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        raise KerntuneError(f"{where}: entries must be a list of {{shape, config, time_ms}} rows")
+    rows = []
+    for i, r in enumerate(entries, 1):
+        # A hand-edited or cut table once raised KeyError/TypeError tracebacks at import of the program.
+        try:
+            shape = r["shape"]
+            if not isinstance(shape, list) or not shape or not all(
+                    (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, str) and x.isascii()
+                                                                      and x.isdigit()) for x in shape) \
+                    or not all(int(x) > 0 for x in shape):
+                raise ValueError(f"shape {shape!r} is not a list of positive integers")
+            if not isinstance(r["config"], dict):
+                raise ValueError("config is not an object")
+            rows.append((tuple(int(x) for x in shape), dict(r["config"]), float(r["time_ms"])))
+        except (KeyError, TypeError, ValueError) as exc:
+            what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise KerntuneError(f"{where}: entry {i}: {what}"[:300]) from None
+    return rows

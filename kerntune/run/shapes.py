@@ -43,24 +43,52 @@ class ShapeResult:
     evals_to_best: int | None = None                      # evaluations until within 2% of this run's best
 
 
+def _line_shapes(text: str) -> list[Shape] | None:
+    """The shapes one line names, or None when it is not shapes.  ``4096x4096x4096``, ``4096 x 4096``,
+    ``4096X4096`` and ``4096,4096,4096`` are one shape; a line of ``x`` shapes separated by commas or
+    semicolons (``4096x4096, 2048x2048``) lists several.  Why: such a list was once read as one
+    shape of all the numbers (4096x4096x2048x2048), silently."""
+    text = text.replace("\u00d7", "x").lower()
+    items = [text]
+    if "x" in text and re.search(r"[,;]", text):
+        items = [i for i in re.split(r"[,;]", text) if i.strip()]
+        if not all("x" in i for i in items):
+            return None   # "4096,4096x4096": which numbers form a shape is unknowable
+    shapes = []
+    for item in items:
+        parts = [x for x in re.split(r"[x,;\s]+", item) if x]
+        # ASCII digits only: "\u00b2".isdigit() is true and int() of it raised a traceback
+        if not parts or not all(re.fullmatch(r"[0-9]+", x) and int(x) > 0 for x in parts):
+            return None
+        shapes.append(tuple(int(x) for x in parts))
+    return shapes
+
+
 def read_shapes(path: str | Path) -> list[Shape]:
-    """One shape per line (``4096x4096x4096`` or ``4096,4096,4096``); ``#`` starts a comment."""
+    """One shape per line (``4096x4096x4096`` or ``4096,4096,4096``), or several ``x`` shapes on a line
+    separated by commas; ``#`` starts a comment."""
     p = Path(path)
     if not p.exists():
         raise KerntuneError(f"shapes file not found: {p}")
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise KerntuneError(f"{p}: not a text file of shapes") from None
+    except OSError as exc:
+        raise KerntuneError(f"cannot read shapes file {p}: {exc.strerror or exc}") from None
     shapes: list[Shape] = []
-    for n, line in enumerate(p.read_text().splitlines(), 1):
+    for n, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
-        parts = [x for x in re.split(r"[x,\s]+", text) if x]
-        if not parts or not all(x.isdigit() and int(x) > 0 for x in parts):
+        found = _line_shapes(text)
+        if not found:
             raise KerntuneError(f"{p}:{n}: expected a shape such as 4096x4096x4096, got {line.strip()!r}")
-        shape = tuple(int(x) for x in parts)
-        if shapes and len(shape) != len(shapes[0]):
-            raise KerntuneError(f"{p}:{n}: {len(shape)} dimensions, the first shape has {len(shapes[0])}")
-        if shape not in shapes:
-            shapes.append(shape)
+        for shape in found:
+            if shapes and len(shape) != len(shapes[0]):
+                raise KerntuneError(f"{p}:{n}: {len(shape)} dimensions, the first shape has {len(shapes[0])}")
+            if shape not in shapes:
+                shapes.append(shape)
     if not shapes:
         raise KerntuneError(f"{p}: no shapes")
     return shapes
