@@ -58,6 +58,13 @@ class Estimate:
     level: float
 
     @property
+    def coverage(self) -> float:
+        """The coverage the interval actually has (``level`` or more with enough samples; less, down
+        to 0 for one sample, where too few samples made the extremes stand in)."""
+        lo, _ = _order_ranks(self.n, self.level)
+        return 1 - 2 * sum(math.comb(self.n, j) for j in range(lo + 1)) / 2**self.n
+
+    @property
     def halfwidth(self) -> float:
         """Half the interval's width relative to the median (0.012: +-1.2%)."""
         return (self.hi - self.lo) / 2 / self.median if self.median else math.inf
@@ -87,7 +94,7 @@ def _order_ranks(n: int, level: float) -> tuple[int, int]:
 
 def estimate(samples: Sequence[float], level: float = 0.95) -> Estimate:
     """The median of ``samples`` and a ``level`` confidence interval for it."""
-    xs = sorted(float(x) for x in samples)
+    xs = sorted(x for x in (float(x) for x in samples) if not math.isnan(x))  # a NaN breaks the sort
     if not xs:
         raise ValueError("no samples")
     n = len(xs)
@@ -98,14 +105,26 @@ def estimate(samples: Sequence[float], level: float = 0.95) -> Estimate:
 
 def speedup(baseline: Sequence[float], candidate: Sequence[float], level: float = 0.95) -> Estimate:
     """Baseline time over candidate time, paired round by round (a round's two windows saw the
-    same GPU state, so their ratio cancels most of the drift between rounds)."""
+    same GPU state, so their ratio cancels most of the drift between rounds).  A round where either
+    time is not a positive finite number (zero, NaN, inf) gives no ratio and is left out of the pairs."""
     if len(baseline) != len(candidate):
         raise ValueError(f"paired rounds needed: {len(baseline)} baseline, {len(candidate)} candidate")
-    return estimate([b / c for b, c in zip(baseline, candidate)], level)
+    ratios = [float(b) / float(c) for b, c in zip(baseline, candidate) if _usable(b) and _usable(c)]
+    if not ratios:
+        raise ValueError("no round timed both sides")
+    return estimate(ratios, level)
+
+
+def _usable(t: float) -> bool:
+    return math.isfinite(float(t)) and float(t) > 0
 
 
 def verdict(s: Estimate) -> str:
-    """'faster' or 'slower' only beyond the interval; otherwise 'same within noise'."""
+    """'faster' or 'slower' only beyond the interval, and only where enough rounds give the interval
+    its promised coverage (6 at 95%: with fewer the extremes stand in, and one round's "interval" is a
+    point); otherwise 'same within noise'."""
+    if s.coverage < s.level:
+        return "same within noise"
     if s.lo > 1:
         return "faster"
     if s.hi < 1:

@@ -123,11 +123,17 @@ def confirm(evaluator: Any, history: Sequence[Trial], n_leaders: int = 5, baseli
         return Confirmed([], None)
     retimed = evaluator.retime(configs, rounds=rounds)
     ok = [t for t in retimed if t.ok]
-    if picked is not None:  # the runoff's pick, whatever its windows read beside the baseline
-        winner = retimed[0] if retimed[0].ok else None
+    notes: list[str] = []
+    if picked is not None and retimed[0].ok:  # the runoff's pick, whatever its windows read beside the baseline
+        winner = retimed[0]
     else:
+        if picked is not None:  # the pick failed now: it is no winner, and its screening figure is no time
+            notes.append(f"the runoff's pick failed when re-timed ({retimed[0].status.value}: {retimed[0].error})"
+                         + ("; the fastest re-timed config stands" if ok else ""))
         winner = min(ok, key=lambda t: t.time_ms) if ok else None  # type: ignore[arg-type,return-value]
-    out = Confirmed(retimed, winner, runoff=reply)
+    if not ok:
+        notes.append("every re-timed config failed: no re-timed winner")
+    out = Confirmed(retimed, winner, notes=notes, runoff=reply)
     if base_index is not None:
         out.baseline = retimed[base_index]
         if not out.baseline.ok:
@@ -136,5 +142,8 @@ def confirm(evaluator: Any, history: Sequence[Trial], n_leaders: int = 5, baseli
         elif winner is not None:
             b, w = out.baseline.extra.get("rounds_ms"), winner.extra.get("rounds_ms")
             if b and w and len(b) == len(w):
-                out.speedup = speedup(b, w)
+                try:
+                    out.speedup = speedup(b, w)
+                except ValueError as exc:  # no round timed both with a usable figure
+                    out.notes.append(f"no speedup over the baseline: {exc}")
     return out
