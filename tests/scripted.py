@@ -66,3 +66,14 @@ def synthetic_evaluator(tmp_path: Path) -> ReplayEvaluator:
     path = tmp_path / "synthetic.json"
     path.write_text(json.dumps(table_dict(space, trials, {"kernel_name": "synthetic", "device_name": "NVIDIA H100"})))
     return ReplayEvaluator.from_file(path)
+
+
+def wall_clock_evaluator(tmp_path: Path) -> ReplayEvaluator:
+    """The synthetic space measured on the wall clock (``realtime``), 20 ms a config: for time budgets
+    a model's real latency has to meet."""
+    space = synthetic_space()
+    trials = [Trial(c, Status.OK, synthetic_time(c), compile_s=0.01, bench_s=0.01) if synthetic_time(c) else
+              Trial(c, Status.RUNTIME_ERROR, compile_s=0.01, error="out of resources") for c in space.enumerate()]
+    path = tmp_path / "wall.json"
+    path.write_text(json.dumps(table_dict(space, trials, {"kernel_name": "synthetic", "device_name": "NVIDIA H100"})))
+    return ReplayEvaluator.from_file(path, realtime=True)

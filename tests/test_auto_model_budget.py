@@ -4,17 +4,15 @@ cuts the start (the start counts against it)."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
-from kerntune.evaluate import ReplayEvaluator, Status, Trial, table_dict
 from kerntune.llm import LLMClient
 from kerntune.run.search import RunOptions, run_search
 from kerntune.strategies import Budget, BudgetExhausted, get_strategy
 from kerntune.strategies.base import SearchContext
-from scripted import ScriptedProvider, answer, synthetic_evaluator, synthetic_space, synthetic_time
+from scripted import ScriptedProvider, answer, synthetic_evaluator, wall_clock_evaluator
 
 BEST = {"BM": 64, "W": 4, "bs": [32, 32]}
 
@@ -23,22 +21,12 @@ def _client(script) -> LLMClient:
     return LLMClient(ScriptedProvider(script), retries=0, backoff_base=0.0)
 
 
-def _wall_clock_evaluator(tmp_path) -> ReplayEvaluator:
-    """The synthetic space measured on the wall clock, 20 ms a config."""
-    space = synthetic_space()
-    trials = [Trial(c, Status.OK, synthetic_time(c), compile_s=0.01, bench_s=0.01) if synthetic_time(c) else
-              Trial(c, Status.RUNTIME_ERROR, compile_s=0.01, error="out of resources") for c in space.enumerate()]
-    path = tmp_path / "wall.json"
-    path.write_text(json.dumps(table_dict(space, trials, {"kernel_name": "synthetic", "device_name": "NVIDIA H100"})))
-    return ReplayEvaluator.from_file(path, realtime=True)
-
-
 def test_a_time_budget_that_ends_while_the_model_thinks_does_not_wait_for_it(tmp_path) -> None:
     def slow(n, messages):
         time.sleep(3.0)
         return answer(BEST)
 
-    ev = _wall_clock_evaluator(tmp_path)
+    ev = wall_clock_evaluator(tmp_path)
     t0 = time.perf_counter()
     res = run_search(ev, "auto", Budget(max_seconds=0.5), seed=0, run=RunOptions(llm=_client(slow)))
     wall = time.perf_counter() - t0

@@ -10,18 +10,16 @@ whole sleep (30 s and more)."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
-from kerntune.evaluate import ReplayEvaluator, Status, Trial, table_dict
 from kerntune.llm import LLMClient
 from kerntune.run.search import RunOptions, run_search
 from kerntune.store import Store
 from kerntune.strategies import Budget
 from cli_runs import run_cli
-from scripted import ScriptedProvider, answer, synthetic_evaluator, synthetic_space, synthetic_time
+from scripted import ScriptedProvider, answer, synthetic_evaluator, wall_clock_evaluator
 
 BEST = {"BM": 64, "W": 4, "bs": [32, 32]}
 REASON = "time budget spent while the model was thinking"
@@ -40,16 +38,6 @@ def _slow(n, messages):
 
 def _sources(store: Store, run_id: str) -> list[str]:
     return [src for (src,) in store.conn.execute("SELECT source FROM trials WHERE run_id=? ORDER BY seq", (run_id,))]
-
-
-def _wall_clock_evaluator(tmp_path) -> ReplayEvaluator:
-    """The synthetic space measured on the wall clock, 20 ms a config."""
-    space = synthetic_space()
-    trials = [Trial(c, Status.OK, synthetic_time(c), compile_s=0.01, bench_s=0.01) if synthetic_time(c) else
-              Trial(c, Status.RUNTIME_ERROR, compile_s=0.01, error="out of resources") for c in space.enumerate()]
-    path = tmp_path / "wall.json"
-    path.write_text(json.dumps(table_dict(space, trials, {"kernel_name": "synthetic", "device_name": "NVIDIA H100"})))
-    return ReplayEvaluator.from_file(path, realtime=True)
 
 
 def test_scripted_llm_slow_first_answer_ends_at_the_time_budget_on_a_recording(tmp_path) -> None:
@@ -98,7 +86,7 @@ def test_scripted_llm_slow_later_round_ends_at_the_time_budget(tmp_path) -> None
 def test_scripted_llm_on_a_real_clock_measures_while_the_model_thinks_and_stops_at_the_budget(tmp_path) -> None:
     """On a wall-clock evaluator the GPU keeps measuring random configs while the model thinks, until the
     budget's end; then the call is abandoned (``auto``'s rule, ``auto_model._Cooperation.wait``)."""
-    ev = _wall_clock_evaluator(tmp_path)
+    ev = wall_clock_evaluator(tmp_path)
     store = Store(tmp_path / "k.db")
     t0 = time.perf_counter()
     res = run_search(ev, "llm", Budget(max_seconds=1.0), seed=0, run=RunOptions(llm=_client(_slow), store=store))
