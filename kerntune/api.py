@@ -292,13 +292,14 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
             run_options = RunOptions(store=st, run_id=run_id, progress=progress, llm=client,
                                      strategy_options=opts, warm_start=[shipped] if shipped else ())
             res = run_search(evaluator, strategy, b, seed, run_options)
-            best, speedup = res.best, None
+            best, speedup, notes = res.best, None, list(res.notes)
             if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
                 from kerntune.evaluate.retime import confirm
 
                 found = confirm(evaluator, res.history, n_leaders=retime, baseline=shipped or evaluator.space.default)
                 best = found.winner or best
                 speedup = found.speedup.median if found.speedup is not None else None
+                notes += found.notes  # what `tune` prints as notes: a failed re-time, no speedup
             if best is not None and kernel is not None:  # what the decorator and `tune` look up later
                 dev, ident = evaluator.device(), evaluator.describe()
                 st.put_best(ident["source_hash"], "x".join(map(str, ident["shape"])), dev.get("name", ""),
@@ -312,7 +313,7 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
             run_id=res.run_id or run_id, store=st.path, strategy=strategy, seed=seed,
             winner={k: jsonable(v) for k, v in best.config.items()} if best is not None else None,
             time_ms=best.time_ms if best is not None else None, trials=len(res.history),
-            stop_reason=res.stop_reason, report=_report(st, run_id, report), speedup=speedup, notes=list(res.notes))
+            stop_reason=res.stop_reason, report=_report(st, run_id, report), speedup=speedup, notes=notes)
     finally:
         st.close()
 

@@ -38,3 +38,15 @@ def test_a_tuple_shape_and_gpus_all_are_taken_as_the_cli_takes_them(tmp_path: Pa
     res = kerntune.tune(kernel=KERNEL, shape=(8,), strategy="random", budget=2, gpus="all",
                         store=tmp_path / "k.db", report=False, retime=0)
     assert res.trials == 2 and res.winner is not None
+
+
+def test_the_re_timing_notes_reach_the_tune_result(tmp_path: Path) -> None:
+    """``kerntune tune`` prints a re-time's notes (here: the default config fails when re-timed beside the
+    winner); ``kerntune.tune`` dropped them, so an API caller never learnt why there was no speedup."""
+    kernel = tmp_path / "wrong_default.py"
+    kernel.write_text(KERNEL.read_text().replace('default={"mode": "good", "work": 4}',
+                                                 'default={"mode": "wrong", "work": 4}'))
+    res = kerntune.tune(kernel=kernel, shape=(8,), strategy="random", budget=4, seed=1, store=tmp_path / "k.db",
+                        report=False, retime=3)
+    assert res.winner is not None and res.speedup is None
+    assert any("baseline config failed when re-timed" in n and "wrong_result" in n for n in res.notes), res.notes
