@@ -23,6 +23,18 @@ def test_a_line_listing_shapes_is_several_shapes_not_one_merged_shape(tmp_path) 
         read_shapes(amb)
 
 
+def test_shapes_separated_by_spaces_alone_are_several_shapes(tmp_path) -> None:
+    """``4096x4096 2048x2048`` was read as the one shape (4096, 4096, 2048, 2048); spaces between plain
+    numbers still make one shape, and ``4096x4096 2048`` (which numbers belong together?) is refused."""
+    f = tmp_path / "s.txt"
+    f.write_text("4096x4096 2048x2048\t1024 x 1024\n512 512\n")
+    assert read_shapes(f) == [(4096, 4096), (2048, 2048), (1024, 1024), (512, 512)]
+    amb = tmp_path / "a.txt"
+    amb.write_text("4096x4096 2048\n")
+    with pytest.raises(KerntuneError, match="a.txt:1"):
+        read_shapes(amb)
+
+
 @pytest.mark.parametrize("content", [b"4\xc2\xb2x4\n", b"\xff\xfe4096x4096\n"])
 def test_bad_shapes_files_are_one_line_errors(tmp_path, content) -> None:
     f = tmp_path / "s.txt"

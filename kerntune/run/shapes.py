@@ -46,12 +46,12 @@ class ShapeResult:
 def _line_shapes(text: str) -> list[Shape] | None:
     """The shapes one line names, or None when it is not shapes.  ``4096x4096x4096``, ``4096 x 4096``,
     ``4096X4096`` and ``4096,4096,4096`` are one shape; a line of ``x`` shapes separated by commas or
-    semicolons (``4096x4096, 2048x2048``) lists several.  Why: such a list was once read as one
-    shape of all the numbers (4096x4096x2048x2048), silently."""
-    text = text.replace("\u00d7", "x").lower()
+    semicolons or spaces (``4096x4096, 2048x2048``, ``4096x4096 2048x2048``) lists several.  Why: such
+    a list was once read as one shape of all the numbers (4096x4096x2048x2048), silently."""
+    text = re.sub(r"\s*x\s*", "x", text.replace("\u00d7", "x").lower()).strip()
     items = [text]
-    if "x" in text and re.search(r"[,;]", text):
-        items = [i for i in re.split(r"[,;]", text) if i.strip()]
+    if "x" in text and re.search(r"[,;\s]", text):  # "4096x4096, 2048x2048" or "4096x4096 2048x2048"
+        items = [i for i in re.split(r"[,;\s]+", text) if i.strip()]
         if not all("x" in i for i in items):
             return None   # "4096,4096x4096": which numbers form a shape is unknowable
     shapes = []
@@ -65,8 +65,8 @@ def _line_shapes(text: str) -> list[Shape] | None:
 
 
 def read_shapes(path: str | Path) -> list[Shape]:
-    """One shape per line (``4096x4096x4096`` or ``4096,4096,4096``), or several ``x`` shapes on a line
-    separated by commas; ``#`` starts a comment."""
+    """One shape per line (``4096x4096x4096``, ``4096,4096,4096`` or ``4096 4096 4096``), or several ``x``
+    shapes on a line separated by commas, semicolons or spaces; ``#`` starts a comment."""
     p = Path(path)
     if not p.exists():
         raise KerntuneError(f"shapes file not found: {p}")
