@@ -6,9 +6,7 @@ real SQLite stores."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ triton = pytest.importorskip("triton")
 
 import kerntune  # noqa: E402
 from kerntune.errors import KerntuneError  # noqa: E402
+from tests.kernel_modules import kernel_module  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1":  # imported under a real GPU session: not what these tests are for
     pytest.skip("needs TRITON_INTERPRET=1 before triton is imported", allow_module_level=True)
@@ -87,22 +86,13 @@ def accumulate(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 '''
 
 
-def _module(path: Path, name: str, text: str):
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_pre_and_post_hooks_run_around_each_measured_launch_as_in_triton(tmp_path: Path) -> None:
     """``pre_hook`` / ``post_hook`` raised a TypeError.  Now, as ``triton.autotune`` calls them: the pre hook
     with the launch's arguments and config by name before each launch the search measures, once more
     with ``reset_only=True`` after the search (so an accumulating kernel's output is zeroed before the
     winner's launch), the post hook after each measured launch with ``exception=None``; none of them
     around a launch of a winner already known."""
-    mod = _module(tmp_path / "kt_fix_acc.py", "kt_fix_acc", ACCUMULATE)
+    mod = kernel_module(tmp_path / "kt_fix_acc.py", "kt_fix_acc", ACCUMULATE)
     pre: list[dict] = []
     post: list[tuple[dict, object]] = []
 

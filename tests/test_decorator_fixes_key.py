@@ -6,7 +6,6 @@ makes a real ``JITFunction`` (its ``cache_key`` needs no GPU; nothing is launche
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +20,7 @@ triton = pytest.importorskip("triton")
 
 import kerntune  # noqa: E402
 from kerntune.store import Store  # noqa: E402
+from tests.kernel_modules import kernel_module  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1":  # imported under a real GPU session: not what these tests are for
     pytest.skip("needs TRITON_INTERPRET=1 before triton is imported", allow_module_level=True)
@@ -60,16 +60,6 @@ def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 '''
 
 
-def _module(path: Path, name: str, text: str):
-    """A kernel file of its own (Triton reads a kernel's source from its file)."""
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _grid(n: int):
     return lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
 
@@ -82,7 +72,7 @@ def test_an_fp32_call_is_tuned_apart_from_an_fp16_call_in_memory_and_in_the_stor
     """The key held the key arguments only, so an fp32 call of the same n launched the fp16 call's winner
     (Triton's own autotune key appends every tensor argument's dtype): now each dtype is a key of its own,
     in this process and in the store a later process reads."""
-    mod = _module(tmp_path / "kt_fix_copy.py", "kt_fix_copy", COPY)
+    mod = kernel_module(tmp_path / "kt_fix_copy.py", "kt_fix_copy", COPY)
     db = tmp_path / "k.db"
     k = _tuned(mod.copy, db)
     for dt in (torch.float16, torch.float32):
@@ -111,7 +101,7 @@ def test_an_fp32_call_is_tuned_apart_from_an_fp16_call_in_memory_and_in_the_stor
 def test_the_nearest_tuned_key_is_one_of_the_same_dtypes(tmp_path: Path) -> None:
     """``on_miss="nearest"`` serves a tuned key's winner only when the dtypes match: an fp32 call with no
     fp32 key tuned is tuned, not served the fp16 key's winner."""
-    mod = _module(tmp_path / "kt_fix_near.py", "kt_fix_near", COPY)
+    mod = kernel_module(tmp_path / "kt_fix_near.py", "kt_fix_near", COPY)
     db = tmp_path / "k.db"
     x16 = torch.randn(100).to(torch.float16)
     _tuned(mod.copy, db)[_grid(100)](x16, torch.empty_like(x16), 100)
@@ -180,7 +170,7 @@ def test_under_the_interpreter_the_identity_is_the_kernels_source(tmp_path: Path
 
     from kerntune.run.decorator_key import kernel_identity
 
-    mod = _module(tmp_path / "kt_fix_interp.py", "kt_fix_interp", COPY)
+    mod = kernel_module(tmp_path / "kt_fix_interp.py", "kt_fix_interp", COPY)
     k = _tuned(mod.copy, tmp_path / "k.db")
     assert not hasattr(mod.copy, "cache_key")
     assert kernel_identity(mod.copy, k.source) == k.source
@@ -193,7 +183,7 @@ def test_the_identity_is_read_at_the_first_launch_not_at_decoration(tmp_path: Pa
     """A helper defined below the decorated kernel is not in its module yet while the decorator runs;
     reading ``cache_key`` then would leave it out (and Triton memoizes it, for its compile cache too).
     The kernel hash is computed when first asked for: decorating reads nothing."""
-    mod = _module(tmp_path / "kt_fix_lazy.py", "kt_fix_lazy", COPY)
+    mod = kernel_module(tmp_path / "kt_fix_lazy.py", "kt_fix_lazy", COPY)
     k = _tuned(mod.copy, tmp_path / "k.db")
     assert k._kernel_hash is None
     x = torch.randn(64)

@@ -4,10 +4,8 @@ the caller leaves to their defaults."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
 import kerntune  # noqa: E402
+from tests.kernel_modules import kernel_module  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1":  # imported under a real GPU session: not what these tests are for
     pytest.skip("needs TRITON_INTERPRET=1 before triton is imported", allow_module_level=True)
@@ -39,13 +38,7 @@ def scale(x_ptr, out_ptr, n, alpha=2.0, EVEN: tl.constexpr = False, BLOCK: tl.co
 
 def _module(tmp_path: Path, name: str, factor: float):
     """A kernel file of its own (Triton reads a kernel's source from its file)."""
-    path = tmp_path / f"{name}.py"
-    path.write_text(KERNEL.replace("FACTOR", repr(factor)))
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return kernel_module(tmp_path / f"{name}.py", name, KERNEL.replace("FACTOR", repr(factor)))
 
 
 def _tuned(kernel, db: Path, **kw):

@@ -10,6 +10,8 @@ import logging
 import time
 from pathlib import Path
 
+import pytest
+
 from kerntune.evaluate.trial import Status
 from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
 
@@ -94,9 +96,14 @@ def test_a_hanging_reference_costs_one_timeout_and_fails_every_config_at_once(tm
     assert "did not return" in said[0].getMessage()
 
 
-def test_a_reference_that_kills_its_worker_is_met_once(tmp_path: Path) -> None:
-    """Each fresh worker called it again and died: every config a crash of its own."""
-    path, log = _kernel(tmp_path, "exit")
+@pytest.mark.parametrize("reference, said", [
+    ("exit", ("killed its worker", "exit code 7")),              # each fresh worker called it again and died
+    ("cuda", ("reference() failed", "illegal memory access")),   # each config got a fresh worker (on a GPU:
+])                                                              # seconds of start-up) that called it again
+def test_a_reference_that_ends_its_worker_is_met_once(tmp_path: Path, reference: str, said: tuple[str, ...]) -> None:
+    """A reference() that kills its worker, or leaves its CUDA context unusable, used to cost every config
+    a crash of its own; now it is called once and every config fails with its message."""
+    path, log = _kernel(tmp_path, reference)
     ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=10.0, rep_ms=2,
                          memory_limit_mb=0)
     try:
@@ -105,23 +112,9 @@ def test_a_reference_that_kills_its_worker_is_met_once(tmp_path: Path) -> None:
         ev.close()
     for t in trials:
         assert t.status is Status.RUNTIME_ERROR, t
-        assert f"reference() in {path.name} killed its worker" in (t.error or ""), t.error
-        assert "exit code 7" in t.error
-    assert _calls(log) == ["reference"], _calls(log)
-
-
-def test_a_reference_that_leaves_the_cuda_context_unusable_is_met_once(tmp_path: Path) -> None:
-    """Each config got a fresh worker (a start-up on a GPU: seconds), which called reference() again."""
-    path, log = _kernel(tmp_path, "cuda")
-    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=10.0, rep_ms=2,
-                         memory_limit_mb=0)
-    try:
-        trials = ev.evaluate([{"n": k} for k in range(4)])
-    finally:
-        ev.close()
-    for t in trials:
-        assert t.status is Status.RUNTIME_ERROR, t
-        assert "reference() failed" in (t.error or "") and "illegal memory access" in t.error, t.error
+        assert all(text in (t.error or "") for text in said), t.error
+        if reference == "exit":
+            assert f"reference() in {path.name} killed its worker" in t.error
     assert _calls(log) == ["reference"], _calls(log)
 
 
