@@ -144,7 +144,9 @@ def enable(store: str | None = None, strategy: str | None = None, budget: str | 
     global _original_run
     from triton.runtime.autotuner import Autotuner
 
-    _SETTINGS.update(store=store or os.environ.get("KERNTUNE_STORE", ".kerntune/kerntune.db"),
+    # absolute now: a program that changes directory (Hydra does, per run) must find the same store
+    # later, and an empty KERNTUNE_STORE= means the default, as the other settings' empty values do
+    _SETTINGS.update(store=os.path.abspath(store or os.environ.get("KERNTUNE_STORE") or ".kerntune/kerntune.db"),
                      strategy=strategy or os.environ.get("KERNTUNE_AUTOTUNE_STRATEGY", "bayes"),
                      budget=str(budget if budget is not None else (os.environ.get("KERNTUNE_AUTOTUNE_BUDGET") or "1")),
                      compile_threads=_threads(compile_threads),
@@ -391,10 +393,16 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
     st = _state(tuner, configs)
     pkey = json.dumps([jsonable(k) if not isinstance(k, str) else k for k in key], default=str)
     device, versions = device_and_versions()
-    hit = _store().get_best(st.kernel_hash, pkey, device, versions)
+    hit = _store().best_entry(st.kernel_hash, pkey, device, versions)
     label = f"{st.name} {pkey}"
-    if hit is not None:
-        cfg = st.space.canonical({k: v for k, v in hit[0].items() if k in st.space.names})
+    n_list = st.space.count()
+    budget = _budget(n_list)
+    # A winner picked by a smaller search than this process's (``--budget 0.5`` once, the whole list
+    # now) is searched again, and the wider search's winner replaces it whatever its time: loading it
+    # would keep the partial pick for good.  One whose run is not in the store is taken as it is.
+    narrower = hit is not None and hit["run_trials"] is not None and hit["run_trials"] < min(budget, n_list)
+    if hit is not None and not narrower:
+        cfg = st.space.canonical({k: v for k, v in hit["config"].items() if k in st.space.names})
         if st.space.is_valid(cfg):
             STATS.loaded.append(label)
             return st.triton_config(cfg)
@@ -406,8 +414,6 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
                        compile_mode=_SETTINGS.get("compile_mode", "fork"), cut=float(_SETTINGS.get("cut", 0) or 0),
                        overlap=bool(_SETTINGS.get("overlap", False)))
     ev.phases["lookup_s"] = t0 - started
-    n_list = st.space.count()
-    budget = _budget(n_list)
     # The whole list: one batch, compiled at once (no search to steer).
     strategy = "exhaustive" if budget >= n_list else _SETTINGS["strategy"]
     res = run_search(ev, strategy, Budget(max_evals=budget),
@@ -421,7 +427,7 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
         best_cfg, best_ms = ran["config"], ran["ms"]
     STATS.measured += ev.measured
     t1 = time.perf_counter()
-    _store().put_best(st.kernel_hash, pkey, device, versions, best_cfg, best_ms, res.run_id)
+    _store().put_best(st.kernel_hash, pkey, device, versions, best_cfg, best_ms, res.run_id, replace=narrower)
     ev.phases["store_s"] = time.perf_counter() - t1
     STATS.tuned.append(label)
     spent = time.perf_counter() - t0
@@ -435,3 +441,19 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
                            **({"runoff_screen": ran["screen"]} if ran and "screen" in ran else {}),
                            **({"runoff_tie": ran["tie_windows"]} if ran and "tie_windows" in ran else {})})
     return st.triton_config(best_cfg)
+
+
+def _enable_at_import() -> None:
+    """``KERNTUNE_AUTOTUNE=1`` turns the switch on for a program that imports this module (as the
+    docstring's second line promises; ``kerntune exec``'s ``sitecustomize`` imports it in every Python
+    process of its command).  A failure says so on stderr and leaves the program to Triton: an opt-in
+    speed-up never stops a working program from starting."""
+    try:
+        enable_from_env()
+    except Exception as exc:  # noqa: BLE001 - any failure: the program runs as it would without the switch
+        import sys
+
+        print(f"kerntune retune: retuning is off ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+
+
+_enable_at_import()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -41,8 +41,8 @@ def exec_(
     site = Path(__file__).resolve().parents[1] / "retune_site"
     env = dict(os.environ, KERNTUNE_AUTOTUNE="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p))
-    if store:
-        env["KERNTUNE_STORE"] = str(Path(store).resolve())
+    # absolute, whatever gave it: the program (or a process it starts) may change directory first
+    env["KERNTUNE_STORE"] = str(Path(store or os.environ.get("KERNTUNE_STORE") or ".kerntune/kerntune.db").resolve())
     if strategy is not None:
         env["KERNTUNE_AUTOTUNE_STRATEGY"] = strategy
     if budget is not None:
@@ -53,8 +53,13 @@ def exec_(
         env["KERNTUNE_AUTOTUNE_RUNOFF"] = runoff
     if overlap is not None:
         env["KERNTUNE_AUTOTUNE_OVERLAP"] = overlap
+    # The program takes this process's place (as ``env`` and ``nohup`` do): Ctrl-C and a SIGTERM from
+    # ``timeout`` or a scheduler reach it and nothing else, its shutdown handlers run to their end, and
+    # its exit status, a death by signal included, is the caller's.  A child under ``subprocess.call``
+    # was killed 0.25 s after Ctrl-C, missed a SIGTERM sent to kerntune, and a SIGKILL read as 247.
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
-        code = subprocess.call(command, env=env)
+        os.execvpe(command[0], command, env)
     except OSError as exc:
-        raise KerntuneError(f"cannot run {command[0]!r}: {exc}") from None
-    raise typer.Exit(code)
+        raise KerntuneError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None

@@ -4,9 +4,7 @@ the ``sitecustomize`` this one shadows (the next on ``sys.path`` past this folde
 virtualenv's, a distribution's), as Python would have without ``kerntune exec``."""
 
 try:
-    import kerntune.retune as _retune
-
-    _retune.enable_from_env()
+    import kerntune.retune  # noqa: F401 - its import turns the switch on (KERNTUNE_AUTOTUNE=1), or says why not
 except Exception as _exc:  # noqa: BLE001 - never stop the user's program from starting
     import sys
 

@@ -401,8 +401,11 @@ class Store:
 
     # -- best configs (the persistent tuning cache) -----------------------------------------
     def put_best(self, kernel_hash: str, problem_key: str, device: str, versions: str,
-                 config: Mapping[str, Any], time_ms: float, run_id: str | None = None) -> None:
-        """Cache ``config`` unless the entry already holds one at least as fast.
+                 config: Mapping[str, Any], time_ms: float, run_id: str | None = None,
+                 replace: bool = False) -> None:
+        """Cache ``config`` unless the entry already holds one at least as fast (``replace``: whatever
+        the entry holds, for a winner of a wider search than the entry's, whose times were taken in
+        another process and need not be comparable).
 
         One statement, so that the comparison and the write are one transaction: as a read and then
         a write, two processes finishing the same kernel at once could both read "no faster entry"
@@ -415,13 +418,14 @@ class Store:
         if sqlite3.sqlite_version_info >= (3, 24, 0):
             self._write(insert + " ON CONFLICT(kernel_hash, problem_key, device, versions) DO UPDATE SET"
                         " config_json=excluded.config_json, time_ms=excluded.time_ms, run_id=excluded.run_id,"
-                        " updated=excluded.updated WHERE excluded.time_ms < best_configs.time_ms", args)
+                        " updated=excluded.updated" + ("" if replace else " WHERE excluded.time_ms < best_configs.time_ms"),
+                        args)
             return
         self._write("BEGIN IMMEDIATE")  # an older SQLite: the read and the write under one write lock
         try:
             rows = self._read("SELECT time_ms FROM best_configs WHERE kernel_hash=? AND problem_key=? AND device=?"
                               " AND versions=?", args[:4])
-            if not rows or rows[0]["time_ms"] > time_ms:
+            if not rows or replace or rows[0]["time_ms"] > time_ms:
                 self._write(insert.replace("INSERT", "INSERT OR REPLACE", 1), args)
         except BaseException:
             if self.conn.in_transaction:
@@ -430,10 +434,21 @@ class Store:
         self._write("COMMIT")
 
     def get_best(self, kernel_hash: str, problem_key: str, device: str, versions: str) -> tuple[dict, float] | None:
+        entry = self.best_entry(kernel_hash, problem_key, device, versions)
+        return (entry["config"], entry["time_ms"]) if entry is not None else None
+
+    def best_entry(self, kernel_hash: str, problem_key: str, device: str, versions: str) -> dict[str, Any] | None:
+        """The cached winner with the run that found it (``run_id``) and how many trials that run
+        stored (``run_trials``, None when the run is not in this store)."""
         rows = self._read(
-            "SELECT config_json, time_ms FROM best_configs WHERE kernel_hash=? AND problem_key=? AND device=?"
-            " AND versions=?", (kernel_hash, problem_key, device, versions))
-        return (json.loads(rows[0]["config_json"]), rows[0]["time_ms"]) if rows else None
+            "SELECT b.config_json, b.time_ms, b.run_id, (SELECT COUNT(*) FROM trials t WHERE t.run_id = b.run_id)"
+            " AS n FROM best_configs b WHERE kernel_hash=? AND problem_key=? AND device=? AND versions=?",
+            (kernel_hash, problem_key, device, versions))
+        if not rows:
+            return None
+        r = rows[0]
+        return {"config": json.loads(r["config_json"]), "time_ms": r["time_ms"], "run_id": r["run_id"],
+                "run_trials": r["n"] if r["run_id"] and r["n"] else None}
 
     def iter_best(self, kernel_hash: str | None = None) -> list[dict[str, Any]]:
         """Every cached winner (optionally of one kernel), newest first."""
