@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -30,7 +31,8 @@ def _finite(x: float) -> float | None:
 
 
 def print_table(result: CompareResult) -> None:
-    table = Table(title=f"{Path(result.space).name}: budget {result.budget}, scores over {result.repeats} repeats "
+    file_name = escape(Path(result.space).name)  # a '[red]' in the file's name is text, not Rich markup
+    table = Table(title=f"{file_name}: budget {result.budget}, scores over {result.repeats} repeats "
                         "(± standard error, bootstrap interval), "
                         f"optimum {result.optimum_ms:.4g} ms, score cutoff {result.cutoff} evaluations")
     for col in ("strategy", "score", "± se", "95% interval", "best/opt", "min..max", "found opt", "evals to 2%", "evals to 5%",
@@ -41,7 +43,7 @@ def print_table(result: CompareResult) -> None:
         style = "bold green" if s is best else ""
         table.add_row(name, f"{s.score:.3f}", _fmt(_finite(s.score_stderr), ".3f", "n/a"),
                       f"{s.score_ci95[0]:.2f}..{s.score_ci95[1]:.2f}" if math.isfinite(s.score_ci95[0]) else "n/a",
-                      _fmt(_finite(s.best_over_opt), ".3f", "none ran") + _found_share(s),
+                      _fmt(_finite(s.best_over_opt), ".3f", _nothing_found(s)) + _found_share(s),
                       f"{_fmt(_finite(s.best_over_opt_spread[0]), '.3f', '–')}.."
                       f"{_fmt(_finite(s.best_over_opt_spread[1]), '.3f', '–')}",
                       f"{s.found_optimum:.0%}", _fmt(s.evals_to_2pct, "g"), _fmt(s.evals_to_5pct, "g"),
@@ -54,6 +56,21 @@ def print_table(result: CompareResult) -> None:
                         + ", ".join(partial))
     if result.optimum_ties and result.optimum_ties > 1:
         print_unwrapped(tie_note(result.optimum_ties))
+
+
+def _nothing_found(s: StrategyStats) -> str:
+    """best/opt where no repeat found a successful config: "none ran" only where no config ran at all,
+    "no success" where configs ran and all failed (it said "none ran" for both)."""
+    return "no success" if s.evaluated else "none ran"
+
+
+def _failed_calls(llm: dict[str, Any], repeats: int) -> str:
+    """"(F of C calls failed over R repeats)": totals, said to be, beside the per-repeat means (it printed a
+    total as "(4 failed calls)" after "2.0 LLM calls ... per repeat").  A results file from before has the
+    total as ``failed_calls``."""
+    failed = int(llm.get("failed_calls_total", llm.get("failed_calls", 0)))
+    calls = int(llm.get("calls_total", round(llm["calls_per_repeat"] * repeats)))
+    return f"({failed} of {calls} calls failed over {repeats} repeat{'s' if repeats != 1 else ''})"
 
 
 def _found(s: StrategyStats) -> int:
@@ -167,7 +184,7 @@ def compare(
             console.print(f"{name}: {s.llm['calls_per_repeat']:.1f} LLM calls, "
                           f"{s.llm['tokens_in_per_repeat']:.0f}+{s.llm['tokens_out_per_repeat']:.0f} tokens, "
                           f"{s.llm['llm_seconds_per_repeat']:.1f} LLM s per repeat"
-                          f" ({s.llm['failed_calls']} failed calls); valid configs {shares or 'n/a'}")
+                          f" {_failed_calls(s.llm, s.repeats)}; valid configs {shares or 'n/a'}")
         mt = s.extra.get("model_time")
         if mt:
             console.print(f"{name}: {mt['seconds_per_repeat']:.1f} s of model time per repeat, "

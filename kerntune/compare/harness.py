@@ -48,6 +48,8 @@ class StrategyStats:
     extra: dict[str, Any] = field(default_factory=dict)  # strategy-specific figures (auto: model time hidden)
     #: repeats that found a successful config: what best/opt and its min..max are the mean and spread over
     found_config: int | None = None
+    #: configs measured over all repeats (None: not counted): tells "none ran" from "all failed"
+    evaluated: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -177,6 +179,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
         total, done = len(strategies) * repeats, 0
         for name in strategies:
             curves, found, wall, tuning, exchanges, extras = [], [], 0.0, [], [], []
+            evaluated = 0
             for r in range(repeats):
                 label = f"{name}#{r}"
                 child = store.find_child(run_id, label)
@@ -198,6 +201,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
                     exchanges.extend(res.llm_exchanges)
                     extras.append(res.extra)
                 wall += time.perf_counter() - t0
+                evaluated += len(history)
                 curves.append(_curve(history, ref.worst))  # the methodology's curve (see metrics)
                 found.append(_curve(history, math.inf))    # what the run found: inf until a config ran
                 tuning.append(clock[-1] if clock else 0.0)
@@ -222,7 +226,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
                 tuning_seconds=float(np.mean(tuning)), wall_seconds=wall, repeats=repeats,
                 llm=_llm_stats(exchanges, repeats) if exchanges or name in LLM_STRATEGIES else None,
                 score_stderr=spread.stderr, score_ci95=(spread.ci_low, spread.ci_high),
-                extra=_model_time(extras), found_config=len(ran),
+                extra=_model_time(extras), found_config=len(ran), evaluated=evaluated,
             )
     store.finish_run(run_id)
     return result
@@ -242,7 +246,10 @@ def _model_time(extras: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _llm_stats(exchanges: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
-    """Per repeat means of calls, tokens and seconds, and the valid share of each round."""
+    """Per repeat means of calls, tokens and seconds, and the valid share of each round.  Calls and failed
+    calls are given per repeat and in total, each key saying which.  Why: ``failed_calls`` was a total among
+    per-repeat means and read as one of them (results files written before still have that key)."""
+    failed = sum(1 for ex in exchanges if ex.get("error"))
     by_round: dict[int, list[int]] = {}
     for ex in exchanges:
         acc, rej = len(ex.get("accepted") or []), len(ex.get("rejected") or [])
@@ -251,7 +258,9 @@ def _llm_stats(exchanges: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
         tot[1] += acc + rej
     return {
         "calls_per_repeat": len(exchanges) / repeats,
-        "failed_calls": sum(1 for ex in exchanges if ex.get("error")),
+        "calls_total": len(exchanges),
+        "failed_calls_per_repeat": failed / repeats,
+        "failed_calls_total": failed,
         "tokens_in_per_repeat": sum(ex.get("tokens_in") or 0 for ex in exchanges) / repeats,
         "tokens_out_per_repeat": sum(ex.get("tokens_out") or 0 for ex in exchanges) / repeats,
         "llm_seconds_per_repeat": sum(ex.get("latency_s") or 0.0 for ex in exchanges) / repeats,

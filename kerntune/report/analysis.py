@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from kerntune.compare.metrics import best_so_far, methodology_score
+from kerntune.compare.metrics import best_so_far, score_spread
 from kerntune.report.data import ReportData, RunData, TrialRow
 
 
@@ -51,6 +51,11 @@ class StrategyRow:
     cost: float = 0.0
     partial: int = 0                   # repeats not finished (a killed or interrupted comparison's)
     found_config: int | None = None    # repeats that found a successful config (None: not counted, all)
+    # The score's spread over repeats, from ``score_spread`` as ``compare`` prints it: standard error and
+    # bootstrap 95% interval (inf / (-inf, inf) for one repeat), and the repeats the score rests on.
+    score_stderr: float | None = None
+    score_ci95: tuple[float, float] | None = None
+    score_repeats: int = 0
 
 
 @dataclass
@@ -182,9 +187,13 @@ def strategy_rows(data: ReportData) -> list[StrategyRow]:
     out = []
     for name, runs in data.by_strategy().items():
         bests = [r.best.time_ms for r in runs if r.best is not None]
-        score = None
+        score = stderr = ci95 = None
+        scored = 0
         if ref is not None and fill is not None and any(r.trials for r in runs):
-            score, _ = methodology_score([_run_curve(r, fill) for r in runs if r.trials], ref.ref, data.budget)
+            # the harness's own function and seed, so the spread is the one `compare` printed
+            spread = score_spread([_run_curve(r, fill) for r in runs if r.trials], ref.ref, data.budget,
+                                  seed=data.seed)
+            score, stderr, ci95, scored = spread.score, spread.stderr, (spread.ci_low, spread.ci_high), spread.repeats
         exchanges = [ex for r in runs for ex in r.exchanges]
         out.append(StrategyRow(
             strategy=name, repeats=len(runs), evaluations=statistics.fmean(len(r.trials) for r in runs) if runs else 0,
@@ -196,7 +205,7 @@ def strategy_rows(data: ReportData) -> list[StrategyRow]:
             llm_calls=len(exchanges), tokens_in=sum(ex.tokens_in for ex in exchanges),
             tokens_out=sum(ex.tokens_out for ex in exchanges), llm_s=sum(ex.latency_s for ex in exchanges),
             cost=sum(ex.cost for ex in exchanges), partial=sum(r.status != "done" for r in runs),
-            found_config=len(bests)))
+            found_config=len(bests), score_stderr=stderr, score_ci95=ci95, score_repeats=scored))
     return out
 
 
@@ -323,6 +332,14 @@ def prompt_summary(prompt: str) -> list[str]:
     return [line[:300] for line in lines]
 
 
+def round_sources(round_no: int) -> tuple[str, ...]:
+    """The trial sources under which a model's round ``round_no`` is stored, in every strategy that records
+    LLM exchanges: ``llm`` and ``llm-seeded`` (``strategies.llm.rounds``) as ``llm:round{N}``, ``auto``
+    with a model (``strategies.auto_model``) as ``auto:model{N}``.  Why: the report looked up the first
+    spelling only, and auto's rounds read "measured 0" with no best though their configs were measured."""
+    return f"llm:round{round_no}", f"auto:model{round_no}"
+
+
 def llm_runs(data: ReportData) -> list[LLMRun]:
     out = []
     for run in data.runs:
@@ -334,7 +351,8 @@ def llm_runs(data: ReportData) -> list[LLMRun]:
         curve = [t.time_ms if t.ok else None for t in run.trials]
         llm = LLMRun(run.name, run.strategy)
         for ex in run.exchanges:
-            mine = by_source.get(f"llm:round{ex.round}", [])
+            mine = sorted((hit for src in round_sources(ex.round) for hit in by_source.get(src, [])),
+                          key=lambda hit: hit[0])
             ok = [t.time_ms for _, t in mine if t.ok]
             last = max((i for i, _ in mine), default=None)
             upto = [c for c in curve[: last + 1] if c is not None] if last is not None else []

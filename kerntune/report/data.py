@@ -118,6 +118,12 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     #: the budget as stated (evaluations, seconds, target), for the header; "" when none was stored
     budget_text: str = ""
+    #: the comparison's first seed: the harness's bootstrap seed, so the score's interval is the one it printed
+    seed: int = 0
+    #: what a real (measured, not replayed) run tuned, for the header; "" where the run does not say
+    kernel_file: str = ""
+    shape: str = ""
+    label: str = ""
 
     def by_strategy(self) -> dict[str, list[RunData]]:
         out: dict[str, list[RunData]] = {}
@@ -158,14 +164,35 @@ def load_report(store: Store, run: str) -> ReportData:
             notes.append(note)
     params = [p["name"] for p in space_json.get("params", [])] or \
         sorted({k for run in runs for t in run.trials for k in t.config})
-    space_name = (Path(str(source)).name if source else "") or space_json.get("name") or "space"
+    kernel = _kernel(evaluator)
+    space_name = (Path(str(source)).name if source else "") or kernel["name"] or space_json.get("name") or "space"
     kind = str(top["kind"])
     what = {"compare": "comparison", "tune": "tuning run", "compare-child": "comparison repeat"}.get(kind, kind)
     strategies = ", ".join(dict.fromkeys(r.strategy for r in runs)) or "no strategy"
     return ReportData(
         run_id=run_id, kind=kind, title=f"{space_name}: {what} {run_id} ({strategies})", space_name=space_name,
         device=str(top["device"] or ""), created=float(top["created"]), status=str(top["status"]), budget=budget,
-        params=params, runs=runs, reference=reference, notes=notes, budget_text=_budget_text(options, runs))
+        params=params, runs=runs, reference=reference, notes=notes, budget_text=_budget_text(options, runs),
+        seed=_seed(options), kernel_file=kernel["file"], shape=kernel["shape"], label=str(top["label"] or ""))
+
+
+def _kernel(evaluator: dict[str, Any]) -> dict[str, str]:
+    """The kernel a real run tuned, from its stored evaluator: name (``kernel_name``, else ``kernel``, else the
+    kernel file's name), file and shape ("" where not said).  Why: the report of a real run said "space"
+    and never which kernel or shape it was.  A replayed run is named by its recording, as before."""
+    if evaluator.get("evaluator") == "replay":
+        return {"name": "", "file": "", "shape": ""}
+    file = str(evaluator.get("kernel_file") or "")
+    name = evaluator.get("kernel_name") or evaluator.get("kernel") or (Path(file).name if file else "")
+    shape = evaluator.get("shape") or evaluator.get("problem_size")
+    if isinstance(shape, (list, tuple)):
+        shape = "x".join(str(x) for x in shape)
+    return {"name": str(name or ""), "file": file, "shape": str(shape or "")}
+
+
+def _seed(options: dict[str, Any]) -> int:
+    seed = options.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
 
 
 def _run(store: Store, row: Any) -> RunData:

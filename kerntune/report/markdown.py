@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 from kerntune.report import tables
 from kerntune.report.model import Report
@@ -58,7 +59,8 @@ def _image(p: Plot | None, md_path: Path, written: list[Path]) -> str:
     png = md_path.with_name(f"{md_path.stem}-{p.key}.png")
     png.write_bytes(p.png)
     written.append(png)
-    return f"![{cell(p.title)}]({png.name})\n\n*{cell(p.title)}.* {cell(p.caption)}\n\n"
+    # percent-encoded: a raw name with a space or parenthesis ends the link early and the image is lost
+    return f"![{cell(p.title)}]({quote(png.name)})\n\n*{cell(p.title)}.* {cell(p.caption)}\n\n"
 
 
 def write_markdown(rep: Report, md_path: Path) -> list[Path]:
@@ -92,8 +94,10 @@ def write_markdown(rep: Report, md_path: Path) -> list[Path]:
         out.append("## LLM rounds\n")
         out.append(_image(rep.plot("llm-rounds"), md_path, images))
         shown: dict[str, int] = {}
+        hidden = 0
         for run in rep.llm:
             if shown.get(run.strategy, 0) >= DETAILED_LLM_RUNS:
+                hidden += 1
                 continue
             shown[run.strategy] = shown.get(run.strategy, 0) + 1
             out.append(f"### {cell(run.run)} ({cell(run.strategy)})\n")
@@ -108,5 +112,8 @@ def write_markdown(rep: Report, md_path: Path) -> list[Path]:
                 out.append(md_table(tables.rejected(r), code_columns=(0,)))
                 out.append(f"<details><summary>full prompt ({r.prompt_chars:,} characters)</summary>\n\n"
                            f"{fenced(r.prompt)}\n\n</details>\n")
+        if hidden:  # as the HTML report says it
+            out.append(f"> {hidden} more LLM runs are not shown round by round; their calls, tokens and cost are in"
+                       " the summary table.\n")
     md_path.write_text("\n".join(out) + "\n", encoding="utf-8")
     return images

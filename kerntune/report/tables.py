@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +38,15 @@ def when(ts: float) -> str:
 
 def facts(data: ReportData) -> list[tuple[str, str]]:
     """The header's key facts: what ran, where, and the yardsticks."""
-    out = [("run", f"{data.run_id} ({data.kind}, {data.status})"), ("created", when(data.created)),
-           ("space", data.space_name)]
+    out = [("run", f"{data.run_id} ({data.kind}, {data.status})"), ("created", when(data.created))]
+    if data.label:
+        out.append(("label", data.label))
+    # a real run names its kernel, its file and shape; a replayed one its recording
+    out.append(("kernel" if data.kernel_file or data.shape else "space", data.space_name))
+    if data.kernel_file:
+        out.append(("kernel file", data.kernel_file))
+    if data.shape:
+        out.append(("shape", data.shape))
     if data.device:
         out.append(("device", data.device))
     out.append(("budget", data.budget_text or f"{data.budget} evaluations"))
@@ -76,7 +84,7 @@ def strategies(rows: list[StrategyRow], with_reference: bool) -> Table:
     llm = any(r.llm_calls for r in rows)
     headers = ["strategy", "repeats", "evaluations", "best (mean)"]
     if with_reference:
-        headers += ["best/opt", "found optimum", "score"]
+        headers += ["best/opt", "found optimum", "score", "± se", "95% interval"]
     headers += ["failed trials", "tuning s"]
     if llm:
         headers += ["LLM calls", "tokens in+out", "LLM s", "cost"]
@@ -88,12 +96,25 @@ def strategies(rows: list[StrategyRow], with_reference: bool) -> Table:
         if with_reference:
             row += [ratio(r.best_over_opt) + found_share(r),
                     "–" if r.found_optimum is None else f"{r.found_optimum:.0%}",
-                    "–" if r.score is None else f"{r.score:.3f}"]
+                    "–" if r.score is None else f"{r.score:.3f}", *score_spread(r)]
         row += [str(r.failures), f"{r.tuning_s:.1f}"]
         if llm:
             row += [str(r.llm_calls), f"{r.tokens_in}+{r.tokens_out}", f"{r.llm_s:.1f}", f"{r.cost:.4f}"]
         out.append(row)
     return Table(headers, out, [h != "strategy" for h in headers])
+
+
+def score_spread(r: StrategyRow) -> list[str]:
+    """The score's standard error and 95% bootstrap interval as ``compare`` prints them ("n/a" for one
+    repeat), the interval with the repeats the score rests on.  Why: the report showed a bare score, which
+    over a few heavy-tailed repeats says little, while ``compare``'s table gave its spread."""
+    if r.score is None:
+        return ["–", "–"]
+    se = r.score_stderr
+    lo, hi = r.score_ci95 or (math.nan, math.nan)
+    n = f"{r.score_repeats} repeat{'s' if r.score_repeats != 1 else ''}"
+    interval = f"{lo:.2f}..{hi:.2f}" if math.isfinite(lo) and math.isfinite(hi) else "n/a"
+    return ["n/a" if se is None or not math.isfinite(se) else f"{se:.3f}", f"{interval} ({n})"]
 
 
 def found_share(r: StrategyRow) -> str:
