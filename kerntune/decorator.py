@@ -166,11 +166,11 @@ class Autotuned:
     def _miss(self, grid: Any, args: dict[str, Any], pkey: str, extra: Mapping[str, Any] | None) -> Config:
         """``config_for`` past this process's memory, under the key's lock."""
         device, versions = device_and_versions()
-        hit = self.store.get_best(self.kernel_hash, pkey, device, versions)
-        if hit is not None:
-            cfg = self.space.canonical(hit[0])
+        hit = self.store.best_entry(self.kernel_hash, pkey, device, versions)
+        if hit is not None and not self._narrower(hit["run_max_evals"]):
+            cfg = self.space.canonical(hit["config"])
             if self.space.is_valid(cfg):
-                self.best[pkey] = (cfg, hit[1])
+                self.best[pkey] = (cfg, hit["time_ms"])
                 return cfg
         if self.dispatch:
             shape = tuple(json.dumps(v) if isinstance(v, (list, dict)) else v
@@ -188,6 +188,20 @@ class Autotuned:
         cfg = self.tune(grid, args, pkey, device, versions, extra)
         reset_after_search(self, args, extra, cfg)
         return cfg
+
+    def _narrower(self, stored_max_evals: int | None) -> bool:
+        """Whether a stored winner came from a search given fewer evaluations than this decorator's
+        (``budget=10`` once, ``budget=60`` now, in a space of more than 10 configs): it is searched
+        again instead of served for good.  Judged by the budgets given, not by what was measured (a
+        search that stopped early must not be re-run at every start); unknown budgets are not narrower."""
+        if stored_max_evals is None or self.budget is None or stored_max_evals >= self.budget:
+            return False
+        from kerntune.errors import SpaceError
+
+        try:
+            return stored_max_evals < self.space.count()
+        except SpaceError:  # too many to count: certainly more than the stored budget
+            return True
 
     def nearest(self, pkey: str, device: str, versions: str) -> Config | None:
         """The cached winner of the nearest tuned key (sum of |log2| differences of the numeric
@@ -236,7 +250,11 @@ class Autotuned:
         if res.best is None:
             raise KerntuneError(f"autotune: no config of {self.name} ran for {pkey}; "
                                 f"first error: {next((t.error for t in res.history if t.error), 'none')}")
-        self.store.put_best(self.kernel_hash, pkey, device, versions, res.best.config, res.best.time_ms, res.run_id)
+        # a winner stored by a smaller search (``_narrower``) is replaced whatever its time: the two were
+        # timed in different processes, and keeping the faster-looking one would keep the partial pick
+        hit = self.store.best_entry(self.kernel_hash, pkey, device, versions)
+        self.store.put_best(self.kernel_hash, pkey, device, versions, res.best.config, res.best.time_ms, res.run_id,
+                            replace=hit is not None and self._narrower(hit["run_max_evals"]))
         self.best[pkey] = (self.space.canonical(res.best.config), res.best.time_ms)
         self.tuned_keys.append(pkey)
         return self.best[pkey][0]

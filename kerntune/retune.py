@@ -399,8 +399,10 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
     budget = _budget(n_list)
     # A winner picked by a smaller search than this process's (``--budget 0.5`` once, the whole list
     # now) is searched again, and the wider search's winner replaces it whatever its time: loading it
-    # would keep the partial pick for good.  One whose run is not in the store is taken as it is.
-    narrower = hit is not None and hit["run_trials"] is not None and hit["run_trials"] < min(budget, n_list)
+    # would keep the partial pick for good.  Judged by the budget that search was given, not by what it
+    # measured (a search that stopped early must not be re-run at every start); one whose run is not in
+    # the store is taken as it is.
+    narrower = hit is not None and hit["run_max_evals"] is not None and hit["run_max_evals"] < min(budget, n_list)
     if hit is not None and not narrower:
         cfg = st.space.canonical({k: v for k, v in hit["config"].items() if k in st.space.names})
         if st.space.is_valid(cfg):

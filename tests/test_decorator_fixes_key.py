@@ -236,3 +236,27 @@ def test_a_kernel_triton_cannot_hash_fails_as_triton_fails_it(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[:2] == ["kerntune RuntimeError Unsupported function referenced",
                                            "triton RuntimeError Unsupported function referenced"]
+
+
+def test_a_winner_of_a_smaller_budget_is_searched_again_when_a_larger_one_is_asked(tmp_path: Path) -> None:
+    """A winner stored by ``budget=1`` (one config of four measured) was served for good to a decorator
+    asking ``budget=4``; now it is searched again and replaced, and a wider search's winner serves a
+    smaller budget without a search."""
+    mod = kernel_module(tmp_path / "kt_fix_budget.py", "kt_fix_budget", COPY)
+    db = tmp_path / "k.db"
+    four = {"params": [{"name": "BLOCK", "kind": "choice", "options": [16, 32, 64, 128]}], "default": {"BLOCK": 32}}
+    x = torch.randn(100)
+
+    def launch(budget: int):
+        k = kerntune.autotune(space=four, key=["n"], strategy="random", budget=budget, store=str(db), rep_ms=2)(mod.copy)
+        out = torch.empty_like(x)
+        k[_grid(100)](x, out, 100)
+        torch.testing.assert_close(out, x)
+        return k
+
+    assert len(launch(1).tuned_keys) == 1
+    wide = launch(4)
+    assert len(wide.tuned_keys) == 1, "the budget=1 winner was served to budget=4"
+    (entry,) = Store(db).iter_best(wide.kernel_hash)
+    assert entry["run_id"] == Store(db).list_runs(1)[0].id  # the wider search's winner replaced it
+    assert launch(4).tuned_keys == [] and launch(1).tuned_keys == []

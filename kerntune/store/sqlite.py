@@ -438,17 +438,22 @@ class Store:
         return (entry["config"], entry["time_ms"]) if entry is not None else None
 
     def best_entry(self, kernel_hash: str, problem_key: str, device: str, versions: str) -> dict[str, Any] | None:
-        """The cached winner with the run that found it (``run_id``) and how many trials that run
-        stored (``run_trials``, None when the run is not in this store)."""
+        """The cached winner with the run that found it (``run_id``) and the evaluation budget that run
+        was given (``run_max_evals``: None when the run is not in this store or had no cap): what a
+        caller asking for a wider search now compares with."""
         rows = self._read(
-            "SELECT b.config_json, b.time_ms, b.run_id, (SELECT COUNT(*) FROM trials t WHERE t.run_id = b.run_id)"
-            " AS n FROM best_configs b WHERE kernel_hash=? AND problem_key=? AND device=? AND versions=?",
+            "SELECT b.config_json, b.time_ms, b.run_id, r.options_json FROM best_configs b LEFT JOIN runs r"
+            " ON r.id = b.run_id WHERE b.kernel_hash=? AND b.problem_key=? AND b.device=? AND b.versions=?",
             (kernel_hash, problem_key, device, versions))
         if not rows:
             return None
         r = rows[0]
+        try:
+            budget = (json.loads(r["options_json"] or "{}").get("budget") or {}).get("max_evals")
+        except (ValueError, AttributeError):  # a run written by another tool: no budget known
+            budget = None
         return {"config": json.loads(r["config_json"]), "time_ms": r["time_ms"], "run_id": r["run_id"],
-                "run_trials": r["n"] if r["run_id"] and r["n"] else None}
+                "run_max_evals": budget if isinstance(budget, int) and not isinstance(budget, bool) else None}
 
     def iter_best(self, kernel_hash: str | None = None) -> list[dict[str, Any]]:
         """Every cached winner (optionally of one kernel), newest first."""
