@@ -153,8 +153,8 @@ def test_the_decorator_uses_a_shipped_dispatch_table_and_the_nearest_shape(tmp_p
     # later launches of the same keys are served from memory: the store is not asked again
     asked: list[str] = []
     store = k.store
-    get_best, iter_best = store.get_best, store.iter_best
-    store.get_best = lambda *a, **kw: (asked.append("get_best"), get_best(*a, **kw))[1]  # type: ignore[method-assign]
+    best_entry, iter_best = store.best_entry, store.iter_best
+    store.best_entry = lambda *a, **kw: (asked.append("best_entry"), best_entry(*a, **kw))[1]  # type: ignore[method-assign]
     store.iter_best = lambda *a, **kw: (asked.append("iter_best"), iter_best(*a, **kw))[1]  # type: ignore[method-assign]
     for _ in range(3):
         k[(1,)](x, 1024, 1024)
@@ -162,7 +162,7 @@ def test_the_decorator_uses_a_shipped_dispatch_table_and_the_nearest_shape(tmp_p
         k[(1,)](x, 4096, 128)
     assert k.fn.launched[3:] == [64, 32, 128] * 3 and asked == []
     k[(1,)](x, 2048, 2048)   # a new key still consults the store (and the table's nearest shape)
-    assert "get_best" in asked and k.fn.launched[-1] == 64
+    assert "best_entry" in asked and k.fn.launched[-1] == 64
     with pytest.raises(KerntuneError, match="not a kerntune-dispatch/1"):
         kerntune.autotune(space=space, key=["M", "N"], dispatch={"entries": []})(TableKernel())
 

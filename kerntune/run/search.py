@@ -21,7 +21,7 @@ from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Trial
 from kerntune.llm.secrets import redact
 from kerntune.run.llm_resume import resumed_client
-from kerntune.space import Config
+from kerntune.space import Config, Space, jsonable
 from kerntune.store import Store
 from kerntune.strategies import Budget, BudgetExhausted, SearchContext, SearchStalled, get_strategy
 from kerntune.strategies.base import check_seed
@@ -54,7 +54,8 @@ class RunOptions:
     #: The model client (``kerntune.llm.LLMClient``) for strategies that ask one.
     llm: Any = None
     #: Configs measured first (winners of past runs on nearby shapes, see ``kerntune.run.warm_start``,
-    #: or a package's own choice); every strategy then builds on them as on any earlier trial.
+    #: or a package's own choice); every strategy then builds on them as on any earlier trial.  A config
+    #: naming some fields is completed from the space's default; one outside the space is left out with a note.
     warm_start: Sequence[Config] = ()
     #: What past runs measured (``kerntune.run.warm_start.transfer_data``), for strategies whose
     #: model can start from it.
@@ -62,6 +63,13 @@ class RunOptions:
     #: Winners of past runs on nearby shapes (``kerntune.run.warm_start.PastWinner``), shown to a
     #: model in its first prompt.
     past_winners: Sequence[Any] = ()
+
+
+#: The key of a run's stored options that keeps what decides its path besides the strategy, seed,
+#: budget and options: the warm-start configs measured first (a package's own pick, which can change
+#: between processes) and the parallelism batches are sized by (compile workers capped by free GPU
+#: memory).  A resume uses the stored ones, so that it re-walks the stored path.
+RESUME_PATH = "resume_path"
 
 
 @dataclass
@@ -111,6 +119,8 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
     check_seed(seed)
     store, run_id = run.store, run.run_id
     prior: dict[str, tuple[Trial, float]] = {}
+    warm, warm_notes = warm_start_configs(evaluator.space, run.warm_start)
+    parallelism: int | None = None
     lock = None
     ended_by_error = False
     if store is not None:
@@ -126,6 +136,10 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
             for key, trial, clock in store.trials(run_id):  # type: ignore[arg-type]
                 trial.config = evaluator.space.canonical(trial.config)
                 prior[key] = (trial, clock)
+            path = (existing.options or {}).get(RESUME_PATH)
+            if isinstance(path, dict):  # (a run stored before the path was kept goes on with this process's)
+                warm, warm_notes = warm_start_configs(evaluator.space, path.get("warm_start") or ())
+                parallelism = path.get("parallelism")
         else:
             # the model's spec beside the options (redacted: a cmd: line may hold a key), so that a
             # resume without --llm asks the same model instead of leaving the stored path
@@ -133,17 +147,45 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
             run_id = store.create_run(
                 "compare-child" if run.parent_id else "tune", parent_id=run.parent_id, label=run.label,
                 strategy=strategy, seed=seed,
-                options={"budget": budget.to_dict(), **options, **({"llm": redact(spec)} if spec else {})},
+                options={"budget": budget.to_dict(), **options, **({"llm": redact(spec)} if spec else {}),
+                         RESUME_PATH: {"warm_start": [{k: jsonable(v) for k, v in c.items()} for c in warm],
+                                       "parallelism": evaluator.parallelism}},
                 space=evaluator.space.to_dict(), evaluator=evaluator_identity(evaluator),
                 device=evaluator.device().get("name"), run_id=run_id)
             lock = store.lock_run(run_id)
     try:
         with errors_end_the_run(store, run_id):
             return _search(fn, evaluator, strategy, budget, seed, run, run_id, prior, options, time.perf_counter(),
-                           retry_last_error=ended_by_error)
+                           retry_last_error=ended_by_error, warm=warm, warm_notes=warm_notes,
+                           parallelism=parallelism)
     finally:
         if lock is not None:
             lock.release()
+
+
+def warm_start_configs(space: Space, configs: Sequence[Any]) -> tuple[list[Config], list[str]]:
+    """The warm-start configs to measure, each completed from the space's default where it names only
+    some fields, and a note for each left out and why.  A partial config raised a bare KeyError and one
+    outside the space was skipped without a word."""
+    out: list[Config] = []
+    notes: list[str] = []
+    seen: set[str] = set()
+    for given in configs:
+        try:
+            cfg = space.normalize(given)
+            errors = [str(e) for e in space.validate(cfg)]
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with it, it is left out with the reason
+            errors = [str(exc) or type(exc).__name__]
+        if errors:
+            shown = jsonable(dict(given)) if isinstance(given, Mapping) else given
+            notes.append(f"warm start {shown} left out: {'; '.join(errors)}"[:500])
+            continue
+        cfg = space.canonical(cfg)
+        key = space.key(cfg)
+        if key not in seen:
+            seen.add(key)
+            out.append(cfg)
+    return out, notes
 
 
 @contextmanager
@@ -165,7 +207,9 @@ def errors_end_the_run(store: Store | None, run_id: str | None) -> Iterator[None
 
 def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget: Budget, seed: int,
             run: RunOptions, run_id: str | None, prior: dict[str, tuple[Trial, float]],
-            options: dict[str, Any], started: float, retry_last_error: bool = False) -> SearchResult:
+            options: dict[str, Any], started: float, retry_last_error: bool = False,
+            warm: Sequence[Config] = (), warm_notes: Sequence[str] = (),
+            parallelism: int | None = None) -> SearchResult:
     store, progress, llm = run.store, run.progress, run.llm
     # A resumed run that leaves its stored path (a live model answering differently after the
     # stored calls ran out) numbers its new trials after every stored one instead of on top of them.
@@ -202,11 +246,13 @@ def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget
         llm = resumed_client(llm, stored)
     ctx = SearchContext(evaluator.space, evaluator, budget, seed, on_trial=on_trial, prior=prior, llm=llm,
                         on_llm_exchange=on_exchange, transfer=list(run.transfer),
-                        past_winners=list(run.past_winners), on_note=run.on_note, on_status=run.on_status)
+                        past_winners=list(run.past_winners), on_note=run.on_note, on_status=run.on_status,
+                        parallelism=parallelism)
+    for note in warm_notes:
+        ctx.note(note)
     try:
-        warm = [c for c in ctx.unmeasured(run.warm_start) if evaluator.space.is_valid(c)]
         if warm:
-            ctx.evaluate(warm, source="warm-start")
+            ctx.evaluate(list(warm), source="warm-start")
         fn(ctx, **options)
         if not ctx.stop_reason:
             ctx.stop_reason = "strategy finished"

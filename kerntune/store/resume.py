@@ -151,7 +151,8 @@ def resumed_settings(run: RunRecord, strategy: str | None, seed: int | None, bud
     stored_budget = (run.options or {}).get("budget") or {}
     for key, value in budget.items():
         check_same(run.id, _BUDGET_NAMES[key][0 if cli else 1], stored_budget.get(key), value)
-    stored = {k: v for k, v in (run.options or {}).items() if k not in ("budget", "llm")}  # llm: resumed_model's
+    # llm: resumed_model's; resume_path: what run_search keeps of the run's path (not a strategy option)
+    stored = {k: v for k, v in (run.options or {}).items() if k not in ("budget", "llm", "resume_path")}
     for name, value in options.items():
         check_same(run.id, f"-o {name}" if cli else f"options[{name!r}]", stored.get(name), plain(value))
     return run.strategy, run.seed if run.seed is not None else 0, stored_budget, stored

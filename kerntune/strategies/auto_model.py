@@ -234,7 +234,7 @@ def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size
     recordings); with it the model opens and keeps its share, and the GPU waits only once the
     surrogate has had as many evaluations as the model is asked for."""
     if batch_size is None:
-        batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
+        batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.batch_parallelism))
     engine = SurrogateSearch(ctx, engine_opts)
     earlier = list(ctx.history)
     engine.tell([t.config for t in earlier], earlier)

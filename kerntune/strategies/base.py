@@ -104,6 +104,10 @@ class SearchContext:
     transfer: list[dict[str, float]] = field(default_factory=list)
     #: Winners of past runs on nearby shapes (``kerntune.run.warm_start.PastWinner``), shown to the model.
     past_winners: list[Any] = field(default_factory=list)
+    #: The configs measured at once that the strategies size their batches by; None: the evaluator's.
+    #: A resumed run keeps the one it was started with (``run_search``): a resume with fewer compile
+    #: workers (less free GPU memory) took another path and dropped the stored trials off it.
+    parallelism: int | None = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -113,6 +117,13 @@ class SearchContext:
         self._stale_calls = 0
         self._measure_s = 0.0  # wall seconds spent measuring fresh configs in this process
         self._measured_n = 0
+        self._replayed = 0  # stored trials (``prior``) taken into the history so far
+
+    @property
+    def batch_parallelism(self) -> int:
+        """How many configs the strategies propose at once on a real evaluator: the run's own
+        (``parallelism``), else the evaluator's."""
+        return self.parallelism if self.parallelism is not None else self.evaluator.parallelism
 
     # -- budget ----------------------------------------------------------------------------
     @property
@@ -135,7 +146,7 @@ class SearchContext:
             return "evaluation budget"
         if b.max_seconds is not None and self.clock_s >= b.max_seconds:
             return "time budget"
-        if b.target_ms is not None and self.best is not None and self.best.time_ms <= b.target_ms:  # type: ignore[operator]
+        if self._target_met():
             return "target reached"
         return ""
 
@@ -196,7 +207,8 @@ class SearchContext:
             raise BudgetExhausted(why)
         results: list[Trial | None] = [None] * len(configs)
         new: list[tuple[int, str, Config]] = []
-        batch_keys: set[str] = set()
+        first_of: dict[str, int] = {}  # key -> index of its first copy in this batch
+        copies: list[tuple[int, int]] = []  # (index of a later copy, index of the first)
         for i, cfg in enumerate(configs):
             errors = self.space.validate(cfg)
             if errors:
@@ -206,9 +218,17 @@ class SearchContext:
             key = self.space.key(cfg)
             if key in self.measured:
                 results[i] = self.measured[key]
-            elif key not in batch_keys:
-                batch_keys.add(key)
+            elif key in first_of:
+                copies.append((i, first_of[key]))
+            else:
+                first_of[key] = i
                 new.append((i, key, cfg))
+        if self._left_stored_path(new):
+            self._replay_all_stored()
+            for i, key, _ in new:
+                if key in self.measured:
+                    results[i] = self.measured[key]
+            new = [(i, key, cfg) for i, key, cfg in new if key not in self.measured]
         if self.remaining_evals is not None:
             new = new[: self.remaining_evals]
         if not new:
@@ -217,7 +237,7 @@ class SearchContext:
                 raise SearchStalled("strategy proposed only measured configs 1000 times in a row")
         else:
             self._stale_calls = 0
-        while new:
+        while new and not self._why_done():  # (done only where stored trials were just taken in)
             # Under a wall-clock budget with no cost estimate yet, one parallel round goes first; the
             # rest of the batch follows within this call once it is estimated (not cut as "over budget").
             # Each part is sized to the time left, so the loop goes on only while time is left (an
@@ -227,9 +247,39 @@ class SearchContext:
             new = new[k:]
             if self._why_done():
                 break
+        # A later copy of a config in the same batch gets the trial of its first copy: it was reported
+        # "over budget" (unmeasured) with budget left, and the strategy lost it from its sample.
+        for i, first in copies:
+            results[i] = results[first]
         # Configs cut by the budget stay None: report them as unmeasured to the caller.
         return [r if r is not None else Trial(dict(configs[i]), Status.UNMEASURED, error="over budget")
                 for i, r in enumerate(results)]
+
+    # -- resume ------------------------------------------------------------------------------
+    def _left_stored_path(self, new: list[tuple[int, str, Config]]) -> bool:
+        """Whether this batch leaves a resumed run's stored path: it holds a config the store does not,
+        while stored trials that this batch does not hold are still unreplayed.  (A batch that a kill
+        cut short holds its stored trials beside the fresh ones: that is still the path.)"""
+        if self._replayed >= len(self.prior) or all(key in self.prior for _, key, _ in new):
+            return False
+        in_batch = {key for _, key, _ in new}
+        return any(key not in self.measured and key not in in_batch for key in self.prior)
+
+    def _replay_all_stored(self) -> None:
+        """Take every stored trial not replayed yet into the history, the budget and the best, in
+        stored order, before anything new is measured.  A resume that left its stored path (another
+        warm start, another batch size, a timing-dependent step) once dropped them: the budget was
+        overspent and the reported best could be slower than one the store held."""
+        left = [key for key in self.prior if key not in self.measured]
+        clock = self.clock_s
+        for key in left:
+            trial, stored_clock = self.prior[key]
+            clock = max(clock, stored_clock)  # the clock never runs back
+            self._record(key, trial, clock, "resumed", store=False)
+        self._replayed += len(left)
+        self._wall_offset, self._wall0 = clock, time.perf_counter()  # resumed: the wall goes on from here
+        self.note(f"the resumed run left its stored path: its {len(left)} stored trial(s) not re-walked are "
+                  "counted as stored, before anything new is measured")
 
     def _measure_part(self, part: list[tuple[int, str, Config]], results: list[Trial | None], source: str,
                       sources: Sequence[str] | None) -> None:
@@ -237,6 +287,7 @@ class SearchContext:
             if key in self.prior:
                 trial, clock = self.prior[key]
                 self._record(key, trial, clock, sources[i] if sources else source, store=False)
+                self._replayed += 1
                 self._wall_offset, self._wall0 = clock, time.perf_counter()  # resumed: the wall goes on from here
                 results[i] = trial
         fresh = [(i, k, c) for i, k, c in part if k not in self.prior]
@@ -253,16 +304,34 @@ class SearchContext:
     def _stream(self, configs: list[Config]) -> Iterable[tuple[int, Trial]]:
         """The evaluator's stream; on a simulated clock under ``max_seconds``, one config at a time
         and none once the clock has reached it (``tune --replay --seconds 20`` ended at 36-50 s when
-        whole batches were measured): the configs not started stay unmeasured and uncharged."""
+        whole batches were measured): the configs not started stay unmeasured and uncharged.  Under
+        ``target_ms`` the stream is left as soon as a config meets it (the run went on measuring up to
+        a whole batch after the target was met); the rest stay unmeasured."""
         b = self.budget
-        if b.max_seconds is None or not self.evaluator.simulated_clock:
+        if b.max_seconds is not None and self.evaluator.simulated_clock:
+            for j, cfg in enumerate(configs):
+                if self.clock_s >= b.max_seconds or self._target_met():
+                    return
+                for _, trial in self.evaluator.stream([cfg]):
+                    yield j, trial
+            return
+        if b.target_ms is None:
             yield from self.evaluator.stream(configs)
             return
-        for j, cfg in enumerate(configs):
-            if self.clock_s >= b.max_seconds:
-                return
-            for _, trial in self.evaluator.stream([cfg]):
-                yield j, trial
+        it = iter(self.evaluator.stream(configs))
+        try:
+            for j, trial in it:
+                yield j, trial  # recorded by the caller before the stream is asked for the next
+                if self._target_met():
+                    return
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:  # a parallel evaluator's stream stops its workers (configs in flight)
+                close()
+
+    def _target_met(self) -> bool:
+        b = self.budget
+        return b.target_ms is not None and self.best is not None and self.best.time_ms <= b.target_ms  # type: ignore[operator]
 
     def _fits_in_time(self, n: int) -> int:
         """How many of ``n`` new configs to start so that a wall-clock budget is not overshot by a
@@ -296,8 +365,23 @@ class SearchContext:
             self.on_trial(len(self.history) - 1, key, trial, clock, source)
 
     # -- helpers strategies share ------------------------------------------------------------
-    def sample_unmeasured(self, n: int) -> list[Config]:
-        return self.space.sample(self.rng, n, exclude=self.measured.keys())
+    def sample_unmeasured(self, n: int, besides: Iterable[Config] = ()) -> list[Config]:
+        """Up to ``n`` random unmeasured configs, none of them one of ``besides`` (the configs already
+        in the batch being built: the default drawn again was measured once and its copy came back
+        "over budget").  Drawn as before, and a config of ``besides`` drawn is replaced by a further
+        draw: a sample that holds none of them is the one it always was (the same search path)."""
+        out = self.space.sample(self.rng, n, exclude=self.measured.keys())
+        avoid = {self.space.key(c) for c in besides}
+        kept = [c for c in out if self.space.key(c) not in avoid]
+        if len(kept) < len(out):
+            taken = set(self.measured) | avoid | {self.space.key(c) for c in kept}
+            kept += self.space.sample(self.rng, len(out) - len(kept), exclude=taken)
+        return kept
+
+    def startup(self, n: int) -> list[Config]:
+        """The default config (unless measured), then random unmeasured configs: ``n`` in all."""
+        first = self.unmeasured([self.space.default])[: max(n, 0)]
+        return first + self.sample_unmeasured(max(n - len(first), 0), besides=first)
 
     def unmeasured(self, configs: Iterable[Config]) -> list[Config]:
         seen: set[str] = set()

@@ -8,7 +8,7 @@ from kerntune.strategies.base import SearchContext
 def search(ctx: SearchContext, batch_size: int | None = None) -> None:
     """Batches of ``batch_size`` (default: 8 per compile worker, at least 32): a real
     evaluator compiles a batch in parallel and idles at its tail, so bigger is faster."""
-    batch_size = batch_size or max(32, 8 * ctx.evaluator.parallelism)
+    batch_size = batch_size or max(32, 8 * ctx.batch_parallelism)
     batch = []
     for cfg in ctx.space.enumerate():
         if ctx.is_measured(cfg):

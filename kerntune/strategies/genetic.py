@@ -40,8 +40,7 @@ def search(ctx: SearchContext, population: int = 20, mutation_rate: float | None
     # population; the default and random configs fill it up.
     pop = sorted(ctx.history, key=ctx.value)[:population]
     want = population - len(pop)
-    first = ctx.unmeasured([ctx.space.default])[:want]
-    first += ctx.sample_unmeasured(max(want - len(first), 0))
+    first = ctx.startup(want)
     if first:
         pop = pop + ctx.evaluate(first, source="genetic:init")
     if not pop:

@@ -88,7 +88,7 @@ def _past_observations(space: Space, transfer: Sequence[dict[str, float]], total
 
 def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, local_share: float = 0.3,
            refit_every: int = 5, batch_size: int | None = None, transfer_model: str = "prior") -> None:
-    """``batch_size`` configs per step (default: 1 on a recording, the evaluator's parallelism
+    """``batch_size`` configs per step (default: 1 on a recording, the run's parallelism (its evaluator's)
     up to 8 on a real one, where a batch compiles in parallel).  ``transfer_model`` says how past runs
     (``ctx.transfer``) are used: ``prior`` (their shrunk, distance-weighted prediction as the GP's prior
     mean, ``kerntune.strategies.gp_prior``), ``task`` (their measurements as a second task of one GP,
@@ -97,7 +97,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
     if transfer_model not in ("prior", "task", "none"):
         raise ValueError(f"gp: transfer_model must be prior, task or none, not {transfer_model!r}")
     if batch_size is None:
-        batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
+        batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.batch_parallelism))
     # room for the trials measured before this strategy (told first) and for its own
     cap = _MAX_OBS if ctx.remaining_evals is None else min(len(ctx.history) + ctx.remaining_evals, _MAX_OBS)
     past = _past_observations(space, ctx.transfer) if transfer_model == "task" else []
@@ -186,7 +186,7 @@ def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, l
         first = [configs[i] for i in np.argsort(prior_of) if not measured[i]][: min(1, max(startup - len(earlier), 0))]
     else:
         first = ctx.unmeasured([space.default])[: max(startup - len(earlier), 0)]
-    first += ctx.sample_unmeasured(max(startup - len(earlier) - len(first), 0))
+    first += ctx.sample_unmeasured(max(startup - len(earlier) - len(first), 0), besides=first)
     if first:
         record(first, ctx.evaluate(first, source="gp:startup"))
     since_fit = refit_every

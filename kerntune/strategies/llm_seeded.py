@@ -26,10 +26,14 @@ def search(ctx: SearchContext, rounds: int = 1, then: str = "bayes", then_option
     from kerntune.strategies import get_strategy
     from kerntune.strategies.llm.rounds import search as llm_search
 
-    llm_options.setdefault("patience", rounds + 1)  # the classical phase decides when to stop
+    # An option given as null (``-o patience=null``) means its documented default here, as one left
+    # out: a None passed on crashed the rounds after the first was measured.
+    if llm_options.get("patience") is None:
+        llm_options["patience"] = rounds + 1  # the classical phase decides when to stop
     # Only the model's own valid configs are measured (no fallback top-up): they are what the
     # classical phase should learn from, and a weak model then costs few evaluations.
-    llm_options.setdefault("top_up", False)
+    if llm_options.get("top_up") is None:
+        llm_options["top_up"] = False
     llm_search(ctx, max_rounds=rounds, tell_unspent=False, **llm_options)
     if ctx.stop_reason == "target reached":  # the llm option target_ms: the search is over
         return

@@ -57,8 +57,7 @@ def search(ctx: SearchContext, initial: int = 10, batch: int = 4, perturb_fields
     # Trials measured before this strategy started (llm-seeded's LLM rounds) count toward the
     # initial sample; the climb starts from the best of all of them.
     want = max(initial - len(ctx.history), 0)
-    first = ctx.unmeasured([ctx.space.default])[:want]
-    first += ctx.sample_unmeasured(max(want - len(first), 0))
+    first = ctx.startup(want)
     if first:
         ctx.evaluate(first, source="pattern:sample")
     start: Config | None = ctx.best.config if ctx.best is not None else None

@@ -470,7 +470,7 @@ def run(ctx: SearchContext, opts: SurrogateOptions | None = None, batch_size: in
     """The engine alone until the budget ends (``auto`` without a model)."""
     engine = SurrogateSearch(ctx, opts)
     if batch_size is None:
-        batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
+        batch_size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.batch_parallelism))
     earlier = list(ctx.history)
     engine.tell([t.config for t in earlier], earlier)
     first = engine.startup_batch()

@@ -92,9 +92,7 @@ def startup_configs(ctx, opts) -> list[dict]:
     P(n) on the Kernel Tuner recordings is exactly a slow default taking one of the first n slots,
     a user's default is often good (1.06-1.28x the optimum on the matmul recordings), and
     space-filling designs (maximin over fields) moved the first evaluations but not the score."""
-    need = max(opts.startup - len(ctx.history), 0)
-    first = ctx.unmeasured([ctx.space.default])[:need]
-    return first + ctx.sample_unmeasured(max(need - len(first), 0))
+    return ctx.startup(opts.startup - len(ctx.history))
 
 
 @contextlib.contextmanager

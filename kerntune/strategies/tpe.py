@@ -107,8 +107,7 @@ def search(ctx: SearchContext, startup: int = 5, batch_size: int = 1, multivaria
     # Start from the default plus random configs: TPE's own startup is random anyway.
     # Trials measured before this strategy started (llm-seeded's LLM rounds) are told first.
     earlier = [(t.config, t) for t in ctx.history]
-    first = ctx.unmeasured([ctx.space.default])[: max(startup - len(earlier), 0)]
-    first += ctx.sample_unmeasured(max(startup - len(earlier) - len(first), 0))
+    first = ctx.startup(startup - len(earlier))
     pending = earlier + list(zip(first, ctx.evaluate(first, source="bayes:startup") if first else []))
     for cfg, t in pending:
         if ctx.is_measured(cfg):  # not a config a time budget left unstarted ("over budget")

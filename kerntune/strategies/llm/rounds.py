@@ -149,7 +149,7 @@ def _await_answer(ctx: SearchContext, future: Future, clock0: float, t0: float, 
     (``wait_within_budget``): the user is told, the stop reason is ``MODEL_OUT_OF_TIME`` and
     BudgetExhausted ends the search (``llm-seeded`` then has no time left for its classical phase)."""
     measure = measure and ctx.remaining_evals is None
-    size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.evaluator.parallelism))
+    size = 1 if ctx.evaluator.simulated_clock else max(1, min(8, ctx.batch_parallelism))
 
     def measure_more() -> bool:
         """One batch of random configs; False when the budget or the space is spent."""
@@ -259,12 +259,18 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
     bests: list[float] = []
     no_gain = 0
     for round_no in range(1, max_rounds + 1):
+        ctx.charge(0.0)  # a real evaluator's clock catches up with the wall
+        why = ctx._why_done()
+        if why:  # no model call (paid for, and slow) for a round that could measure nothing
+            ctx.stop_reason = why
+            raise BudgetExhausted(why)
         n = initial if round_no == 1 else refine
         if round_no == 1:
             messages = first_round(ctx.space, workload, device, n, opts, past=ctx.past_winners)
             # Measure the default and a few random configs while the model thinks (_await_answer: more,
             # under a budget that counts no evaluations).
-            warm = (ctx.unmeasured([ctx.space.default]) + ctx.sample_unmeasured(max(warmup - 1, 0)))[:warmup]
+            default = ctx.unmeasured([ctx.space.default])
+            warm = (default + ctx.sample_unmeasured(max(warmup - 1, 0), besides=default))[:warmup]
             exclude = {ctx.space.key(c) for c in warm} | set(ctx.measured)
         else:
             messages = refine_round(ctx.space, workload, device, ctx.history, n, round_no - 1, no_gain > 0, opts)
