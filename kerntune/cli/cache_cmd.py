@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 from rich.table import Table
 
-from kerntune.cli.common import console, err_console, open_store
+from kerntune.cli.common import check_folder, check_output, console, err_console, make_folder, open_store, write_output
 from kerntune.errors import KerntuneError
 from kerntune.store import Store
 
@@ -152,6 +153,8 @@ def export(triton: bool = typer.Option(False, "--triton", help="Emit a triton.Co
     """Export cached winners of one kernel on one device: for users who ship plain @triton.autotune."""
     if sum([triton, as_json, kernel_tuner is not None]) != 1:
         raise KerntuneError("choose one export format: --triton, --json or --kernel-tuner DIR")
+    check_output("--output", output)  # a folder given as the file, a path under a file: one line, before
+    check_folder("--kernel-tuner", kernel_tuner)
     st = open_store(store, readonly=True)
     entries = st.iter_best()
     names = kernel_names(st, entries)
@@ -163,12 +166,12 @@ def export(triton: bool = typer.Option(False, "--triton", help="Emit a triton.Co
     if kernel_tuner is not None:
         from kerntune.store.export import export_kernel_tuner
 
-        kernel_tuner.mkdir(parents=True, exist_ok=True)
+        make_folder("--kernel-tuner", kernel_tuner)
         for e in entries:
             if not e.get("run_id"):
                 continue
             path = kernel_tuner / f"{e['kernel_hash']}_{e['problem_key'].replace('/', '_')}.json"
-            n = export_kernel_tuner(st, e["run_id"], path)
+            n = write_output("--kernel-tuner", path, partial(export_kernel_tuner, st, e["run_id"], path))
             console.print(f"{e['problem_key']}: {n} configs -> {path}")
         return
     if as_json:
@@ -178,7 +181,7 @@ def export(triton: bool = typer.Option(False, "--triton", help="Emit a triton.Co
     else:
         text = triton_configs(entries)
     if output is not None:
-        output.write_text(text)
+        write_output("--output", output, lambda: output.write_text(text))
         console.print(f"{len(entries)} winners -> {output}")
     else:
         typer.echo(text, nl=False)

@@ -6,13 +6,14 @@ import errno
 import json
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Iterable
 
 from rich.console import Console
 
-from kerntune.errors import KerntuneError
+from kerntune.errors import KerntuneError, StoreError
 from kerntune.store import Store
 
 # Piped output (CI logs, files) gets a width that fits the compare table.
@@ -33,8 +34,34 @@ def default_store_path() -> str:
 
 def open_store(path: str | None, readonly: bool = False) -> Store:
     """The store at ``path`` (or the default); ``readonly`` for commands that only read it, so a
-    mistyped path is reported instead of created and a read-only store can still be read."""
-    return Store(Path(path or default_store_path()), readonly=readonly)
+    mistyped path is reported instead of created and a read-only store can still be read.
+
+    A store file this process may not write is refused here for a command that writes: SQLite
+    opens it and fails only at the first write, after ``tune`` had printed a run id that was
+    never stored.  (Checked here, not in ``Store``: the decorator and ``kerntune exec`` read
+    winners from a store that may be read-only.)"""
+    target = Path(path or default_store_path())
+    if not readonly and target.is_file() and not os.access(target, os.W_OK):
+        raise StoreError(f"cannot open store {target}: the store is read-only: check the permissions of {target}"
+                         " and its directory (no write permission on the file)")
+    return Store(target, readonly=readonly)
+
+
+def check_store_exists(path: str | None, flag: str = "--resume") -> None:
+    """Refuse a store that is not there for a command that continues a run stored in it: opening it
+    writable would create an empty store (``--store typo.db``) before saying the run is not in it."""
+    target = Path(path or default_store_path())
+    if not target.exists():
+        raise StoreError(f"no store at {target} ({flag} continues a run stored there; --store or KERNTUNE_STORE"
+                         " names the store)")
+
+
+def store_flag(path: str | None) -> str:
+    """`` --store PATH`` for a hint's command line when the store is not the one a command opens by
+    default, else "": a hint without it, run as printed, looks in (and creates) the default store."""
+    if path is None or Path(path).resolve() == Path(default_store_path()).resolve():
+        return ""
+    return f" --store {shlex.quote(path)}"
 
 
 def parse_options(items: Iterable[str], flag: str = "--option") -> dict[str, Any]:
@@ -45,6 +72,8 @@ def parse_options(items: Iterable[str], flag: str = "--option") -> dict[str, Any
         key, sep, value = item.partition("=")
         if not sep:
             raise KerntuneError(f"{flag} {item!r}: expected NAME=VALUE")
+        if key in out:  # the last value silently won (compare and own_options refuse a key given twice)
+            raise KerntuneError(f"{flag} {key!r} is given twice")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -98,6 +127,31 @@ def write_output(flag: str, path: Path, write: Any) -> Any:
         if exc.errno == errno.ENOSPC:
             cause = "disk full"
         raise KerntuneError(f"cannot write {flag} {path}: {cause}") from None
+
+
+def check_folder(flag: str, path: Path | None) -> None:
+    """Refuse an output folder that cannot be made, before the work: an existing file, a path under
+    a file, a parent this process may not write (``mkdir`` raised a traceback for each)."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise KerntuneError(f"{flag} {path}: is a file, not a directory; give a folder")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise KerntuneError(f"{flag} {path}: {parent} is a file, not a directory")
+            if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
+                raise KerntuneError(f"{flag} {path}: cannot create folders in {parent} (permission denied)")
+            break
+
+
+def make_folder(flag: str, path: Path) -> None:
+    """Create an output folder (and its parents); an OSError is one line naming the folder."""
+    check_folder(flag, path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise KerntuneError(f"cannot create {flag} {path}: {exc.strerror or exc}") from None
 
 
 def tie_note(ties: int) -> str:

@@ -13,8 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kerntune.cli.progress import RunLog
-from kerntune.cli.common import (check_number, check_output, console, err_console, open_store, parse_options,
-                                 print_unwrapped, tie_note, write_output)
+from kerntune.cli.common import (check_number, check_output, check_store_exists, console, err_console, open_store,
+                                 parse_options, print_unwrapped, store_flag, tie_note, write_output)
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
 from kerntune.compare.harness import CompareResult, StrategyStats
@@ -144,6 +144,8 @@ def compare(
         if name in per_strategy.get(strat, {}):
             raise KerntuneError(f"--option {key!r} is given twice")
         per_strategy.setdefault(strat, {})[name] = value
+    if resume:  # a mistyped --store is said, not created empty before "no run" is
+        check_store_exists(store)
     st = open_store(store)
     if resume:  # `last` or a unique prefix of the id, as every command that reads a run takes it
         resume = st.resolve_run_id(resume)
@@ -175,7 +177,7 @@ def compare(
     except KeyboardInterrupt:  # stored as interrupted: say how far it got and how to go on
         if log.announced is not None:
             err_console.print(f"interrupted after {log.evaluations} evaluations; continue with: kerntune compare"
-                              f" --resume {log.announced}", markup=False, highlight=False)
+                              f" --resume {log.announced}{store_flag(store)}", markup=False, highlight=False)
         raise
     print_table(result)
     for name, s in result.strategies.items():

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from kerntune.cli.common import console
+from kerntune.cli.common import check_number, console
 from kerntune.llm import LLMClient, LLMError, Message, make_provider, parse_configs, resolve_auto
 from kerntune.llm.parsing import extract_json
 from kerntune.llm.secrets import redact
@@ -31,6 +31,7 @@ def check(llm: str = typer.Option("auto", "--llm", envvar="KERNTUNE_LLM", help="
           base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
           timeout: float = typer.Option(300.0, "--timeout")) -> None:
     """Load the model, ask for three configs of a small matmul space, report speed and validity."""
+    check_number("--timeout", timeout, 0, 86400)  # -5 or nan was blamed on the model ("no usable answer")
     if llm == "auto":
         choice = resolve_auto()
         console.print(f"auto: chose [bold]{choice.spec}[/bold] because {choice.why}")

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kerntune.cli.common import check_output, console, open_store
+from kerntune.cli.common import check_output, console, open_store, write_output
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.prune import evaluate_pruner, llm_pruner, rule_pruner
@@ -68,14 +68,18 @@ def _run(verb: str, space: Path, replay: Optional[Path], output: Optional[Path],
         if output is not None and src is not None and src.exists() and output.resolve() == src.resolve():
             raise KerntuneError("--output must not be the input file (it is never modified in place)")
     check_output("--output", output, (".json", ".yaml", ".yml"))  # `-o iterations=3` (tune's -o) is no file name
+    diff_path = output.with_name(output.name + ".diff") if output is not None else None
+    check_output("--output", diff_path)  # its diff is written beside it: checked before the model's minutes too
     state, ev = load_state(space, replay, allow_new)
     if iterations > 1 and ev is None:
         raise KerntuneError("--iterations above 1 measures each edited space: give a recording "
                             "(--space RECORDING, or --replay RECORDING with a space file)")
     workload = ev.workload() if ev else {"kernel_name": state.base.name, "description": state.base.description}
     device = ev.device() if ev else {"name": "unknown"}
-    if profile:
-        prof = [t for _, t, _ in open_store(store, readonly=True).trials(profile)]
+    if profile:  # `last` or a unique prefix of the id, as every command that reads a run takes it
+        with open_store(store, readonly=True) as st:
+            profile = st.resolve_run_id(profile)
+            prof = [t for _, t, _ in st.trials(profile)]
         if not prof:
             raise KerntuneError(f"run {profile} has no trials to use as a profile")
     elif ev is not None:
@@ -99,14 +103,14 @@ def _run(verb: str, space: Path, replay: Optional[Path], output: Optional[Path],
         console.print(f"stopped: {result.stop}")
     if result.llm_s:
         console.print(f"model time: {result.llm_s:.1f} s")
-    if output is not None:
+    if output is not None and diff_path is not None:
         done = {"prune": "pruned", "expand": "expanded"}[verb]
-        note = save_state(result.state, output, {
-            "edits": [e.to_dict() for e in result.applied], f"{done}_from": str(space),
-            **({"replayed_with": str(replay)} if replay else {}),
-            "iterations": [i.to_dict() for i in result.iterations], "stop": result.stop})
-        diff_path = output.with_name(output.name + ".diff")
-        diff_path.write_text(diff + "\n")
+        extra = {"edits": [e.to_dict() for e in result.applied], f"{done}_from": str(space),
+                 **({"replayed_with": str(replay)} if replay else {}),
+                 "iterations": [i.to_dict() for i in result.iterations], "stop": result.stop}
+        # through write_output: its folder is made, and a failed write is one line, not a traceback
+        note = write_output("--output", output, lambda: save_state(result.state, output, extra))
+        write_output("--output", diff_path, lambda: diff_path.write_text(diff + "\n"))
         console.print(f"{done} space -> {output}  (diff: {diff_path})")
         if note:
             console.print(f"[yellow]note:[/yellow] {escape(note)}")
@@ -178,6 +182,7 @@ def evaluate(space: Path = typer.Option(..., "--space", help="Recorded space"),
     if runs < 1:
         raise KerntuneError(f"--runs must be at least 1, got {runs}")
     _check_iterations(iterations, sample)
+    check_output("--json", json_out)  # before the prunings (a model's minutes), not after them
     ev = _evaluator(space)
     summary = evaluate_pruner(ev, _pruner(llm, rule, llm_base_url, llm_timeout), runs, profile_size, seed,
                               iterations, sample)
@@ -193,8 +198,9 @@ def evaluate(space: Path = typer.Option(..., "--space", help="Recorded space"),
     if s["TR"] is None:
         console.print(f"[yellow]note:[/yellow] {escape(NO_COST)}")
     if json_out is not None:
-        json_out.write_text(json.dumps({"space": str(space), "pruner": "rule" if rule else llm, "runs": runs,
-                                        "profile_size": profile_size, "iterations": iterations, "seed": seed,
-                                        **summary.to_dict()}, indent=1))
+        text = json.dumps({"space": str(space), "pruner": "rule" if rule else llm, "runs": runs,
+                           "profile_size": profile_size, "iterations": iterations, "seed": seed,
+                           **summary.to_dict()}, indent=1)
+        write_output("--json", json_out, lambda: json_out.write_text(text))
         console.print(f"numbers: {json_out}")
 

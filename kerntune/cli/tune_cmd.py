@@ -9,12 +9,11 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from kerntune.cli.common import (check_number, check_output, console, err_console, open_store, parse_options,
-                                  print_unwrapped)
+from kerntune.cli.common import (check_number, check_output, check_store_exists, console, err_console, open_store,
+                                  parse_options, print_unwrapped, store_flag)
 from kerntune.cli.progress import RunLog
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.store.resume import resumed_model
-from kerntune.store.sqlite import new_run_id
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.hardware import device_facts
@@ -93,6 +92,8 @@ def tune(
         return
     if kernel is None and replay is None and not resume:
         raise KerntuneError("nothing to tune: give a kernel file (with --shape), --replay RECORDING, or --resume RUN_ID")
+    if resume:  # a mistyped --store is said, not created empty before "no run" is
+        check_store_exists(store)
     st = open_store(store)
     if resume:  # `last` or a unique prefix of the id, as every command that reads a run takes it
         resume = st.resolve_run_id(resume)
@@ -143,13 +144,22 @@ def tune(
     check_seed(seed)  # refused here, not after a run id was printed for a run that never starts
     _note_unused_model(strategy, given_model)
     log = RunLog()
-    run_id = resume or new_run_id()
-    log.run_id(run_id, st.path)
-    log.line(f"strategy: {strategy}{' (the default)' if given_strategy is None and not resume else ''}"
-             f"{f' with the model {client.chosen or llm}' if client is not None else (' without a model' if strategy in MODEL_OPTIONAL else '')}; "
-             f"budget: {describe_budget(b.max_evals, b.max_seconds, b.target_ms) or 'none (the whole space)'}")
-    # A package kernel: its own choice is measured first, so the search starts from it and can only improve on it.
-    shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
+    headline = (f"strategy: {strategy}{' (the default)' if given_strategy is None and not resume else ''}"
+                f"{f' with the model {client.chosen or llm}' if client is not None else (' without a model' if strategy in MODEL_OPTIONAL else '')}; "
+                f"budget: {describe_budget(b.max_evals, b.max_seconds, b.target_ms) or 'none (the whole space)'}")
+
+    def announce(run_id: str, kind: str, parent_id: Optional[str]) -> None:
+        """Print the run id (then the strategy line) once the store holds the run.  Printed before a
+        package's baseline (minutes), a kill or Ctrl-C there left an id and a --resume hint for a run
+        the store never had."""
+        if kind == "tune" and parent_id is None and log.announced is None:
+            log.run_id(run_id, st.path)
+            log.line(headline)
+
+    if resume:
+        announce(resume, "tune", None)
+    else:
+        st.on_run_created = announce
 
     def status(message: str) -> None:
         if log.plain:
@@ -157,11 +167,15 @@ def tune(
         else:
             err_console.print(f"[dim]{message}[/dim]")
 
-    run_options = RunOptions(store=st, run_id=run_id, progress=progress, llm=client, strategy_options=options,
-                             warm_start=[shipped] if shipped else (),
-                             on_note=lambda note: err_console.print(f"[yellow]note:[/yellow] {note}"),
-                             on_status=status)
     try:
+        # A package kernel: its own choice is measured first, so the search starts from it and can only
+        # improve on it.  Inside the try: it runs the package's own autotuning, and a Ctrl-C there must end
+        # the workers too.
+        shipped = evaluator.baseline()[0] if hasattr(evaluator, "baseline") else None
+        run_options = RunOptions(store=st, run_id=resume, progress=progress, llm=client, strategy_options=options,
+                                 warm_start=[shipped] if shipped else (),
+                                 on_note=lambda note: err_console.print(f"[yellow]note:[/yellow] {note}"),
+                                 on_status=status)
         res = run_search(evaluator, strategy, b, seed, run_options)
         best = res.best
         if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
@@ -171,8 +185,13 @@ def tune(
         if isinstance(exc, KeyboardInterrupt):
             ctx = seen.get("ctx")
             best = f" (best {ctx.best.time_ms:.4g} ms)" if ctx is not None and ctx.best is not None else ""
-            err_console.print(f"interrupted after {ctx.evaluations if ctx is not None else 0} evaluations{best};"
-                              f" continue with: kerntune tune --resume {run_id}", markup=False, highlight=False)
+            if log.announced is None:  # no run stored: there is nothing to resume
+                err_console.print("interrupted before the run started: nothing was stored", markup=False,
+                                  highlight=False)
+            else:
+                err_console.print(f"interrupted after {ctx.evaluations if ctx is not None else 0} evaluations{best};"
+                                  f" continue with: kerntune tune --resume {log.announced}{store_flag(store)}",
+                                  markup=False, highlight=False)
         raise
     if best is None and kernel is not None:  # a recording of failures replays as one: a finished run
         console.print(f"no successful config in {len(res.history)} evaluations ({res.stop_reason})")
