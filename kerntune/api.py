@@ -83,8 +83,17 @@ class ComparisonResult:
         return max(self.scores.values(), key=lambda s: s.score).name
 
 
-def _open_store(store: PathLike | None) -> Store:
-    return Store(Path(store) if store is not None else Path(os.environ.get("KERNTUNE_STORE", ".kerntune/kerntune.db")))
+def _open_store(store: PathLike | None, resume: str | None = None) -> Store:
+    """The store as the CLI opens it: ``KERNTUNE_STORE`` (an empty one meaning the default), a file this
+    process may not write refused at once (SQLite fails only at the first write, mid-run), and for a
+    resume a store that is not there refused instead of created empty."""
+    path = Path(store) if store is not None else Path(os.environ.get("KERNTUNE_STORE") or ".kerntune/kerntune.db")
+    if resume and not path.exists():
+        raise StoreError(f"no store at {path} (resume continues a run stored there)")
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise StoreError(f"cannot open store {path}: the store is read-only: check the permissions of {path}"
+                         " and its directory (no write permission on the file)")
+    return Store(path)
 
 
 def _check_count(name: str, value: Any, low: int, high: int, unit: str = "", none: str = "") -> int | None:
@@ -259,7 +268,7 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     _check_path("report", report, flags=True)
     _check_path("llm_transcript", llm_transcript)
     dims, n_gpus = _check_shape(shape), _check_gpus(gpus)
-    st = _open_store(store)
+    st = _open_store(store, resume)
     try:
         if resume:  # the stored run's strategy, seed, budget and options, as `tune --resume` uses them
             strategy, seed, b, options = _resumed(st, resume, strategy, seed, budget, seconds, target_ms,
@@ -413,7 +422,7 @@ def compare(space: PathLike | None = None, *, strategies: str | Sequence[str] | 
         names = names or ["auto", "gp", "genetic", "random"]
         budget, repeats, seed = budget or 100, repeats or 10, seed if seed is not None else 0
         check_seed(seed, repeats)
-    st = _open_store(store)
+    st = _open_store(store, resume)
     try:
         if resume:  # what is given again must be the comparison's own, as `compare --resume` checks
             from kerntune.store.resume import check_compare_same

@@ -50,3 +50,23 @@ def test_the_re_timing_notes_reach_the_tune_result(tmp_path: Path) -> None:
                         report=False, retime=3)
     assert res.winner is not None and res.speedup is None
     assert any("baseline config failed when re-timed" in n and "wrong_result" in n for n in res.notes), res.notes
+
+
+def test_resume_with_a_store_that_is_not_there_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    """``kerntune.tune(resume=..., store=typo)`` created the store (and its folder) before saying the run
+    was not in it; ``kerntune tune --resume`` refuses it, and so does the API now."""
+    from kerntune.errors import StoreError
+
+    with pytest.raises(StoreError, match="no store at"):
+        kerntune.tune(kernel=KERNEL, shape=(8,), resume="abc123", store=tmp_path / "typo" / "k.db", report=False)
+    with pytest.raises(StoreError, match="no store at"):
+        kerntune.compare(tmp_path / "x.json", resume="abc123", store=tmp_path / "typo" / "k.db", report=False)
+    assert not (tmp_path / "typo").exists()
+
+
+def test_an_empty_kerntune_store_means_the_default_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``KERNTUNE_STORE=`` opened "." (a directory) and failed; the CLI and `kerntune exec` take it as unset."""
+    monkeypatch.setenv("KERNTUNE_STORE", "")
+    monkeypatch.chdir(tmp_path)
+    res = kerntune.tune(kernel=KERNEL, shape=(8,), strategy="random", budget=2, report=False, retime=0)
+    assert res.trials == 2 and (tmp_path / ".kerntune" / "kerntune.db").exists()
