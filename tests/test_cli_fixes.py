@@ -335,3 +335,13 @@ def test_space_prune_resolves_profile_last_and_an_id_prefix(tmp_path: Path) -> N
         proc = run_cli(tmp_path, "space", "prune", "--space", str(CONV), "--rule", "--profile", profile)
         assert proc.returncode == 0 and "configs: 4,362 ->" in proc.stdout, proc.stderr
     one_line(run_cli(tmp_path, "space", "prune", "--space", str(CONV), "--rule", "--profile", "zzz"), "no run 'zzz'")
+
+
+def test_an_empty_kerntune_store_means_the_default_store_for_the_cli(tmp_path: Path) -> None:
+    """``KERNTUNE_STORE=`` (an empty line of a launch script) opened "." and failed as a directory."""
+    env = {**_env(tmp_path), "KERNTUNE_STORE": ""}
+    proc = subprocess.run([sys.executable, "-m", "kerntune", "tune", "--replay", str(CONV), "--strategy", "random",
+                           "--budget", "3", "--no-report"], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / ".kerntune" / "kerntune.db").exists()

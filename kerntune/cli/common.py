@@ -29,7 +29,7 @@ def print_unwrapped(text: str) -> None:
 
 
 def default_store_path() -> str:
-    return os.environ.get("KERNTUNE_STORE", ".kerntune/kerntune.db")
+    return os.environ.get("KERNTUNE_STORE") or ".kerntune/kerntune.db"  # an empty KERNTUNE_STORE= is unset
 
 
 def open_store(path: str | None, readonly: bool = False) -> Store:
