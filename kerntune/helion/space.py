@@ -16,7 +16,9 @@ and re-inserted on the way back.
 
 This module never imports Helion: it works on *descriptions* of fragments (plain
 dicts, see :class:`Frag`), which ``kerntune.helion.tuner.describe_fragments`` reads
-off a live ``ConfigGeneration`` and which tests can write by hand.
+off a live ``ConfigGeneration`` and which tests can write by hand.  ``helion_hints`` (the
+prompt's Helion hints) is built from a layout here too, so a Space dumped on the GPU machine
+gives the same prompt elsewhere.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
+from string import Template
 from typing import Any
 
 from kerntune.errors import SpaceError
@@ -304,3 +308,28 @@ def build_space(frags: Sequence[Frag], name: str = "", description: str = "",
 def layout_from_dict(data: Mapping[str, Any], name: str = "", max_block_numel: int | None = 2**22) -> HelionLayout:
     """Rebuild a layout from ``HelionLayout.to_dict()`` (e.g. a space dumped on the GPU machine)."""
     return build_space([Frag.from_dict(f) for f in data["frags"]], name=name, max_block_numel=max_block_numel)
+
+
+# -- prompts ---------------------------------------------------------------------------------------
+def helion_hints(layout: HelionLayout, compile_timeout_s: float | None = None) -> str:
+    """Helion-specific hints for the model, from ``kerntune/prompts/helion_hints.md`` (needs no Helion)."""
+    space = layout.space
+    indexing = sorted({str(v) for p in space.params if p.name.startswith("indexing_") for v in p.values()})
+    pid = space.by_name.get("pid_type")
+    pid_types = ", ".join(map(str, pid.values())) if pid is not None else "(fixed)"
+    reductions = [f for f in layout.frags if f.key == "reduction_loops" and f.names and f.names[0]]
+    if reductions:
+        names = ", ".join(f"{f.names[0]} >= {f.size_hint or f.high}" for f in reductions)
+        reduction = (f"Reductions: {names} is a persistent reduction, which keeps a whole row on chip and is usually "
+                     "fastest for rows that fit (one pass over memory); smaller values loop over the row in chunks. "
+                     "The tiled dimension (rows per program) then trades parallelism against per-program work.")
+    else:
+        reduction = "This kernel has no reduction-loop parameter."
+    text = Template(resources.files("kerntune.prompts").joinpath("helion_hints.md").read_text()).substitute(
+        indexing=", ".join(indexing) if indexing else "(fixed)",
+        descriptor="available" if "tensor_descriptor" in indexing else "not available on this GPU/Triton",
+        pid_types=pid_types,
+        reduction=reduction,
+        compile_timeout=f"{compile_timeout_s:g} s" if compile_timeout_s else "Helion's compile timeout",
+    )
+    return text.strip()

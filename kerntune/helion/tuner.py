@@ -5,11 +5,16 @@ what it returns.  The object returned here is a subclass of Helion's own
 ``PopulationBasedSearch``, so everything that makes a measurement count in Helion is
 Helion's: the baseline run and the accuracy check against it, the parallel precompile
 in forked processes with its compile timeout, the benchmark subprocess, ``do_bench``
-timings, the interleaved re-benchmark of the finalists, the autotune log and the
-cache layer.  Only the choice of *which* configs to measure is kerntune's: the
-ConfigSpec's flat fragments become a kerntune Space (``kerntune.helion.space``), a
-kerntune strategy runs on it through :class:`HelionEvaluator`, and its best configs
-are re-timed by Helion before the winner is returned.
+timings, the re-benchmark of the finalists, the autotune log and the cache layer.  Only
+the choice of *which* configs to measure is kerntune's: the ConfigSpec's flat fragments
+become a kerntune Space (``kerntune.helion.space``), a kerntune strategy runs on it through
+:class:`HelionEvaluator`, and its ``final_top_k`` best distinct configs are re-timed by
+Helion before the winner is returned: by default Helion's ``rebenchmark`` with its own
+defaults (each finalist alone in the benchmark subprocess, about 200 ms each: the ending the
+H100 head-to-head in ``benchmarks/results/helion_h100`` was measured with); with
+``helion_final=True`` by the ending Helion's own searches have (``_finalize``:
+``final_rebenchmark_best``, each finalist timed by ``do_bench`` at a 5 s target, one after
+another), which costs about 5 s a finalist more.
 
 Helion is imported only when a kernel is tuned, so ``import kerntune.helion`` works
 without it.
@@ -21,14 +26,13 @@ import contextlib
 import math
 import os
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from importlib import resources
-from string import Template
 from typing import Any
 
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
-from kerntune.helion.space import Frag, HelionLayout, build_space
+from kerntune.helion.space import Frag, HelionLayout, build_space, helion_hints
 from kerntune.space import Config, jsonable
 
 #: Helion's supported release: see README's "Helion" section for why 1.5.x is not.
@@ -94,30 +98,6 @@ def describe_fragments(config_gen: Any) -> list[Frag]:
 
 
 # -- prompts ---------------------------------------------------------------------------------------
-def helion_hints(layout: HelionLayout, compile_timeout_s: float | None = None) -> str:
-    """Helion-specific hints for the model, from ``kerntune/prompts/helion_hints.md``."""
-    space = layout.space
-    indexing = sorted({str(v) for p in space.params if p.name.startswith("indexing_") for v in p.values()})
-    pid = space.by_name.get("pid_type")
-    pid_types = ", ".join(map(str, pid.values())) if pid is not None else "(fixed)"
-    reductions = [f for f in layout.frags if f.key == "reduction_loops" and f.names and f.names[0]]
-    if reductions:
-        names = ", ".join(f"{f.names[0]} >= {f.size_hint or f.high}" for f in reductions)
-        reduction = (f"Reductions: {names} is a persistent reduction, which keeps a whole row on chip and is usually "
-                     "fastest for rows that fit (one pass over memory); smaller values loop over the row in chunks. "
-                     "The tiled dimension (rows per program) then trades parallelism against per-program work.")
-    else:
-        reduction = "This kernel has no reduction-loop parameter."
-    text = Template(resources.files("kerntune.prompts").joinpath("helion_hints.md").read_text()).substitute(
-        indexing=", ".join(indexing) if indexing else "(fixed)",
-        descriptor="available" if "tensor_descriptor" in indexing else "not available on this GPU/Triton",
-        pid_types=pid_types,
-        reduction=reduction,
-        compile_timeout=f"{compile_timeout_s:g} s" if compile_timeout_s else "Helion's compile timeout",
-    )
-    return text.strip()
-
-
 def device_facts() -> dict[str, Any]:
     import torch
 
@@ -168,13 +148,30 @@ def _workload(search: Any, layout: HelionLayout) -> dict[str, Any]:
 
 
 # -- the evaluator ---------------------------------------------------------------------------------
+#: The stop reason of a search that Helion's own ``autotune_budget_seconds`` ended.
+HELION_BUDGET = "Helion's autotune_budget_seconds"
+
+
+def _raised_by_codegen(error: BaseException) -> bool:
+    """Whether ``error`` is the one Helion 1.4.0's compile loop re-raises when no config of a batch
+    compiled (``benchmark_provider.benchmark``: ``if not compiled and i == len(all_configs) - 1:
+    raise``): raised in ``compile_config`` called from the provider's ``benchmark``.  Helion skips a
+    config whose codegen fails when another config of its batch compiles, so this one error is a
+    failure of configs, not of the search; every other error from the batch is Helion's to raise."""
+    frames = [(f.f_code.co_name, f.f_code.co_filename) for f, _ in traceback.walk_tb(error.__traceback__)]
+    return any(name == "benchmark" and file.endswith("benchmark_provider.py") and inner == "compile_config"
+               for (name, file), (inner, _) in zip(frames, frames[1:]))
+
+
 class HelionEvaluator(Evaluator):
     """Measures kerntune configs through a Helion search object's own benchmark path.
 
     ``search`` is a Helion ``PopulationBasedSearch`` (the :func:`autotuner` object):
     each batch is unflattened by Helion's ConfigGeneration, compiled (Helion codegen,
     then Triton in parallel precompile processes), checked against the baseline output
-    and timed by Helion's ``benchmark_population``.
+    and timed by Helion's ``benchmark_population``.  Distinct kerntune configs that Helion
+    normalises to one config (``pid_type`` flat drops ``num_sm_multiplier`` and ``maxnreg``)
+    are measured once, for the whole search: a repeat is answered from the first trial.
     """
 
     name = "helion"
@@ -186,20 +183,34 @@ class HelionEvaluator(Evaluator):
         self.layout = layout
         self._workload = workload or {}
         self._device = device
-        self.keep = keep
-        self.members: list[Any] = []  # the best ``keep`` measured PopulationMembers
+        self.keep = max(int(keep), 1)
+        self.members: list[Any] = []  # the best ``keep`` measured PopulationMembers, distinct Helion configs
         #: perf_counter() time at which the search's wall budget ends (None: no time budget).
         self.deadline: float | None = None
+        #: repr of a normalised Helion config -> (the trial that measured it, its kerntune config).
+        self.seen: dict[str, tuple[Trial, Config]] = {}
+        #: True once Helion's autotune_budget_seconds cut a batch short: the search ends there.
+        self.helion_budget_out = False
+        self._compile_timeout: float | None = None  # Helion's compile timeout during the last batch
         jobs = getattr(getattr(search, "benchmark_provider", None), "_jobs", None)
         self.parallelism = max(1, int(jobs or os.cpu_count() or 1))
+
+    def stream(self, configs: Sequence[Config]) -> Iterator[tuple[int, Trial]]:
+        """The batch's trials; then, if Helion's own budget cut the batch, BudgetExhausted ends the
+        search (Helion compiles nothing more once its budget is spent)."""
+        from kerntune.strategies.base import BudgetExhausted
+
+        yield from enumerate(self.evaluate(configs))
+        if self.helion_budget_out:
+            raise BudgetExhausted(HELION_BUDGET)
 
     def evaluate(self, configs: Sequence[Config]) -> list[Trial]:
         from helion import exc as helion_exc
 
         trials: list[Trial | None] = [None] * len(configs)
-        todo: list[tuple[int, Any]] = []
-        by_config: dict[Any, int] = {}
-        same_as: dict[int, int] = {}
+        todo: list[tuple[int, str, Any]] = []
+        first_in_batch: dict[str, int] = {}
+        repeats: list[tuple[int, str]] = []
         for i, cfg in enumerate(configs):
             try:
                 member = self.search.make_unbenchmarked(self.layout.to_flat(cfg))
@@ -210,45 +221,70 @@ class HelionEvaluator(Evaluator):
                 trials[i] = Trial(dict(cfg), Status.INVALID, error="Helion rejected the config (InvalidConfig)")
                 continue
             key = repr(member.config)
-            if key in by_config:  # two kerntune configs that Helion normalises to one config
-                same_as[i] = by_config[key]
+            if key in self.seen or key in first_in_batch:  # a Helion config measured (or in this batch) already
+                repeats.append((i, key))
                 continue
-            by_config[key] = i
-            todo.append((i, member))
+            first_in_batch[key] = i
+            todo.append((i, key, member))
         t0 = time.perf_counter()
-        members = [m for _, m in todo]
+        members = [m for _, _, m in todo]
+        cut = False
         if members:
             with self._compile_timeout_within_budget():
-                self._benchmark(members)
+                cut = self._benchmark(members)
+            self.helion_budget_out = self.helion_budget_out or cut
         wall = time.perf_counter() - t0
         share = wall / max(len(members), 1)
-        for i, member in todo:
-            trials[i] = self._trial(configs[i], member, share)
-        for i, j in same_as.items():
-            t = trials[j]
-            assert t is not None
-            trials[i] = Trial(dict(configs[i]), t.status, t.time_ms, list(t.times_ms), 0.0, 0.0, t.error,
-                              {**t.extra, "same_helion_config_as": self.space.to_json(configs[j])})
+        for i, key, member in todo:
+            trial = self._trial(configs[i], member, share, cut)
+            trials[i] = trial
+            if trial.status is not Status.UNMEASURED:
+                self.seen[key] = (trial, configs[i])
+        for i, key in repeats:
+            trials[i] = self._repeat(configs[i], key, trials[first_in_batch[key]] if key in first_in_batch else None)
         return [t if t is not None else Trial(dict(c), Status.RUNTIME_ERROR, error="not measured")
                 for t, c in zip(trials, configs)]
 
-    def _benchmark(self, members: list[Any]) -> None:
+    def _repeat(self, cfg: Config, key: str, first_here: Trial | None) -> Trial:
+        """The trial of a config whose Helion config was measured before: no new measurement."""
+        if key not in self.seen:  # its first copy in this batch went unmeasured (Helion's budget)
+            assert first_here is not None
+            return Trial(dict(cfg), first_here.status, error=first_here.error, extra=dict(first_here.extra))
+        t, first = self.seen[key]
+        return Trial(dict(cfg), t.status, t.time_ms, list(t.times_ms), 0.0, 0.0, t.error,
+                     {**t.extra, "same_helion_config_as": self.space.to_json(first)})
+
+    def _benchmark(self, members: list[Any]) -> bool:
+        """Benchmark ``members`` as Helion's searches do; True if Helion's ``autotune_budget_seconds``
+        cut the batch short.  What Helion raises is raised (TritonUnrecoverableRuntimeError; a
+        TritonError, which Helion does not raise under ``autotune_ignore_errors``): the search ends
+        with Helion's message, as Helion's own searches do.  The one exception is the codegen error
+        of a batch none of whose configs compiled: Helion skips a codegen failure beside a config
+        that compiles, so each config of the batch (none was benchmarked) is tried alone."""
+        provider = self.search.benchmark_provider
+        hook = provider.budget_exceeded_fn
+        cut: list[bool] = []
+
+        def watched() -> bool:  # Helion's provider asks this before each compile and each benchmark
+            cut.append(bool(hook()))
+            return cut[-1]
+
+        provider.budget_exceeded_fn = watched
         try:
             self.search.benchmark_population(members, desc="kerntune batch")
-        except Exception as e:  # Helion raises when every config of a batch fails to compile
-            if len(members) == 1:
+        except Exception as e:
+            if not _raised_by_codegen(e):
+                raise
+            if len(members) > 1:
+                for m in members:
+                    self._benchmark([m])
+            else:
                 members[0].perfs.append(math.inf)
                 members[0].status = "error"
-                members[0].error = f"{type(e).__name__}: {e}"
-                return
-            for m in members:
-                if not m.perfs:
-                    try:
-                        self.search.benchmark_population([m], desc="kerntune retry")
-                    except Exception as e1:
-                        m.perfs.append(math.inf)
-                        m.status = "error"
-                        m.error = f"{type(e1).__name__}: {e1}"
+                members[0].kt_codegen_error = f"{type(e).__name__}: {e}"
+        finally:
+            provider.budget_exceeded_fn = hook
+        return any(cut)
 
     @contextlib.contextmanager
     def _compile_timeout_within_budget(self) -> Iterator[None]:
@@ -258,30 +294,52 @@ class HelionEvaluator(Evaluator):
         could carry the search a minute past its wall budget (softmax and layer_norm on an H100:
         40 s over a 77-102 s budget).  Helion's own LLM search caps the timeout the same way."""
         settings = getattr(self.search, "settings", None)
-        if self.deadline is None or settings is None or not hasattr(settings, "autotune_compile_timeout"):
+        original = getattr(settings, "autotune_compile_timeout", None)
+        if self.deadline is None or original is None:
+            self._compile_timeout = original
             yield
             return
-        original = settings.autotune_compile_timeout
         left = self.deadline - time.perf_counter()
-        settings.autotune_compile_timeout = int(max(5, min(original, left)))
+        settings.autotune_compile_timeout = self._compile_timeout = int(max(5, min(original, left)))
         try:
             yield
         finally:
             settings.autotune_compile_timeout = original
 
-    def _trial(self, cfg: Config, member: Any, share: float) -> Trial:
+    def _trial(self, cfg: Config, member: Any, share: float, cut: bool) -> Trial:
+        """The Trial of a member as Helion left it, its status from what Helion reported."""
+        from helion.autotuner.benchmark_provider import _unset_fn
+
         perf = member.perf if member.perfs else math.inf
         extra = {"helion_config": str(member.config), "helion_status": member.status}
         compile_s = float(member.compile_time or 0.0)
+        bench_s = max(share - compile_s, 0.0)
         if math.isfinite(perf):
             self._keep(member)
-            return Trial(dict(cfg), Status.OK, float(perf), [float(perf)], compile_s, max(share - compile_s, 0.0),
-                         extra=extra)
-        status = Status.COMPILE_TIMEOUT if member.status == "timeout" else Status.RUNTIME_ERROR
-        error = getattr(member, "error", None) or (
-            "Helion: compile timeout" if member.status == "timeout" else
+            return Trial(dict(cfg), Status.OK, float(perf), [float(perf)], compile_s, bench_s, extra=extra)
+        codegen = getattr(member, "kt_codegen_error", None)
+        if codegen is not None:
+            return Trial(dict(cfg), Status.COMPILE_ERROR, None, [], compile_s, bench_s,
+                         f"Helion codegen failed: {codegen}"[:2000], extra)
+        status, error = Status.RUNTIME_ERROR, (
             "Helion: failed to compile, crashed or failed the accuracy check against the baseline")
-        return Trial(dict(cfg), status, None, [], compile_s, max(share - compile_s, 0.0), error, extra)
+        if member.status == "filtered":
+            status, error = Status.INVALID, "rejected by autotune_config_filter"
+        elif member.status == "timeout":
+            limit = self._compile_timeout
+            # a precompile Helion stopped at its timeout ran at least that long; a benchmark timeout did not
+            if member.compile_time is not None and limit is not None and member.compile_time >= limit:
+                status, error = Status.COMPILE_TIMEOUT, f"Helion: compile timed out after {compile_s:.0f} s"
+            else:
+                status, error = Status.TIMEOUT, "Helion: timed out in its benchmark"
+        elif member.status == "peer_compilation_fail":
+            error = "Helion: another rank failed to compile it"
+        elif member.fn is _unset_fn:  # Helion never compiled or benchmarked it
+            if cut:
+                status, error = Status.UNMEASURED, f"not measured: {HELION_BUDGET} ran out"
+            else:
+                status, error = Status.COMPILE_ERROR, "Helion codegen failed (its log has the error)"
+        return Trial(dict(cfg), status, None, [], compile_s, bench_s, error, extra)
 
     def _keep(self, member: Any) -> None:
         self.members.append(member)
@@ -304,6 +362,17 @@ class HelionEvaluator(Evaluator):
                 "problem_size": self._workload.get("problem_size")}
 
 
+def _nothing_passed(history: Sequence[Trial]) -> str:
+    """Why a search ended without a config: the count per status and the first error."""
+    counts: dict[str, int] = {}
+    for t in history:
+        counts[t.status.value] = counts.get(t.status.value, 0) + 1
+    tally = ", ".join(f"{n} {status}" for status, n in counts.items()) or "none tried"
+    first = next((t.error for t in history if t.error), None)
+    return ("kerntune: no config compiled and passed Helion's checks (" + tally + ")"
+            + (f"; first error: {first[:1000]}" if first else ""))
+
+
 # -- the autotuner -------------------------------------------------------------------------------
 def _search_class() -> type:
     from helion.autotuner.base_search import PopulationBasedSearch
@@ -315,19 +384,22 @@ def _search_class() -> type:
                      max_evals: int | None = None, seconds: float | None = None, seed: int = 0,
                      options: Mapping[str, Any] | None = None, store: Any = None, final_top_k: int = 4,
                      max_block_numel: int | None = 2**22, use_helion_seeds: bool = True,
-                     on_result: Callable[[Any], None] | None = None) -> None:
+                     on_result: Callable[[Any], None] | None = None, helion_seed: int | None = None,
+                     helion_final: bool = False) -> None:
             super().__init__(kernel, args)
             self.kt_strategy = strategy
             self.kt_llm = llm
             self.kt_max_evals = max_evals
             self.kt_seconds = seconds
             self.kt_seed = seed
+            self.kt_helion_seed = helion_seed  # Helion's autotune_random_seed when autotuner_fn was called
             self.kt_options = dict(options or {})
             self.kt_store = store
             self.kt_final_top_k = final_top_k
             self.kt_max_block_numel = max_block_numel
             self.kt_use_helion_seeds = use_helion_seeds
             self.kt_on_result = on_result
+            self.kt_helion_final = helion_final
             self.kerntune_result: Any = None
             self.layout: HelionLayout | None = None
             self.evaluator: HelionEvaluator | None = None
@@ -359,42 +431,71 @@ def _search_class() -> type:
                     out.append(cfg)
             return out
 
+        def _final_rebenchmark_top_k_default(self) -> int:
+            """Helion's final verification re-times ``final_top_k`` configs (its default 8; its
+            HELION_AUTOTUNE_FINAL_REBENCHMARK_TOP_K still overrides it, as for Helion's own searches)."""
+            return self.kt_final_top_k
+
+        def _helion_seconds_left(self) -> float | None:
+            """What is left of Helion's ``autotune_budget_seconds`` (counted from Helion's start)."""
+            budget = getattr(self.settings, "autotune_budget_seconds", None)
+            start = getattr(self, "_autotune_budget_start", None)
+            if budget is None or start is None:
+                return None
+            return max(budget - (time.perf_counter() - start), 1e-3)
+
         def _autotune(self) -> Any:
             from kerntune.llm import LLMClient
             from kerntune.run.search import RunOptions, run_search
             from kerntune.strategies import Budget
 
             layout = self.kerntune_layout()
-            budget_s = self.kt_seconds
-            evaluator = HelionEvaluator(self, layout, _workload(self, layout))
+            limits = [s for s in (self.kt_seconds, self._helion_seconds_left()) if s is not None]
+            budget_s = min(limits) if limits else None  # Helion's own budget bounds the search too
+            evaluator = HelionEvaluator(self, layout, _workload(self, layout), keep=self.kt_final_top_k)
             self.evaluator = evaluator
             llm = self.kt_llm
             if isinstance(llm, str):
                 llm = LLMClient.from_spec(llm)
             max_evals = self.kt_max_evals
-            if max_evals is None and budget_s is None:
+            if max_evals is None and self.kt_seconds is None:
                 max_evals = 150
             budget = Budget(max_evals=max_evals, max_seconds=budget_s)
+            # Helion's best-of-K runs its trials with autotune_random_seed = base + i: each trial
+            # searches with the kerntune seed moved by as much, not the same path K times.
+            seed = self.kt_seed
+            now = getattr(self.settings, "autotune_random_seed", None)
+            if isinstance(self.kt_helion_seed, int) and isinstance(now, int) and now >= self.kt_helion_seed:
+                seed += now - self.kt_helion_seed
             warm = self._seed_configs(layout) if self.kt_use_helion_seeds else []
             self.log(f"kerntune: {self.kt_strategy} over {len(layout.space.params)} parameters "
-                     f"(budget {budget.to_dict()}, {len(warm)} Helion seed config(s))")
+                     f"(budget {budget.to_dict()}, seed {seed}, {len(warm)} Helion seed config(s))")
             if budget_s is not None:
                 evaluator.deadline = time.perf_counter() + budget_s
             run_options = RunOptions(store=self.kt_store, strategy_options=self.kt_options, llm=llm, warm_start=warm)
-            result = run_search(evaluator, self.kt_strategy, budget, self.kt_seed, run_options)
+            result = run_search(evaluator, self.kt_strategy, budget, seed, run_options)
             self.kerntune_result = result
-            finalists = list(evaluator.members[: max(self.kt_final_top_k, 1)])
-            if not finalists:
-                raise RuntimeError("kerntune: no config compiled and passed Helion's checks")
-            if len(finalists) > 1:
-                # Helion's own interleaved re-benchmark of the best few, as its searches end.
-                self.rebenchmark(finalists, desc="kerntune final verification")
-            best = min(finalists, key=lambda m: m.perf)
-            self.population = finalists
-            self.log(f"kerntune: best {best.perf:.4f} ms after {len(result.history)} configs ({result.stop_reason})")
+            if not evaluator.members:
+                raise RuntimeError(_nothing_passed(result.history))
+            if self.kt_helion_final:
+                # Helion's own ending (final_rebenchmark_best, as its searches end): the best distinct
+                # configs re-timed one by one with do_bench at Helion's final target (5 s each by
+                # default), skipped once Helion's autotune_budget_seconds is spent.
+                self.population = list(evaluator.members)
+                config = self._finalize()
+            else:
+                # Helion's rebenchmark with its defaults: each finalist alone in the benchmark
+                # subprocess for about 200 ms (not interleaved: Helion 1.4.0's isolated path).
+                finalists = list(evaluator.members[: max(self.kt_final_top_k, 1)])
+                if len(finalists) > 1:
+                    self.rebenchmark(finalists, desc="kerntune final re-benchmark")
+                self.population = finalists  # Helion's ``best`` is the population's fastest
+                config = self.best.config
+            self.log(f"kerntune: best {self.best.perf:.4f} ms after {len(result.history)} configs "
+                     f"({result.stop_reason})")
             if self.kt_on_result is not None:
                 self.kt_on_result(self)
-            return best.config
+            return config
 
     return KerntuneSearch
 
@@ -402,27 +503,34 @@ def _search_class() -> type:
 def autotuner(strategy: str = "bayes", llm: Any = None, *, max_evals: int | None = None,
               seconds: float | None = None, seed: int = 0, options: Mapping[str, Any] | None = None,
               store: Any = None, final_top_k: int = 4, max_block_numel: int | None = 2**22,
-              use_helion_seeds: bool = True, cache: bool = False,
+              use_helion_seeds: bool = True, cache: bool = False, helion_final: bool = False,
               on_result: Callable[[Any], None] | None = None) -> Callable[..., Any]:
     """An ``autotuner_fn`` for ``@helion.kernel``: kerntune chooses the configs, Helion measures them.
 
     ``strategy`` is any kerntune strategy (``bayes``, ``pattern``, ``genetic``, ``llm``,
     ``llm-seeded`` …) with ``options`` (as ``-o NAME=VALUE``); ``llm`` an ``--llm`` spec or
     an ``LLMClient`` for the LLM strategies.  The budget is ``max_evals`` configs and/or
-    ``seconds`` of wall clock for the search (150 configs when neither is given); the best
-    ``final_top_k`` are then re-timed by Helion.  ``store`` (a kerntune Store) keeps every
-    trial.  ``cache=True`` wraps the search in Helion's configured autotune cache
-    (``autotune_cache`` setting), as Helion's default autotuner is.  ``on_result`` is called
-    with the finished search object (its ``kerntune_result``, ``layout`` and ``evaluator``).
+    ``seconds`` of wall clock for the search (150 configs when neither is given; Helion's
+    ``autotune_budget_seconds`` bounds it too); the best ``final_top_k`` distinct configs are
+    then re-timed by Helion's ``rebenchmark`` (each alone, about 200 ms), or with
+    ``helion_final=True`` by the final verification Helion's own searches end with (about 5 s a
+    finalist).  ``store`` (a
+    kerntune Store) keeps every trial.  ``cache=True`` wraps the search in Helion's configured
+    autotune cache (``autotune_cache`` setting), as Helion's default autotuner is; its
+    best-of-K trials search with ``seed`` + the trial's offset of ``autotune_random_seed``.
+    ``on_result`` is called with the finished search object (its ``kerntune_result``,
+    ``layout`` and ``evaluator``).
     """
 
     def autotuner_fn(bound_kernel: Any, args: Sequence[object], **kwargs: Any) -> Any:
         cls = _search_class()
+        helion_seed = getattr(bound_kernel.settings, "autotune_random_seed", None)
 
         def make() -> Any:
             return cls(bound_kernel, args, strategy=strategy, llm=llm, max_evals=max_evals, seconds=seconds,
                        seed=seed, options=options, store=store, final_top_k=final_top_k,
-                       max_block_numel=max_block_numel, use_helion_seeds=use_helion_seeds, on_result=on_result)
+                       max_block_numel=max_block_numel, use_helion_seeds=use_helion_seeds, on_result=on_result,
+                       helion_seed=helion_seed, helion_final=helion_final)
 
         if not cache:
             return make()
