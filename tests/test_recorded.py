@@ -495,3 +495,21 @@ def test_ktt_bad_files_are_one_line_errors(tmp_path):
     other["Configuration"] = other["Configuration"][:1]
     err = one_line_format_error(write(tmp_path / "b.json", ktt_file([ktt_result(32, 0, duration=1.0), other])))
     assert "differ from the first result's" in str(err)
+
+
+def test_table_rows_its_own_constraints_exclude_are_left_out_with_a_note(tmp_path):
+    """A table restricted by a constraint added to its space (``num_warps <= 4``) kept the rows it
+    excludes: the optimum and median were taken over configs no search could propose, so a strategy
+    that measured every reachable config scored "never within 5%" of an unreachable optimum."""
+    space = table_space()
+    configs = [space.default, {**space.default, "flag": True}, {**space.default, "unroll": 2, "flag": True},
+               {**space.default, "unroll": 2}, {**space.default, "bx": 32}]
+    rows = [Trial(c, Status.OK, time_ms=t) for c, t in zip(configs, (3.0, 1.0, 1.5, 2.0, 2.5))]  # flag: fastest
+    data = table_dict(space, rows, {})
+    data["space"]["constraints"].append("not flag")
+    rec = load_recording(write(tmp_path / "table.json", json.dumps(data)))
+    kept = [t for t in rows if not t.config["flag"]]
+    assert len(rec.trials) == len(kept) < len(rows)
+    assert rec.summary()["optimum_ms"] == min(t.time_ms for t in kept)
+    assert all(rec.space.is_valid(t.config) for t in rec.trials.values())
+    assert f"{len(rows) - len(kept)} recorded config(s) outside the table's constraints" in rec.summary()["note"]

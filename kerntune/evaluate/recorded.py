@@ -441,6 +441,7 @@ def _by_key(space: Space, trials: Iterable[Trial], where: str) -> dict[str, Tria
 def _from_table(data: Mapping[str, Any], path: Path) -> Recording:
     declared = space_from_dict(data.get("space") or {})
     rows: list[Trial] = []
+    outside = 0  # rows the table's own constraints exclude (a constraint added to restrict a table)
     for row in data.get("trials") or []:
         try:
             trial = Trial.from_dict(row)
@@ -458,9 +459,15 @@ def _from_table(data: Mapping[str, Any], path: Path) -> Recording:
         if declared.validate(trial.config, check_constraints=False):
             raise FormatError(f"{path}: trial config {trial.config} does not fit the table's space")
         trial.config = declared.canonical(trial.config)
+        # A row the table's constraints exclude can never be proposed in the replay space: kept, it
+        # became an optimum no search could reach (an exhausted space scored "never within 5%").
+        if not declared.is_valid(trial.config):
+            outside += 1
+            continue
         rows.append(trial)
     if not rows:
-        raise FormatError(f"{path}: kerntune table holds no trials")
+        raise FormatError(f"{path}: kerntune table holds no trials" + (f" its constraints allow ({outside} recorded"
+                                                                      " configs are outside them)" if outside else ""))
     # Replay can only answer recorded configs, so 'recorded' joins the declared constraints.
     recorded = {declared.key(t.config) for t in rows}
     membership = Constraint(lambda cfg: declared.key(cfg) in recorded, description="config is in the recording")
@@ -468,7 +475,11 @@ def _from_table(data: Mapping[str, Any], path: Path) -> Recording:
     space = Space(declared.params, declared.constraints + [membership], default=default, name=declared.name,
                   description=declared.description, members=[t.config for t in rows])
     trials = _by_key(space, rows, str(path))
-    return Recording(space, trials, {**(data.get("meta") or {}), "format": TABLE_FORMAT})
+    meta = {**(data.get("meta") or {}), "format": TABLE_FORMAT}
+    if outside:
+        said = f"{outside} recorded config(s) outside the table's constraints are left out"
+        meta["note"] = f"{meta['note']}; {said}" if meta.get("note") else said
+    return Recording(space, trials, meta)
 
 
 def table_dict(space: Space, trials: Iterable[Trial], meta: Mapping[str, Any]) -> dict[str, Any]:
