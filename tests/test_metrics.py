@@ -63,3 +63,23 @@ def test_best_so_far_and_evals_to_within() -> None:
     assert evals_to_within(curve, 1.0, 0.5) is None
     assert median_or_none([3, None, 5]) == 5.0
     assert median_or_none([None, None, 5]) is None
+
+
+def test_random_search_scores_about_zero_where_half_the_configs_tie_at_the_optimum() -> None:
+    """With the median at the optimum (600 of 1000 configs at exactly 0.7 ms: a coarse timer), the
+    threshold is the optimum itself and float rounding set the cutoff (31 here): random search scored
+    0.33 with an interval of -0.96..0.99 over 10 repeats, one repeat -94.  The cutoff is now the expected
+    rank of the first draw at the threshold, and random search scores about 0."""
+    from kerntune.compare.metrics import score_spread
+
+    rng = np.random.default_rng(3)
+    times = [0.7] * 600 + list(rng.uniform(0.8, 3.0, 400))
+    ref = Reference.from_times(times, 0)
+    assert ref.median == ref.optimum and ref.cutoff(100) == 1
+    pyrng = random.Random(5)
+    curves = [best_so_far(pyrng.sample(times, 100), ref.worst) for _ in range(400)]
+    spread = score_spread(curves, ref, 100)
+    assert spread.ci_low <= 0.0 <= spread.ci_high and abs(spread.score) < 0.15, spread
+    first = float(np.mean(ref.values))  # random's expected first draw: no repeat is further from it than
+    bound = (first - ref.worst) / (first - ref.optimum)  # the worst config, in units of its gap
+    assert all(bound - 1e-9 <= s <= 1.0 + 1e-9 for s in spread.per_repeat)  # none divided by a rounding error

@@ -66,11 +66,25 @@ class Reference:
         return out
 
     def cutoff(self, max_n: int) -> int:
-        """Random draws expected to reach f_opt + 5% of (median - f_opt)."""
+        """Random draws expected to reach f_opt + 5% of (median - f_opt).
+
+        Where at least half the values tie exactly at the optimum (median == optimum: a coarse timer),
+        the threshold is the optimum itself, which the exact expectation reaches only when every other
+        value is drawn, and float rounding decided the cutoff; there the cutoff is the expected rank of
+        the first draw at or below the threshold, ``ceil(i / (N + 1 - i))`` with ``i`` values above it
+        (the autotuning_methodology package's rule), so random search still scores about 0."""
         threshold = self.optimum + 0.05 * (self.median - self.optimum)
+        if self.median <= self.optimum:
+            above = int(np.count_nonzero(self.values > threshold))
+            return max(1, min(max_n, math.ceil(above / (len(self.values) + 1 - above))))
         expect = self.random_expectation(max_n)
         hits = np.nonzero(expect <= threshold)[0]
         return int(hits[0]) + 1 if len(hits) else max_n
+
+    def usable_gaps(self, denom: np.ndarray) -> np.ndarray:
+        """Budgets whose random-search gap above the optimum is more than rounding: an absolute 1e-12
+        let gaps of 1e-12..1e-9 ms divide the score into noise."""
+        return denom > 1e-9 * max(self.worst - self.optimum, 1e-300)
 
 
 def best_so_far(times: Sequence[float | None], fill: float) -> np.ndarray:
@@ -90,7 +104,7 @@ def methodology_score(curves: Sequence[np.ndarray], ref: Reference, budget: int)
     mean = np.mean([_pad(c, cutoff, ref.worst) for c in curves], axis=0)
     expect = ref.random_expectation(cutoff)
     denom = expect - ref.optimum
-    mask = denom > 1e-12
+    mask = ref.usable_gaps(denom)
     if not mask.any():
         return 0.0, cutoff
     scores = (expect[mask] - mean[mask]) / denom[mask]
@@ -128,7 +142,7 @@ def score_spread(curves: Sequence[np.ndarray], ref: Reference, budget: int, resa
     cutoff = min(ref.cutoff(max(budget, 1)), budget)
     expect = ref.random_expectation(cutoff)
     denom = expect - ref.optimum
-    mask = denom > 1e-12
+    mask = ref.usable_gaps(denom)
     if not mask.any():
         per = np.zeros(len(curves))
     else:
