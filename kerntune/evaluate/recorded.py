@@ -246,7 +246,7 @@ def _recorded_space(names: list[str], values: Mapping[str, list[Any]], trials: I
     the only faithful description of the valid space.  Membership is the trials' key (``Space.key``),
     not ``==``: ``1 == 1.0 == True`` merged Kernel Tuner's ``["test", 1, true, 2.45]`` into 3 configs.
     """
-    described = describe_kernel(name).get("params", {})
+    described = describe_kernel(name, values).get("params", {})
     params = [infer_param(n, list(values[n]), described.get(n, "")) for n in names]
     keyer = Space(params, name=name)   # for its key only; the constraint below needs it before `space` exists
     by_key = _by_key(keyer, trials, f"recording {name}")

@@ -82,7 +82,7 @@ class ReplayEvaluator(Evaluator):
 
     def workload(self) -> dict[str, Any]:
         meta = self.recording.meta
-        known = describe_kernel(meta.get("kernel_name"))
+        known = describe_kernel(meta.get("kernel_name"), {p.name: list(p.values()) for p in self.space.params})
         out = {"kernel_name": meta.get("kernel_name"), "problem_size": meta.get("problem_size"),
                "description": meta.get("description") or known.get("description")}
         if self.kernel_source or meta.get("source"):
