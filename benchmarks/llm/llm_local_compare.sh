@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 for space in convolution dedispersion; do
   rm -f "/tmp/kerntune-llm-local-$space.db"*
-  .venv/bin/kerntune compare --space "../shared/data/kernel_tuner_cache/${space}_A100.json.gz" \
+  .venv/bin/kerntune compare --space "examples/spaces/${space}_A100.json.gz" \
     --strategies random,bayes,llm,llm-seeded --budget 60 --repeats 3 --seed 0 --llm local: --llm-timeout 900 \
     -o llm.initial=10 -o llm.refine=6 -o llm-seeded.initial=10 \
     --store "/tmp/kerntune-llm-local-$space.db" \

@@ -16,12 +16,12 @@ for space in dedispersion convolution; do
   if [ -n "$id" ]; then
     what=(--resume "$id")
   else
-    what=(--space "../shared/data/kernel_tuner_cache/${space}_A100.json.gz" --strategies random,llm,llm-seeded
+    what=(--space "examples/spaces/${space}_A100.json.gz" --strategies random,llm,llm-seeded
           --budget 60 --repeats 3)
   fi
   start=$(date +%s)
   nice -n 19 .venv/bin/kerntune compare "${what[@]}" --llm local: --llm-timeout 1800 --store "$db" \
     --json "$out.json" --no-report 2>&1 | grep -v '^llama_\|^init\|^load\|^print_info\|^graph\|^sched\|^\.' > "/tmp/llm_defaults_${space}.txt"
   cp "/tmp/llm_defaults_${space}.txt" "$out.txt"
-  echo "command: kerntune compare --space ../shared/data/kernel_tuner_cache/${space}_A100.json.gz --strategies random,llm,llm-seeded --budget 60 --repeats 3 --llm local: (via bash benchmarks/llm/llm_local_defaults.sh, resumed across sessions; $(nproc) cores; last leg $(( $(date +%s) - start )) s wall)" >> "$out.txt"
+  echo "command: kerntune compare --space examples/spaces/${space}_A100.json.gz --strategies random,llm,llm-seeded --budget 60 --repeats 3 --llm local: (via bash benchmarks/llm/llm_local_defaults.sh, resumed across sessions; $(nproc) cores; last leg $(( $(date +%s) - start )) s wall)" >> "$out.txt"
 done

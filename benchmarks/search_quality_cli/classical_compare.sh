@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Classical strategies on every recorded space we ship or share, by the methodology
-# score (DESIGN.md): budget 200, 20 seeded repeats. Writes
-# benchmarks/results/compare_<space>.json and a line per space to compare_classical.md.
+# score (see the README, "Metrics"): budget 200, 20 seeded repeats. Writes
+# benchmarks/results/compare_<space>.json (the table in compare_classical.md is written from these by hand).
 # Run from the repository root after `make install`:  bash benchmarks/search_quality_cli/classical_compare.sh
 set -euo pipefail
 KT=${KT:-.venv/bin/kerntune}
@@ -9,8 +9,8 @@ OUT=benchmarks/results
 STORE=$(mktemp -d)/compare.db
 STRATS=${STRATS:-random,pattern,genetic,tpe,bayes}
 SPACES=(
-  ../shared/data/kernel_tuner_cache/convolution_A100.json.gz
-  ../shared/data/kernel_tuner_cache/dedispersion_A100.json.gz
+  examples/spaces/convolution_A100.json.gz
+  examples/spaces/dedispersion_A100.json.gz
   examples/spaces/matmul_4096_h100.json.gz
   examples/spaces/matmul_8192x8192x512_h100.json.gz
   examples/spaces/matmul_256x8192x8192_h100.json.gz

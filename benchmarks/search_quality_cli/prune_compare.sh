@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 which=${1:-all}
 for space in convolution dedispersion; do
-  f="../shared/data/kernel_tuner_cache/${space}_A100.json.gz"
+  f="examples/spaces/${space}_A100.json.gz"
   if [ "$which" != local ]; then
     .venv/bin/kerntune space evaluate --space "$f" --rule --runs 10 --profile-size 40 \
       --json "benchmarks/results/prune_${space}_rule.json"
