@@ -345,3 +345,15 @@ def test_an_empty_kerntune_store_means_the_default_store_for_the_cli(tmp_path: P
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / ".kerntune" / "kerntune.db").exists()
+
+
+def test_prompt_show_refuses_a_run_of_another_recording_with_the_same_parameters(tmp_path: Path) -> None:
+    """A run replaying convolution_A4000 was shown as round 2 of convolution_A100 (the parameter names
+    match): A4000 times under "Device: NVIDIA A100"."""
+    other = CONV.parent / "convolution_A4000.json.gz"
+    tuned = run_cli(tmp_path, "tune", "--replay", str(other), "--strategy", "random", "--budget", "5", "--no-report")
+    assert tuned.returncode == 0, tuned.stderr
+    one_line(run_cli(tmp_path, "prompt", "show", "--space", str(CONV), "--round", "2", "--run", "last"),
+             "replayed another recording")
+    same = run_cli(tmp_path, "prompt", "show", "--space", str(other), "--round", "2", "--run", "last")
+    assert same.returncode == 0 and "Best so far" in same.stdout, same.stderr

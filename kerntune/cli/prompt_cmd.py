@@ -54,6 +54,11 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
             children = st.child_runs(run)
             raise KerntuneError(f"run {run} is a comparison of {len(children)} repeats: give one repeat's id"
                                 + (f", e.g. {children[0].id} ({children[0].label})" if children else ""))
+        stored_hash = (record.evaluator or {}).get("recording_hash")
+        this_hash = ev.describe().get("recording_hash")
+        if stored_hash and this_hash and stored_hash != this_hash:  # same parameter names, other times
+            raise KerntuneError(f"run {run} replayed another recording than {space.name} (its times would be"
+                                " shown under this recording's kernel and device): give the run's own recording")
         if trials is None:
             stored = [ex for ex in st.llm_exchanges(run) if ex["round"] == round_no and ex["prompt"]]
             if stored:  # what was sent, exactly (redacted when stored)
