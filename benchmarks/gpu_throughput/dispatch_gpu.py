@@ -26,6 +26,9 @@ UNSEEN = ["3072x3072x3072", "256x4096x8192"]
 
 
 def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):  # "--help" once became an output folder
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     out = Path(sys.argv[1])
     budget = int(sys.argv[2]) if len(sys.argv) > 2 else 240
     out.mkdir(parents=True, exist_ok=True)

@@ -117,4 +117,7 @@ MARKER = "<!-- written by hand below -->"
 
 
 if __name__ == "__main__":
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):  # it takes no arguments: say what it does, run nothing
+        print(__doc__)
+        sys.exit(0)
     main()
