@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kerntune.compare.metrics import Reference, best_so_far  # noqa: E402
 from kerntune.evaluate import ReplayEvaluator  # noqa: E402
+from kerntune.evaluate.replay import replay_extras  # noqa: E402
 from kerntune.llm import LLMClient  # noqa: E402
 from kerntune.run.search import RunOptions, run_search  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
@@ -53,7 +54,9 @@ def main() -> None:
     rows = []
     for path in sorted(a.transcripts.glob("*.llm.jsonl")):
         space = path.name[: -len(".llm.jsonl")]  # held-out names hold dots (fla.chunk_o_...)
-        ev = ReplayEvaluator.from_file(a.space_dir / f"{space}.json.gz")
+        # as strong_auto.sh ran it: the MI250X recording's empty device name given as a real run reports it
+        _, device_info = replay_extras(None, "AMD Instinct MI250X" if "MI250X" in space else None)
+        ev = ReplayEvaluator.from_file(a.space_dir / f"{space}.json.gz", device_info=device_info)
         rec = ev.recording
         ref = Reference.from_times(rec.ok_times, len(rec.trials) - len(rec.ok_times))
         res = run_search(ev, "auto", Budget(max_evals=a.budget), seed=0,
