@@ -143,6 +143,9 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # usage, not a results folder named --help
+        print(__doc__)
+        return
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
     data = summarize(root)
     (root / "results.json").write_text(json.dumps(data, indent=1))

@@ -33,4 +33,7 @@ def trim(src: str, dst: str) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] in ("-h", "--help"):  # usage, not an IndexError
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     trim(sys.argv[1], sys.argv[2])

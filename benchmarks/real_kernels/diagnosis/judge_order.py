@@ -11,6 +11,9 @@ from kerntune.evaluate.judge import summarize, time_interleaved
 from kerntune.evaluate.protocol import DEFAULT
 from kerntune.evaluate.triton_backend.worker import timer
 
+if len(sys.argv) < 5 or sys.argv[1] in ("-h", "--help"):  # usage, not an IndexError
+    print(__doc__)
+    sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
 name, shape_s, A, B = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 reps = int(sys.argv[5]) if len(sys.argv) > 5 else 2
 shape = tuple(int(x) for x in shape_s.split("x"))

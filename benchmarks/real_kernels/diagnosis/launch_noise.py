@@ -9,6 +9,9 @@ import torch
 import triton.testing
 from kerntune.adapters import load
 
+if len(sys.argv) < 7 or sys.argv[1] in ("-h", "--help"):  # usage, not an IndexError
+    print(__doc__)
+    sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
 name, shape_s, A, B = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 out_path = sys.argv[5]
 rounds_n = int(sys.argv[6])

@@ -16,6 +16,9 @@ from kerntune.evaluate.protocol import DEFAULT
 import kerntune.retune as retune
 from kerntune.retune_timing import ListEvaluator
 
+if len(sys.argv) < 5 or sys.argv[1] in ("-h", "--help"):  # usage, not an IndexError
+    print(__doc__)
+    sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
 name, shape_s = sys.argv[1], sys.argv[2]
 A, B = json.loads(sys.argv[3]), json.loads(sys.argv[4])
 rounds_n = int(sys.argv[5]) if len(sys.argv) > 5 else 10
