@@ -23,6 +23,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from typing import Any, Callable, Iterator, TextIO
 
 from kerntune.evaluate.triton_backend.fork_compile import CompileTimeout
@@ -89,8 +90,12 @@ def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
     anything else (a CPU launcher's lists or numbers) is compared as float arrays.  NaN is wrong only
     where the reference holds a number (a masked row's NaN in the reference is the right answer there,
     and a poisoned output a config leaves unwritten still shows as NaN where the reference wrote).
-    Integer and bool outputs must match exactly.  A reference that holds no tensor or number (a
-    launcher that writes into a buffer and returns None) fails: nothing could be checked."""
+    Integer and bool outputs must match exactly; complex ones are compared as (real, imaginary) pairs.
+    Besides each element, the whole output: its error may not exceed half the reference's norm, since the
+    elementwise tolerance's floor (atol never below its value at magnitude 1, for fp16 outputs near zero
+    by cancellation) passed an all-zeros output, or one half missing, wherever the reference was small.
+    A reference that holds no tensor or number (a launcher that writes into a buffer and returns None)
+    fails: nothing could be checked."""
     if not _holds_values(ref, torch):
         return "launch returned no output; return the output tensor(s) so configs can be checked"
     outs = out if isinstance(out, (tuple, list)) and not _is_plain_numbers(out) else (out,)
@@ -110,16 +115,28 @@ def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
                     bad = int((o != r).sum())
                     return f"differs from the reference in {bad} of {r.numel()} elements (integers: exact match needed)"
                 continue
-            of, rf = o.float(), r.float()
+            wide = r.dtype in (torch.float64, torch.complex128)  # compared in float64, not cut to float32
+            if r.dtype.is_complex or o.dtype.is_complex:  # .float() dropped the imaginary part
+                pair = torch.complex128 if wide else torch.complex64
+                of, rf = (torch.view_as_real(x.to(pair).resolve_conj()) for x in (o, r))
+            else:
+                of, rf = (x.to(torch.float64 if wide else torch.float32) for x in (o, r))
             if (torch.isnan(of) & ~torch.isnan(rf)).any():
                 return "output holds NaN"
-            tol = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2), torch.float32: (1e-4, 1e-4)}
-            rtol, atol = tol.get(r.dtype, (1e-3, 1e-3))
+            tol = {torch.float16: (1e-2, 1e-2), torch.complex32: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2),
+                   torch.float32: (1e-4, 1e-4), torch.complex64: (1e-4, 1e-4), torch.float64: (1e-7, 1e-9),
+                   torch.complex128: (1e-7, 1e-9)}
+            # float64's own tolerance where the output is float64 too (a float32 kernel checked against a
+            # float64 reference() keeps the loose default it always had)
+            rtol, atol = tol.get(r.dtype if not wide or o.dtype in (torch.float64, torch.complex128) else None,
+                                 (1e-3, 1e-3))
             finite = rf[torch.isfinite(rf)]
             scale = max(1.0, float(finite.abs().max())) if finite.numel() else 1.0
             if not torch.allclose(of, rf, rtol=rtol, atol=atol * scale, equal_nan=True):
                 err = torch.nan_to_num((of - rf).abs(), nan=0.0).max().item()
                 return f"differs from the reference (max abs error {err:.3g})"
+            both = torch.isfinite(of) & torch.isfinite(rf)
+            rel = _relative_error(torch.where(both, of - rf, 0), torch.where(both, rf, 0), torch)
         else:
             import numpy as np
 
@@ -136,7 +153,32 @@ def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
             if not np.allclose(a, b, rtol=1e-3, atol=1e-3, equal_nan=True):
                 err = float(np.nanmax(np.abs(a - b)))
                 return f"differs from the reference (max abs error {err:.3g})"
+            both = np.isfinite(a) & np.isfinite(b)
+            rel = _relative_error(np.where(both, a - b, 0.0), np.where(both, b, 0.0), None)
+        if rel is not None and rel > 0.5:
+            return f"differs from the reference (relative error of the whole output {rel:.3g})"
     return None
+
+
+def _relative_error(diff: Any, ref: Any, torch: Any) -> float | None:
+    """||diff|| / ||ref|| (L2, in float64, both scaled by max|ref| so that no square overflows); None
+    where the reference is all zeros.  An all-zeros output is at 1, one with half its elements missing at
+    about 0.7, whatever the reference's magnitude; a right one, within the elementwise tolerance (a few
+    percent at the reference's own magnitude), stays far below 0.5 unless the whole output is rounding
+    noise (every element near zero by cancellation), where no check can tell right from wrong."""
+    if torch is not None:
+        top = float(ref.abs().max()) if ref.numel() else 0.0
+        if top == 0.0:
+            return None
+        norm = lambda x: float(torch.linalg.vector_norm(x.to(torch.float64) / top))  # noqa: E731
+    else:
+        import numpy as np
+
+        top = float(np.abs(ref).max()) if ref.size else 0.0
+        if top == 0.0:
+            return None
+        norm = lambda x: float(np.linalg.norm((x / top).ravel()))  # noqa: E731
+    return norm(diff) / norm(ref)
 
 
 def _is_plain_numbers(x: Any) -> bool:
@@ -160,6 +202,38 @@ def clone(x: Any) -> Any:
     if isinstance(x, (tuple, list)):
         return type(x)(clone(v) for v in x)
     return x
+
+
+@contextlib.contextmanager
+def unwritten_poisoned(torch: Any) -> Iterator[None]:
+    """While a launch is checked: memory it allocates (``torch.empty`` and kin) is NaN for floats, the
+    largest value for integers (deterministic mode's ``fill_uninitialized_memory``), so what a config
+    leaves unwritten fails the check.  A config writing half its output, or none, passed: the reference's
+    output, cloned and dropped, went back to the caching allocator, and the config's ``torch.empty`` got
+    it back with the right values in it.  Timed launches are left alone, and memory made before (inputs,
+    a buffer ``make_inputs`` zeroed for atomics) is untouched; the settings are restored after.  (A kernel
+    file's ``make_inputs`` runs under it too: its uninitialised output buffers start as NaN.)"""
+    det = None
+    if torch is not None:
+        try:
+            import torch.utils.deterministic as det
+
+            was = (torch.are_deterministic_algorithms_enabled(),
+                   torch.is_deterministic_algorithms_warn_only_enabled(), det.fill_uninitialized_memory)
+        except (ImportError, AttributeError):  # a torch without them: the launch as it was
+            det = None
+    if det is None:
+        yield
+        return
+    try:
+        with warnings.catch_warnings():  # ops without a deterministic implementation say so: not the kernel's news
+            warnings.filterwarnings("ignore", message=r".*deterministic", category=UserWarning)
+            torch.use_deterministic_algorithms(True, warn_only=was[1] if was[0] else True)
+            det.fill_uninitialized_memory = True
+            yield
+    finally:
+        det.fill_uninitialized_memory = was[2]
+        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
 
 
 def timer(torch: Any, max_samples: int = 1000) -> Callable[..., list[float]]:
@@ -193,26 +267,39 @@ def _compile_only() -> None:
     worker takes at the same moment; with ``warmup=True`` Triton compiles (and fills its
     disk cache) but runs nothing.  Launch-time failures (shared memory, illegal
     addresses) then surface in the benchmark worker, which classifies them the same way.
+    ``JITFunction.run`` is patched too: ``triton.heuristics`` and ``triton.autotune`` wrappers
+    have their own ``__getitem__`` (``run(warmup=False)``, passed on to the JITFunction), and
+    their kernels were launched for real.  It forces ``warmup`` while ``capture.COMPILE_ONLY``
+    is set, and passes the call on unchanged once it is not.
     """
     try:
         from triton.runtime.jit import JITFunction
     except ImportError:  # a launcher without Triton: its first launch is its compile
         return
+    from kerntune.evaluate.triton_backend import capture
 
     def getitem(self: Any, grid: Any) -> Callable[..., Any]:
         return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=True, **kwargs)
 
-    global _launching_getitem
+    global _launching_getitem, _launching_run
     if _launching_getitem is None:
         _launching_getitem = JITFunction.__getitem__
-    JITFunction.__getitem__ = getitem  # type: ignore[method-assign]
-    from kerntune.evaluate.triton_backend import capture
+    if _launching_run is None:
+        _launching_run = JITFunction.run
+    launching = _launching_run
 
+    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        return launching(self, *args, grid=grid, warmup=warmup or capture.COMPILE_ONLY, **kwargs)
+
+    JITFunction.__getitem__ = getitem  # type: ignore[method-assign]
+    JITFunction.run = run  # type: ignore[method-assign]
     capture.COMPILE_ONLY = True  # kernels of installed packages: record their launches, compile only
 
 
-#: ``JITFunction.__getitem__`` as Triton has it, kept by ``_compile_only`` for ``package_kernels_launch``.
+#: ``JITFunction.__getitem__`` and ``run`` as Triton has them, kept by ``_compile_only`` for
+#: ``package_kernels_launch``.
 _launching_getitem: Callable[..., Any] | None = None
+_launching_run: Callable[..., Any] | None = None
 
 
 @contextlib.contextmanager
@@ -231,12 +318,14 @@ def package_kernels_launch() -> Iterator[None]:
         return
     from triton.runtime.jit import JITFunction
 
-    patched = JITFunction.__getitem__
+    patched = JITFunction.__getitem__, JITFunction.run
     JITFunction.__getitem__ = _launching_getitem  # type: ignore[method-assign]
+    if _launching_run is not None:
+        JITFunction.run = _launching_run  # type: ignore[method-assign]
     try:
         yield
     finally:
-        JITFunction.__getitem__ = patched  # type: ignore[method-assign]
+        JITFunction.__getitem__, JITFunction.run = patched  # type: ignore[method-assign]
 
 
 def limit_memory(mb: int) -> None:
@@ -271,6 +360,10 @@ def cuda_broken(torch: Any) -> str | None:
     except Exception as exc:  # noqa: BLE001 - any error here means the context is gone
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+class _NoOutput(TypeError):
+    """The kernel file's ``reference()`` returned no tensor or number (None, a string, a dict)."""
 
 
 class Reference:
@@ -311,19 +404,23 @@ class Reference:
             if self.own:
                 self.say({"reference": "own"})
                 value = self.module.reference(self.inputs)
+                if not _holds_values(value, self.torch):  # was "launch returned no output", the config blamed
+                    raise _NoOutput(f"reference() returned {type(value).__name__}, not the output tensor(s)")
             else:
                 self.say({"reference": "default"})
-                value = self.module.launch(self.space.default, self.inputs)
+                with unwritten_poisoned(self.torch):  # as every config's checked launch (main)
+                    value = self.module.launch(self.space.default, self.inputs)
             self.sync()
             self.say({"reference": "taken"})  # over: a hang or crash from now on is the config's
             self.value, self.have = clone(value), True
             self.restore()
             return None
         except Exception as exc:  # noqa: BLE001 - the reference's failure, not a config's
-            text = classify(exc)[1]
+            said = isinstance(exc, _NoOutput)
+            text = str(exc) if said else classify(exc)[1]
             broken = cuda_broken(self.torch) if not is_fatal(text) else text
         if self.own:
-            self.error = f"reference() failed: {text}"[-2000:]
+            self.error = (text if said else f"reference() failed: {text}")[-2000:]
         else:
             self.default_failed = f"the default config {dict(self.space.default)} failed: {text}"[-2000:]
         if broken is None:
@@ -391,7 +488,11 @@ def main() -> None:
         with other_autotuners_fixed(module.kernel), package_kernels_launch():
             inputs = module.make_inputs(shape)
     else:
-        inputs = module.make_inputs(shape)
+        # an output buffer make_inputs leaves uninitialised (torch.empty) starts as NaN, restored so before
+        # every launch: what a config leaves unwritten in it fails the check instead of holding whatever
+        # the allocator's block held (package kernels poison their outputs in before_check instead)
+        with unwritten_poisoned(torch if not compile_only else None):
+            inputs = module.make_inputs(shape)
     if torch is not None and torch.cuda.is_available():
         # what building the inputs left in the caching allocator (temporaries of a package's op)
         # goes back to the GPU: sixteen workers each holding theirs ran an H100 out of memory
@@ -457,7 +558,8 @@ def main() -> None:
                     raise RuntimeError(reference.error)
                 if callable(getattr(module, "before_check", None)):
                     module.before_check(inputs)  # a package kernel: outputs poisoned, a partial write fails
-                out = module.launch(config, inputs)
+                with unwritten_poisoned(torch):  # what the launch leaves unwritten is NaN, not stale values
+                    out = module.launch(config, inputs)
                 sync()
                 wrong, news = reference.check(out)
                 restore()
