@@ -100,12 +100,15 @@ def combined_space(spaces: Sequence[Any], labels: Sequence[str]) -> Any:
 #: What ``compare_outputs`` (the Triton evaluator's worker) and its callers rely on: replacing one of them
 #: is how a variant would make a wrong output pass.
 GUARDED = {"torch": ("allclose", "isnan", "isfinite", "nan_to_num", "equal", "Tensor", "float16", "bfloat16",
-                     "float32", "cuda"),
+                     "float32", "float64", "complex64", "complex128", "cuda", "view_as_real", "where", "linalg",
+                     "use_deterministic_algorithms"),
            "torch.Tensor": ("float", "abs", "max", "any", "item", "numel", "clone", "copy_", "to", "__and__",
-                            "__invert__", "__sub__", "__getitem__", "shape", "dtype", "__bool__", "__float__"),
-           "numpy": ("allclose", "isnan", "asarray", "nanmax", "abs"),
+                            "__invert__", "__sub__", "__truediv__", "__getitem__", "shape", "dtype", "__bool__",
+                            "__float__", "resolve_conj"),
+           "numpy": ("allclose", "isnan", "isfinite", "asarray", "nanmax", "abs", "where", "linalg"),
            "builtins": ("isinstance", "len", "max", "float", "zip", "type", "all", "any", "abs"),
-           "kerntune.evaluate.triton_backend.worker": ("compare_outputs", "clone", "_is_plain_numbers", "timer")}
+           "kerntune.evaluate.triton_backend.worker": ("compare_outputs", "clone", "_is_plain_numbers", "timer",
+                                                       "_relative_error", "unwritten_poisoned")}
 
 
 class ComparisonGuard:
