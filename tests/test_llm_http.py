@@ -196,7 +196,9 @@ def test_a_server_that_trickles_its_answer_is_cut_at_the_timeout() -> None:
                     self.wfile.flush()
                 except OSError:
                     return
-                time.sleep(1.0)
+                # a piece every 0.5 s: each read well inside the SDK's own 1-s read timeout (a 1-s gap raced
+                # it on a loaded machine and the SDK's timeout answered first), the whole 6 s past the deadline
+                time.sleep(0.5)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
     server.daemon_threads = True

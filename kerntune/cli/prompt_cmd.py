@@ -54,11 +54,6 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
             children = st.child_runs(run)
             raise KerntuneError(f"run {run} is a comparison of {len(children)} repeats: give one repeat's id"
                                 + (f", e.g. {children[0].id} ({children[0].label})" if children else ""))
-        stored_hash = (record.evaluator or {}).get("recording_hash")
-        this_hash = ev.describe().get("recording_hash")
-        if stored_hash and this_hash and stored_hash != this_hash:  # same parameter names, other times
-            raise KerntuneError(f"run {run} replayed another recording than {space.name} (its times would be"
-                                " shown under this recording's kernel and device): give the run's own recording")
         if trials is None:
             stored = [ex for ex in st.llm_exchanges(run) if ex["round"] == round_no and ex["prompt"]]
             if stored:  # what was sent, exactly (redacted when stored)
@@ -74,6 +69,11 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
         if other is not None:
             raise KerntuneError(f"run {run} measured another space (parameters {', '.join(sorted(other))}; this"
                                 f" recording's are {', '.join(ev.space.names)})")
+        stored_hash = (record.evaluator or {}).get("recording_hash")
+        this_hash = ev.describe().get("recording_hash")
+        if stored_hash and this_hash and stored_hash != this_hash:  # same parameter names, other times
+            raise KerntuneError(f"run {run} replayed another recording than {space.name} (its times would be"
+                                " shown under this recording's kernel and device): give the run's own recording")
         history = [t.__class__(ev.space.canonical(t.config), t.status, t.time_ms, t.times_ms, t.compile_s,
                                t.bench_s, t.error, t.extra) for t in history]
         if trials is None:
