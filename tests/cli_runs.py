@@ -4,8 +4,10 @@ imports, with a store of its own, and the check that an error is one line on std
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import kerntune
@@ -35,3 +37,35 @@ def one_line(proc: subprocess.CompletedProcess, *needles: str) -> str:
     for n in needles:
         assert n in lines[0], lines[0]
     return lines[0]
+
+
+def interrupt(tmp: Path, *args: str, progress: int = 2) -> tuple[str, str, int]:
+    """Start ``kerntune ARGS``, wait for its run id and ``progress`` progress lines (else a second), send
+    SIGINT; (run id, stderr, exit code)."""
+    env = dict(no_llm_env(), PYTHONPATH=str(PACKAGE_ROOT), KERNTUNE_STORE=str(tmp / "store.db"))
+    proc = subprocess.Popen([sys.executable, "-m", "kerntune", *args], cwd=tmp, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        rid, progress_lines = None, 0
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("run id: ") and rid is None:
+                rid = line.split()[2]
+                if not progress:
+                    time.sleep(1.0)  # into its evaluations
+                    break
+            elif line.startswith("progress:"):
+                progress_lines += 1
+                if progress_lines >= progress:
+                    break
+        assert rid is not None and progress_lines >= progress and proc.poll() is None, "the run ended first"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return rid, err, proc.returncode

@@ -9,16 +9,11 @@
 
 from __future__ import annotations
 
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
-from cli_runs import no_llm_env, one_line
+from cli_runs import interrupt, one_line
 from cli_runs import run_cli as cli
 from test_hardening_inputs import ROOT
 
@@ -116,36 +111,6 @@ def test_transform_checks_the_search_strategy_before_measuring(tmp_path) -> None
 
 
 # -- 4 ---------------------------------------------------------------------------------------------------
-def interrupt(tmp: Path, *args: str, progress: int = 2) -> tuple[str, str, int]:
-    """Start ``kerntune ARGS``, wait for its run id and ``progress`` progress lines (else a second), send
-    SIGINT; (run id, stderr, exit code)."""
-    env = dict(no_llm_env(), PYTHONPATH=str(ROOT), KERNTUNE_STORE=str(tmp / "store.db"))
-    proc = subprocess.Popen([sys.executable, "-m", "kerntune", *args], cwd=tmp, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        rid, progress_lines = None, 0
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith("run id: ") and rid is None:
-                rid = line.split()[2]
-                if not progress:
-                    time.sleep(1.0)  # into its evaluations
-                    break
-            elif line.startswith("progress:"):
-                progress_lines += 1
-                if progress_lines >= progress:
-                    break
-        assert rid is not None and progress_lines >= progress and proc.poll() is None, "the run ended first"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return rid, err, proc.returncode
 
 
 def test_ctrl_c_in_tune_says_how_far_it_got_and_how_to_continue(tmp_path) -> None:

@@ -33,7 +33,7 @@ from typing import Callable
 
 import pytest
 
-from cli_runs import PACKAGE_ROOT, no_llm_env, one_line, run_cli
+from cli_runs import PACKAGE_ROOT, interrupt, no_llm_env, one_line, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SPACES = ROOT / "examples" / "spaces"
@@ -224,24 +224,9 @@ def test_ctrl_c_hint_names_a_store_that_is_not_the_default_and_runs_as_printed(t
     """"continue with: kerntune tune --resume ID" without --store looked in the default store (and created it
     empty): run as printed, the hint now continues the run in the store it was started in."""
     other = tmp_path / "my runs" / "other.db"
-    proc = subprocess.Popen([sys.executable, "-m", "kerntune", "tune", "--replay", str(DEDISP), "--strategy", "random",
-                             "--budget", "2000", "--no-report", "--retime", "0", "--store", str(other)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
-    try:
-        rid, progress = None, 0
-        while progress < 2:
-            line = proc.stdout.readline()  # type: ignore[union-attr]
-            assert line, "the run ended first"
-            if line.startswith("run id: "):
-                rid = line.split()[2]
-            progress += line.startswith("progress:")
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 130 and rid is not None, err
+    rid, err, code = interrupt(tmp_path, "tune", "--replay", str(DEDISP), "--strategy", "random", "--budget", "2000",
+                               "--no-report", "--retime", "0", "--store", str(other))
+    assert code == 130 and rid is not None, err
     hint = err.strip().splitlines()[-1].split("continue with: ")[1]
     assert hint == f"kerntune tune --resume {rid} --store {shlex.quote(str(other))}", hint
     resumed = run_cli(tmp_path, *shlex.split(hint)[1:], timeout=300)
@@ -272,24 +257,9 @@ def test_compare_ctrl_c_hint_names_its_store_and_a_missing_store_is_refused(tmp_
     """compare had both: its Ctrl-C hint left out --store, and ``--resume ID --store typo.db`` created the
     store before saying the run was not in it."""
     other = tmp_path / "my runs" / "cmp.db"
-    proc = subprocess.Popen([sys.executable, "-m", "kerntune", "compare", "--space", str(DEDISP), "--strategies",
-                             "random", "--budget", "100000", "--repeats", "5", "--no-report", "--store", str(other)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
-    try:
-        rid, progress = None, 0
-        while progress < 2:
-            line = proc.stdout.readline()  # type: ignore[union-attr]
-            assert line, "the comparison ended first"
-            if line.startswith("run id: "):
-                rid = line.split()[2]
-            progress += line.startswith("progress:")
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 130 and rid is not None, err
+    rid, err, code = interrupt(tmp_path, "compare", "--space", str(DEDISP), "--strategies", "random", "--budget",
+                               "100000", "--repeats", "5", "--no-report", "--store", str(other))
+    assert code == 130 and rid is not None, err
     hint = err.strip().splitlines()[-1].split("continue with: ")[1]
     assert hint == f"kerntune compare --resume {rid} --store {shlex.quote(str(other))}", hint
     missing = run_cli(tmp_path, "compare", "--resume", "abc123", "--store", "typo/cmp.db")
