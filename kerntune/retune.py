@@ -114,7 +114,7 @@ from typing import Any, Sequence
 
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.triton_backend.capture import kernel_source
-from kerntune.evaluate.triton_backend.derive_space import config_dict, space_from_configs
+from kerntune.evaluate.triton_backend.derive_space import config_dict, fill_options, space_from_configs
 from kerntune.retune_runoff import runoff
 from kerntune.retune_timing import ListEvaluator, flat_key
 from kerntune.space import Config, Space, jsonable
@@ -301,7 +301,8 @@ class _State:
         #: each listed config's pre_hook (Hopper kernels set their TensorDescriptors' block shapes
         #: there): a config rebuilt from the store or the search must carry it, or it launches with
         #: the block shapes some other config left
-        self.hooks = {flat_key(config_dict(c)): c.pre_hook for c in configs
+        # (keyed with the launch options some configs leave unset filled in, as the space has them)
+        self.hooks = {flat_key(f): c.pre_hook for c, f in zip(configs, fill_options([config_dict(c) for c in configs]))
                       if getattr(c, "pre_hook", None) is not None}
 
     def triton_config(self, cfg: Config) -> Any:

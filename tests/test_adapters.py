@@ -81,6 +81,50 @@ def test_a_kept_list_that_varies_one_knob_is_searched_as_listed() -> None:
     assert two.count() == 2 and not two.is_valid({"BK": 32, "num_warps": 2})
 
 
+def test_a_list_that_caps_registers_on_some_configs_only_is_searched_with_the_cap_unset_as_a_value() -> None:
+    """A triton.autotune list where some configs set maxnreg and others leave it unset (Triton: no
+    cap) used to be refused as "configs disagree on their knobs"; the unset cap is a value of its
+    own (None), kept inside the list, never widened to caps nobody listed."""
+    import pytest
+    import triton
+
+    from kerntune.errors import KerntuneError
+    from kerntune.evaluate.triton_backend.derive_space import space_from_configs
+
+    listed = [triton.Config({"BLOCK": 64}, num_warps=4), triton.Config({"BLOCK": 128}, num_warps=8, maxnreg=128),
+              triton.Config({"BLOCK": 128}, num_warps=8)]
+    kept = space_from_configs(listed, widen=False)
+    assert kept.count() == 3 and kept.default == {"BLOCK": 64, "num_warps": 4, "maxnreg": None}
+    assert kept.is_valid({"BLOCK": 128, "num_warps": 8, "maxnreg": 128})
+    assert not kept.is_valid({"BLOCK": 64, "num_warps": 4, "maxnreg": 128})  # not listed
+    wide = space_from_configs(listed, widen=True)
+    values = {p.name: list(p.values()) for p in wide.params}
+    assert values["maxnreg"] == [None, 128] and values["BLOCK"] == [32, 64, 128, 256], values  # listed caps only
+    # a kwarg some configs leave out is still a disagreement: its unset value is the kernel's, unknown here
+    with pytest.raises(KerntuneError, match="disagree"):
+        space_from_configs([triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 64, "UNROLL": 2})], widen=False)
+
+
+def test_a_config_left_without_a_register_cap_launches_without_one_and_exports_without_one() -> None:
+    """The launch and the export drop an unset launch option: the caught call's own maxnreg is not
+    kept when the searched config says None, and ``cache export --triton`` writes no maxnreg=None."""
+    from kerntune.cli.cache_cmd import _triton_config
+    from kerntune.evaluate.triton_backend.capture import Launch
+
+    seen = {}
+
+    class Fn:
+        __name__ = "k"
+
+        def run(self, grid, warmup, **kw):
+            seen.update(kw)
+
+    launch = Launch(fn=Fn(), grid=(1,), args={"BLOCK": 64}, options={"num_warps": 8, "maxnreg": 128})
+    launch.run({"BLOCK": 128, "num_warps": 4, "maxnreg": None})
+    assert seen["BLOCK"] == 128 and seen["num_warps"] == 4 and "maxnreg" not in seen, seen
+    assert _triton_config({"BLOCK": 128, "num_warps": 4, "maxnreg": None}) == "triton.Config({'BLOCK': 128}, num_warps=4)"
+
+
 def test_liger_cross_entropy_counts_one_read_of_the_logits() -> None:
     """The adapter's logits do not require grad, so liger's kernel (HAS_GRADIENTS false) reads them
     once and writes no gradient: counting a write too showed an H200 run at 178% of its memory

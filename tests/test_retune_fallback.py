@@ -126,3 +126,46 @@ def test_a_store_that_cannot_be_opened_falls_back_to_tritons_tuning(tmp_path: Pa
     assert len(warned) == 2 and all("left to triton.autotune" in w for w in warned), err
     assert any(w.startswith("kerntune retune: plain:") and "store" in w.lower() for w in warned), err
     assert out["pruned"] == "the package's pruner refuses", out
+
+
+CAPPED = """
+import json, sys, time, torch, triton, triton.language as tl
+import kerntune.retune as kr
+kr.enable(store=sys.argv[1])
+hooked = []
+
+def capped(x, y, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + o, tl.load(x + o, mask=o < n) * 2, mask=o < n)
+
+# maxnreg on one config only (as packages cap registers on their largest tiles); its pre_hook must
+# still run whenever kerntune launches that config
+capped = triton.autotune(configs=[triton.Config({"BLOCK": 32}, num_warps=4),
+                                  triton.Config({"BLOCK": 64}, num_warps=4, maxnreg=128,
+                                                pre_hook=lambda nargs: hooked.append(nargs["BLOCK"]))],
+                         key=["n"])(triton.jit(capped))
+right = True
+for n in (100, 200):
+    x = torch.arange(n, dtype=torch.float32); y = torch.zeros(n)
+    capped[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
+    right = right and bool(torch.equal(y, 2 * x))
+print(json.dumps({"correct": right, "tuned": len(kr.STATS.tuned), "fell_back": len(kr.STATS.fell_back),
+                  "hooked": sorted(set(hooked))}))
+"""
+
+
+def test_a_list_that_caps_registers_on_some_configs_only_is_tuned_by_kerntune(tmp_path: Path) -> None:
+    """Before, a list whose configs set maxnreg on some and not others was refused ("disagree on their
+    knobs") and left to Triton; now kerntune tunes it, each config keeps its own pre_hook, and nothing
+    falls back."""
+    prog = tmp_path / "capped.py"
+    prog.write_text(CAPPED)
+    env = dict(os.environ, TRITON_INTERPRET="1",
+               PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH", ""), str(ROOT)) if p))
+    proc = subprocess.run([sys.executable, str(prog), str(tmp_path / "kt.db")], capture_output=True, text=True,
+                          env=env, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["correct"] and out["tuned"] == 2 and out["fell_back"] == 0, (out, proc.stderr[-2000:])
+    assert out["hooked"] == [64], out  # the capped config was measured, with its own hook
+    assert not _warnings(proc.stderr), proc.stderr

@@ -22,7 +22,7 @@ _LAUNCH_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 def _triton_config(cfg: dict[str, Any]) -> str:
     """``triton.Config(...)`` source: launch options as keywords, the rest as meta-parameters."""
     meta = {k: v for k, v in cfg.items() if k not in _LAUNCH_KEYS}
-    launch = "".join(f", {k}={cfg[k]!r}" for k in _LAUNCH_KEYS if k in cfg)
+    launch = "".join(f", {k}={cfg[k]!r}" for k in _LAUNCH_KEYS if cfg.get(k) is not None)  # None: unset
     return f"triton.Config({meta!r}{launch})"
 
 

@@ -156,7 +156,10 @@ class Launch:
             if k in args:
                 args[k] = v
             elif k in LAUNCH_OPTIONS:
-                options[k] = v
+                if v is None:  # an option the config leaves unset (maxnreg None: no cap) is Triton's default
+                    options.pop(k, None)
+                else:
+                    options[k] = v
             else:
                 raise KerntuneError(f"{k!r} is neither an argument of {self.fn.__name__} nor a launch option")
         if config:

@@ -21,6 +21,12 @@ from kerntune.space import Choice, Space
 #: Knobs of a triton.Config besides its kwargs, and the values they may take when widened.
 OPTION_LIMITS = {"num_warps": (1, 32), "num_stages": (1, 7), "num_ctas": (1, 1)}
 
+#: What Triton uses for a launch option a config leaves unset (``triton.Config``'s own defaults;
+#: ``maxnreg`` None = no register cap).  Why: packages set ``maxnreg`` on some configs of a list
+#: only, and a dict config may leave ``num_warps`` out; the unset value is a real choice that the
+#: space must hold, not a disagreement.
+OPTION_DEFAULTS: dict[str, Any] = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
+
 
 def config_dict(config: Any) -> dict[str, Any]:
     """A ``triton.Config`` (or a dict) as one flat dict of knobs."""
@@ -40,7 +46,7 @@ def _is_pow2(v: Any) -> bool:
 
 def _widen(name: str, values: list[Any]) -> list[Any]:
     ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
-    if len(ints) != len(values):
+    if len(ints) != len(values) or name == "maxnreg":  # a register cap beyond the list's is a guess
         return values  # strings, bools, floats: nothing sensible to add
     lo, hi = OPTION_LIMITS.get(name, (1, 1 << 17))
     extra: set[int] = set()
@@ -51,8 +57,21 @@ def _widen(name: str, values: list[Any]) -> list[Any]:
     return sorted({*ints, *(v for v in extra if lo <= v <= hi)})
 
 
+def fill_options(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The configs with every launch option that some of them set filled in where others leave it
+    out, at Triton's own default (``OPTION_DEFAULTS``); kwargs are left as they are."""
+    flat = [dict(c) for c in configs]
+    for opt, default in OPTION_DEFAULTS.items():
+        if any(opt in c for c in flat):
+            for c in flat:
+                c.setdefault(opt, default)
+    return flat
+
+
 def knob_values(configs: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
-    """Each knob's distinct values, in order of first appearance sorted where numeric."""
+    """Each knob's distinct values, in order of first appearance sorted where numeric (an unset
+    ``maxnreg``, None, first).  Launch options some configs leave out count at Triton's default."""
+    configs = fill_options(configs)
     names: list[str] = []
     for c in configs:
         names += [k for k in c if k not in names]
@@ -64,8 +83,9 @@ def knob_values(configs: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
                 raise KerntuneError(f"autotune configs disagree on their knobs: {n!r} is missing from {dict(c)}")
             if c[n] not in vals:
                 vals.append(c[n])
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
-            vals = sorted(vals)
+        numbers = [v for v in vals if v is not None]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
+            vals = [None] * (len(numbers) < len(vals)) + sorted(numbers)
         out[n] = vals
     return out
 
@@ -79,7 +99,7 @@ def space_from_configs(configs: Iterable[Any], name: str = "", widen: bool = Tru
     ``launch_knobs``: constexprs the kernel's launcher sets outside the list, with the values worth
     trying; ``launch_default`` holds the launcher's own values, which join the options and start
     the search there."""
-    flat = [config_dict(c) for c in configs]
+    flat = fill_options([config_dict(c) for c in configs])
     if not flat:
         raise KerntuneError("an autotune list with no configs gives no space")
     values = knob_values(flat)
