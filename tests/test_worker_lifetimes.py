@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import kerntune
 from kerntune.evaluate.trial import Status
 from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
@@ -21,7 +23,7 @@ KERNEL = '''
 import os, sys, time
 from kerntune.space import Choice, Space
 name = "lifetimes"
-space = Space([Choice("mode", options=("good", "good2", "hang"))], default={"mode": "good"})
+space = Space([Choice("mode", options=("good", "good2", "hang", "stuck_compile"))], default={"mode": "good"})
 BENCH = "--compile-only" not in sys.argv
 def make_inputs(shape):
     return ([1.0] * shape[0],)
@@ -33,6 +35,10 @@ def launch(config, inputs):
             f.write(f"{os.getpid()} {config['mode']}\\n")
         if config["mode"] == "hang":
             time.sleep(3600)
+    elif config["mode"] == "stuck_compile":  # a compile that runs for an hour (ptxas on a huge tile)
+        with open(LOG, "a") as f:
+            f.write(f"{os.getpid()} compiling\\n")
+        time.sleep(3600)
     return [sum(inputs[0])]
 '''
 
@@ -90,25 +96,31 @@ def test_a_stream_left_early_kills_the_hung_config_instead_of_waiting_for_it(tmp
 TUNER = '''
 import sys
 from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
-ev = TritonEvaluator(sys.argv[1], (100,), compile_workers=1, compile_timeout=60, bench_timeout=600, rep_ms=2,
+ev = TritonEvaluator(sys.argv[1], (100,), compile_workers=1, compile_timeout=600, bench_timeout=600, rep_ms=2,
                      memory_limit_mb=0)
 print(" ".join(str(w.proc.pid) for w in ev.benchers + ev.compilers), flush=True)
-ev.evaluate([{"mode": "hang"}])
+ev.evaluate([{"mode": sys.argv[2]}])
 '''
 
 
-def test_workers_end_with_a_tuner_killed_by_sigkill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode, stage", [("hang", "hang"), ("stuck_compile", "compiling")])
+def test_workers_end_with_a_tuner_killed_by_sigkill(tmp_path: Path, mode: str, stage: str) -> None:
+    """Killed while a benchmark worker hangs in a kernel, or while a compile worker is stuck in a
+    compile (it used to look for its tuner between tasks only, and outlived it by the compile's length):
+    every worker, and every process of its group, is gone within seconds."""
     path, log = _kernel(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    tuner = subprocess.Popen([sys.executable, "-c", TUNER, str(path)], stdout=subprocess.PIPE, text=True, env=env)
+    tuner = subprocess.Popen([sys.executable, "-c", TUNER, str(path), mode], stdout=subprocess.PIPE, text=True,
+                             env=env)
     pids: list[int] = []
     try:
         assert tuner.stdout is not None
         pids = [int(p) for p in tuner.stdout.readline().split()]
         deadline = time.monotonic() + 15
-        while "hang" not in _modes(log) and time.monotonic() < deadline:
+        while stage not in _modes(log) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert "hang" in _modes(log)
+        assert stage in _modes(log)
+        pids += _group_members(pids)
         tuner.send_signal(signal.SIGKILL)  # no finally, no atexit: only the workers themselves can notice
         tuner.wait()
         deadline = time.monotonic() + 5
@@ -122,6 +134,19 @@ def test_workers_end_with_a_tuner_killed_by_sigkill(tmp_path: Path) -> None:
         for p in pids:  # what this test started and the code under test left behind
             if not _gone(p):
                 os.kill(p, signal.SIGKILL)
+
+
+def _group_members(leaders: list[int]) -> list[int]:
+    """Every other process in the process groups these workers lead (a compile worker's watchdog)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) not in leaders:
+            try:
+                if os.getpgid(int(entry.name)) in leaders:
+                    out.append(int(entry.name))
+            except OSError:
+                pass
+    return out
 
 
 def test_retiming_drops_a_config_after_its_failure(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, TextIO
 
 from kerntune.evaluate.triton_backend.fork_compile import CompileTimeout
 from kerntune.evaluate.triton_backend.keep_warm import KeepWarm, read_tasks  # noqa: F401 - re-exported
-from kerntune.evaluate.triton_backend.worker_life import _idle_watching, exit_with_parent  # noqa: F401 - re-exported
+from kerntune.evaluate.triton_backend.worker_life import _idle_watching, exit_with_parent, watchdog_process  # noqa: F401 - re-exported
 
 #: The heap limit this worker runs under (MiB, 0: none), for the message of a MemoryError.
 _memory_limit_mb = 0
@@ -466,6 +466,8 @@ def main() -> None:
     keep_warm_flag = "--keep-warm" in flags
     memory_mb = next((int(f.partition("=")[2]) for f in flags if f.startswith("--memory-mb=")), 0)
     parent_gone = exit_with_parent(thread=not compile_only)
+    if compile_only:  # a compile may run for minutes: a watchdog ends it if the tuner dies meanwhile
+        watchdog_process()
     if memory_mb > 0:
         limit_memory(memory_mb)
     pipe = results_pipe()

@@ -1,12 +1,15 @@
 """A worker's life bound to its tuner's: workers run in sessions of their own (so a hung kernel's
 process group can be killed whole), which a SIGTERM or SIGKILL of the tuner does not reach, so each
-watches the tuner's pid and ends itself, with its group, once the tuner is gone."""
+watches the tuner's pid and ends itself, with its group, once the tuner is gone: benchmark workers
+by a thread, compile workers by a watchdog process (``watchdog_process``) and between tasks."""
 
 from __future__ import annotations
 
 import os
 import select
 import signal
+import subprocess
+import sys
 import threading
 import time
 from typing import Callable
@@ -48,6 +51,54 @@ def exit_with_parent(interval_s: float = 0.5, thread: bool = True) -> Callable[[
 
         threading.Thread(target=watch, name="kerntune-parent-watch", daemon=True).start()
     return lambda: _exit_if_orphaned(parent)
+
+
+def _ppid_of(pid: int) -> int | None:
+    """The parent pid of process ``pid`` from /proc (None: gone, or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+#: The watchdog's program (``watchdog_process``): argv = worker pid, tuner pid, interval in seconds.
+_WATCHDOG = """
+import os, signal, sys, time
+worker, parent, interval = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C to the group is the worker's to handle
+def ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+while os.getppid() == worker:
+    if ppid(worker) != parent:
+        os.killpg(worker, signal.SIGKILL)
+    time.sleep(interval)
+"""
+
+
+def watchdog_process(interval_s: float = 0.5) -> subprocess.Popen[bytes] | None:
+    """Start a watchdog that kills this worker's process group once the tuner is gone; None where
+    that cannot be done (no /proc, no group of its own): the idle check alone then serves.
+
+    Why a process: a compile worker checks its tuner between tasks only (it runs no thread, see
+    ``exit_with_parent``), so one stuck in a long compile (ptxas on a huge tile: minutes) outlived a
+    tuner killed with SIGKILL by as long.  The watchdog is a fresh interpreter (``-S``, no site
+    packages: milliseconds), not a fork (a worker holds BLAS threads by then), holds none of the
+    worker's pipes (its crash still reaches the tuner as end-of-file at once), sits in the worker's
+    process group (the kill takes it, and the compiler's own children, along) and ends by itself
+    when the worker does."""
+    worker, parent = os.getpid(), _watched_parent()
+    if _ppid_of(worker) != os.getppid() or os.getpgrp() != worker:
+        return None
+    try:
+        return subprocess.Popen([sys.executable, "-S", "-c", _WATCHDOG, str(worker), str(parent), str(interval_s)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:  # no process to spare: the idle check alone
+        return None
 
 
 def _idle_watching(fd: int, check: Callable[[], None], interval_s: float = 0.5) -> Callable[[], bool]:
