@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
-from kerntune.evaluate.triton_backend.worker import classify, clone, compare_outputs
+from kerntune.evaluate.triton_backend.output_check import clone, compare_outputs
+from kerntune.evaluate.triton_backend.worker import classify
 from kerntune.evaluate.triton_backend.worker import timer as make_timer
 from kerntune.space import Config
 

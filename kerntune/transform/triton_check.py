@@ -78,7 +78,7 @@ def judge(original: str, harness: str, shape: tuple[int, ...], out: dict[str, An
     import torch
 
     from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module, module_space
-    from kerntune.evaluate.triton_backend.worker import clone, compare_outputs
+    from kerntune.evaluate.triton_backend.output_check import clone, compare_outputs
     from kerntune.transform.triton_harness import fix_interpreter
 
     fix_interpreter()

@@ -23,11 +23,12 @@ import os
 import sys
 import time
 import traceback
-import warnings
 from typing import Any, Callable, Iterator, TextIO
 
 from kerntune.evaluate.triton_backend.fork_compile import CompileTimeout
 from kerntune.evaluate.triton_backend.keep_warm import KeepWarm, read_tasks  # noqa: F401 - re-exported
+from kerntune.evaluate.triton_backend.output_check import (  # noqa: F401 - compare_outputs re-exported
+    _holds_values, clone, compare_outputs, unwritten_poisoned)
 from kerntune.evaluate.triton_backend.worker_life import _idle_watching, exit_with_parent, watchdog_process  # noqa: F401 - re-exported
 
 #: The heap limit this worker runs under (MiB, 0: none), for the message of a MemoryError.
@@ -83,157 +84,6 @@ def _cuda_sounding(low: str) -> bool:
     if "cuda error" in words or "[cuda]" in low or any(name in words for name in STICKY_CUDA_ERRORS):
         return True
     return any(f"illegal {what}" in words for what in ("memory access", "address", "instruction"))
-
-
-def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
-    """None if ``out`` matches ``ref``; else why not.  Tensors use dtype tolerances;
-    anything else (a CPU launcher's lists or numbers) is compared as float arrays.  NaN is wrong only
-    where the reference holds a number (a masked row's NaN in the reference is the right answer there,
-    and a poisoned output a config leaves unwritten still shows as NaN where the reference wrote).
-    Integer and bool outputs must match exactly; complex ones are compared as (real, imaginary) pairs.
-    Besides each element, the whole output: its error may not exceed half the reference's norm, since the
-    elementwise tolerance's floor (atol never below its value at magnitude 1, for fp16 outputs near zero
-    by cancellation) passed an all-zeros output, or one half missing, wherever the reference was small.
-    A reference that holds no tensor or number (a launcher that writes into a buffer and returns None)
-    fails: nothing could be checked."""
-    if not _holds_values(ref, torch):
-        return "launch returned no output; return the output tensor(s) so configs can be checked"
-    outs = out if isinstance(out, (tuple, list)) and not _is_plain_numbers(out) else (out,)
-    refs = ref if isinstance(ref, (tuple, list)) and not _is_plain_numbers(ref) else (ref,)
-    if len(outs) != len(refs):
-        return f"returned {len(outs)} outputs, the reference {len(refs)}"
-    for o, r in zip(outs, refs):
-        if torch is not None and isinstance(r, torch.Tensor):
-            if not isinstance(o, torch.Tensor):
-                return f"returned {type(o).__name__}, the reference a tensor"
-            if o.shape != r.shape:
-                return f"output shape {tuple(o.shape)}, the reference's {tuple(r.shape)}"
-            if not (r.dtype.is_floating_point or r.dtype.is_complex):  # integers, bools: exactly
-                if o.dtype != r.dtype:  # another width: compared as float64 (exact up to 2**53)
-                    o, r = o.to(torch.float64), r.to(torch.float64)
-                if not torch.equal(o, r):
-                    bad = int((o != r).sum())
-                    return f"differs from the reference in {bad} of {r.numel()} elements (integers: exact match needed)"
-                continue
-            wide = r.dtype in (torch.float64, torch.complex128)  # compared in float64, not cut to float32
-            if r.dtype.is_complex or o.dtype.is_complex:  # .float() dropped the imaginary part
-                pair = torch.complex128 if wide else torch.complex64
-                of, rf = (torch.view_as_real(x.to(pair).resolve_conj()) for x in (o, r))
-            else:
-                of, rf = (x.to(torch.float64 if wide else torch.float32) for x in (o, r))
-            if (torch.isnan(of) & ~torch.isnan(rf)).any():
-                return "output holds NaN"
-            tol = {torch.float16: (1e-2, 1e-2), torch.complex32: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2),
-                   torch.float32: (1e-4, 1e-4), torch.complex64: (1e-4, 1e-4), torch.float64: (1e-7, 1e-9),
-                   torch.complex128: (1e-7, 1e-9)}
-            # float64's own tolerance where the output is float64 too (a float32 kernel checked against a
-            # float64 reference() keeps the loose default it always had)
-            rtol, atol = tol.get(r.dtype if not wide or o.dtype in (torch.float64, torch.complex128) else None,
-                                 (1e-3, 1e-3))
-            finite = rf[torch.isfinite(rf)]
-            scale = max(1.0, float(finite.abs().max())) if finite.numel() else 1.0
-            if not torch.allclose(of, rf, rtol=rtol, atol=atol * scale, equal_nan=True):
-                err = torch.nan_to_num((of - rf).abs(), nan=0.0).max().item()
-                return f"differs from the reference (max abs error {err:.3g})"
-            both = torch.isfinite(of) & torch.isfinite(rf)
-            rel = _relative_error(torch.where(both, of - rf, 0), torch.where(both, rf, 0), torch)
-        else:
-            import numpy as np
-
-            a, b = np.asarray(o, dtype=float), np.asarray(r, dtype=float)
-            if a.shape != b.shape:
-                return f"output shape {a.shape}, the reference's {b.shape}"
-            if np.asarray(r).dtype.kind in "biu":  # integers, bools: exactly
-                bad = int((a != b).sum())
-                if bad:
-                    return f"differs from the reference in {bad} of {b.size} elements (integers: exact match needed)"
-                continue
-            if (np.isnan(a) & ~np.isnan(b)).any():
-                return "output holds NaN"
-            if not np.allclose(a, b, rtol=1e-3, atol=1e-3, equal_nan=True):
-                err = float(np.nanmax(np.abs(a - b)))
-                return f"differs from the reference (max abs error {err:.3g})"
-            both = np.isfinite(a) & np.isfinite(b)
-            rel = _relative_error(np.where(both, a - b, 0.0), np.where(both, b, 0.0), None)
-        if rel is not None and rel > 0.5:
-            return f"differs from the reference (relative error of the whole output {rel:.3g})"
-    return None
-
-
-def _relative_error(diff: Any, ref: Any, torch: Any) -> float | None:
-    """||diff|| / ||ref|| (L2, in float64, both scaled by max|ref| so that no square overflows); None
-    where the reference is all zeros.  An all-zeros output is at 1, one with half its elements missing at
-    about 0.7, whatever the reference's magnitude; a right one, within the elementwise tolerance (a few
-    percent at the reference's own magnitude), stays far below 0.5 unless the whole output is rounding
-    noise (every element near zero by cancellation), where no check can tell right from wrong."""
-    if torch is not None:
-        top = float(ref.abs().max()) if ref.numel() else 0.0
-        if top == 0.0:
-            return None
-        norm = lambda x: float(torch.linalg.vector_norm(x.to(torch.float64) / top))  # noqa: E731
-    else:
-        import numpy as np
-
-        top = float(np.abs(ref).max()) if ref.size else 0.0
-        if top == 0.0:
-            return None
-        norm = lambda x: float(np.linalg.norm((x / top).ravel()))  # noqa: E731
-    return norm(diff) / norm(ref)
-
-
-def _is_plain_numbers(x: Any) -> bool:
-    return all(isinstance(v, (int, float)) for v in x)
-
-
-def _holds_values(x: Any, torch: Any) -> bool:
-    """Whether ``x`` holds a tensor, an array or a number anywhere (None, or tuples of None, do not)."""
-    if isinstance(x, (int, float)) or hasattr(x, "shape") or (torch is not None and isinstance(x, torch.Tensor)):
-        return True
-    if isinstance(x, (tuple, list)):
-        return any(_holds_values(v, torch) for v in x)
-    return False
-
-
-def clone(x: Any) -> Any:
-    if hasattr(x, "clone"):
-        return x.clone()
-    if hasattr(x, "copy") and hasattr(x, "shape"):  # numpy arrays
-        return x.copy()
-    if isinstance(x, (tuple, list)):
-        return type(x)(clone(v) for v in x)
-    return x
-
-
-@contextlib.contextmanager
-def unwritten_poisoned(torch: Any) -> Iterator[None]:
-    """While a launch is checked: memory it allocates (``torch.empty`` and kin) is NaN for floats, the
-    largest value for integers (deterministic mode's ``fill_uninitialized_memory``), so what a config
-    leaves unwritten fails the check.  A config writing half its output, or none, passed: the reference's
-    output, cloned and dropped, went back to the caching allocator, and the config's ``torch.empty`` got
-    it back with the right values in it.  Timed launches are left alone, and memory made before (inputs,
-    a buffer ``make_inputs`` zeroed for atomics) is untouched; the settings are restored after.  (A kernel
-    file's ``make_inputs`` runs under it too: its uninitialised output buffers start as NaN.)"""
-    det = None
-    if torch is not None:
-        try:
-            import torch.utils.deterministic as det
-
-            was = (torch.are_deterministic_algorithms_enabled(),
-                   torch.is_deterministic_algorithms_warn_only_enabled(), det.fill_uninitialized_memory)
-        except (ImportError, AttributeError):  # a torch without them: the launch as it was
-            det = None
-    if det is None:
-        yield
-        return
-    try:
-        with warnings.catch_warnings():  # ops without a deterministic implementation say so: not the kernel's news
-            warnings.filterwarnings("ignore", message=r".*deterministic", category=UserWarning)
-            torch.use_deterministic_algorithms(True, warn_only=was[1] if was[0] else True)
-            det.fill_uninitialized_memory = True
-            yield
-    finally:
-        det.fill_uninitialized_memory = was[2]
-        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
 
 
 def timer(torch: Any, max_samples: int = 1000) -> Callable[..., list[float]]:
