@@ -100,7 +100,10 @@ def test_harness_tripwire_in_processes_that_import_the_variant(tmp_path, env):
              "    if getattr(_m, '__name__', '').startswith('kerntune_user_kernel_') and hasattr(_m, 'reference'):\n"
              "        _m.reference.__code__ = (lambda inputs: inputs[2]).__code__\n")
     cases = {"patch": (PATCH + ZEROES, "torch.allclose"), "steal": (steal + ZEROES, "the original's reference"),
-             "subclass": (ZEROES + SUBCLASS, "subclass of torch.Tensor")}
+             "subclass": (ZEROES + SUBCLASS, "subclass of torch.Tensor"),
+             # the check's own module (split from the worker): its helpers are guarded too
+             "norm": ("import kerntune.evaluate.triton_backend.output_check as _oc\n"
+                      "_oc._relative_error = lambda *a: 0.0\n" + ZEROES, "_relative_error")}
     for label, (code, expected) in cases.items():
         harness = s.write_variant(label, code).harness
         script = ("import sys\nfrom kerntune.evaluate.triton_backend.kernel_file import load_kernel_module\n"
