@@ -82,9 +82,17 @@ def run(config: Path = typer.Argument(..., help="Tensile benchmark config YAML")
     rec = run_tensile(config, out, prebuilt_client, quiet)
     console.print(f"Tensile: {rec.kernels:,} kernels in {rec.wall_s:.1f} s -> {out}")
     try:
-        console.print(escape(summary_text(read_results(out))))
+        res = read_results(out)
+        console.print(escape(summary_text(res)))
+        _skipped_note(str(out), res.skipped_rows)
     except TensileError as exc:
         console.print(f"[yellow]note:[/yellow] {escape(str(exc))}")
+
+
+def _skipped_note(where: str, rows: int) -> None:
+    """Rows a killed run left truncated are not results: say so, or sizes silently go missing."""
+    if rows:
+        console.print(f"[yellow]note:[/yellow] {escape(where)}: {rows} truncated row(s) skipped")
 
 
 def _print_evaluation(ev: Evaluation, json_out: Optional[Path]) -> None:
@@ -99,6 +107,14 @@ def _print_evaluation(ev: Evaluation, json_out: Optional[Path]) -> None:
     s = ev.summary()
     console.print(f"TR {f(s['TR'], '.3f')}  PR {s['PR']:.3f} (min {s['PR_min']:.3f})  WC {s['WC']:.2f} "
                   f"(runs keeping every winner: {s['WC_all']:.2f}) over {s['sizes']} problem sizes")
+    if s["unmeasurable_sizes"]:
+        found = "/".join(str(sum(u.gflops is not None for u in r.unmeasurable)) for r in ev.runs)
+        console.print(f"[yellow]note:[/yellow] {s['unmeasurable_sizes']} problem size(s) with no valid kernel in the "
+                      f"original left out of PR and WC (the edited config found one at {found})")
+    if ev.runs:
+        _skipped_note("the original's results", ev.runs[0].original_skipped_rows)
+    for r in ev.runs:
+        _skipped_note(r.label, r.skipped_rows)
     if s["TR"] is None:
         console.print("[yellow]note:[/yellow] TR needs Tensile's wall times: run through `kerntune tensile run` "
                       "(kerntune_run.json) or give --time-original and --time-pruned")
@@ -175,7 +191,9 @@ def autotune(config: Path = typer.Argument(..., help="Tensile benchmark config Y
     for r in rep.results.sizes.values():
         table.add_row(escape(r.benchmark), escape(r.label), escape(r.winner or "none"), f"{r.gflops or 0:.1f}")
     console.print(table)
-    if rep.comparison is not None:
+    if rep.comparison is None:
+        _skipped_note(str(out), rep.results.skipped_rows)
+    else:
         _print_evaluation(Evaluation([rep.comparison]), None)
         for p in rep.problems:
             console.print(f"[red]validation:[/red] {escape(p)}")

@@ -15,7 +15,7 @@ from typing import Any
 
 from kerntune.tensile.config import TensileConfig, TensileError
 from kerntune.tensile.edits import TensileEdit, apply
-from kerntune.tensile.evaluate import Evaluation, RunComparison, compare, validate
+from kerntune.tensile.evaluate import Evaluation, RunComparison, check_original, compare, validate
 from kerntune.tensile.results import Results, read_results, run_seconds, summary_text
 from kerntune.tensile.runner import find_tensile, run_tensile
 
@@ -134,6 +134,8 @@ def autotune(config: Path, out: Path, client: Any = None, edits: Path | None = N
     where = f"the edited config is in {gen.path} ({gen.before:,} -> {gen.after:,} kernels); "
     try:
         find_tensile()
+        if golden is not None and list((golden / "2_BenchmarkData").glob("*_CSVWinner.csv")):
+            check_original(read_results(golden))  # before Tensile runs for hours, not after
     except TensileError as exc:
         raise TensileError(where + str(exc)) from None
     res = _run(gen.path, out, prebuilt_client, quiet, where)

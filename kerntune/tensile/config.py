@@ -2,8 +2,8 @@
 
 The file is read once with ruamel.yaml's round-trip loader (which keeps line
 positions); a config written without edits is its input bytes, and an edited
-one is the input with only the edited ForkParameters entries re-written
-(``splice``), so comments, order and quoting survive everywhere else.
+one is the input with only the edited ForkParameters and BenchmarkCommonParameters
+entries re-written (``splice``), so comments, order and quoting survive everywhere else.
 
 Structure (Tensile's ``BenchmarkProblems``): a list of problems, each a list
 whose first element is the ``ProblemType`` and whose other elements are
@@ -71,6 +71,13 @@ class Step:
     def groups(self) -> list[list[Any]]:
         return [list(g) for g in _flatten(self.forks).get("Groups") or []]
 
+    def common_forks(self) -> dict[str, list[Any]]:
+        """Multi-valued BenchmarkCommonParameters that no fork parameter overrides: Tensile forks them
+        too (RULES.md), so they count, and prompts and edits must see them like fork parameters."""
+        forks = _flatten(self.forks)
+        return {k: list(v) for k, v in _flatten(self.node.get("BenchmarkCommonParameters")).items()
+                if k not in forks and k != "ProblemSizes" and isinstance(v, list) and len(v) > 1}
+
     def kernel_count(self) -> int:
         """Tensile's ``maxPossibleSolutions``: common and fork parameters merged (fork wins), every
         parameter with more than one value multiplies, then every group by its size."""
@@ -110,11 +117,12 @@ class TensileConfig:
         return cls(text, str(p))
 
     def dumps(self) -> str:
-        """The config as text: the input bytes, with edited ForkParameters entries re-written in
-        place (every other line, comment and blank line is the input's).  An edited text is read back
-        before it is returned: splicing text is exact only for the layouts it knows, and a file that
-        reads differently from the edited document (a value run into the previous line, a flow list cut
-        in the middle) would be benchmarked as something nobody asked for, under a report of success."""
+        """The config as text: the input bytes, with edited ForkParameters and BenchmarkCommonParameters
+        entries re-written in place (every other line, comment and blank line is the input's).  An edited
+        text is read back before it is returned: splicing text is exact only for the layouts it knows,
+        and a file that reads differently from the edited document (a value run into the previous line,
+        a flow list cut in the middle) would be benchmarked as something nobody asked for, under a
+        report of success."""
         if not self.edited:
             return self.original
         text = splice(self.original, self.doc)
@@ -395,11 +403,17 @@ def _is_filler(line: str) -> bool:
     return not line.strip() or line.lstrip().startswith("#")
 
 
+#: The sections of a benchmark step that edits change (multi-valued common parameters fork too).
+EDITED_SECTIONS = ("BenchmarkCommonParameters", "ForkParameters")
+
+
 def splice(original: str, edited_doc: Any) -> str:
-    """Re-write only the ForkParameters entries that differ between ``original`` and
-    ``edited_doc`` (matched by parameter name); entries that are unchanged keep their lines.  A
-    ForkParameters written as a flow list (``[{DepthU: [8, 16]}, ...]``, ``[]``) is re-written whole,
-    as one flow list: its entries share lines, so there are no entry lines to keep."""
+    """Re-write only the BenchmarkCommonParameters and ForkParameters entries that differ between
+    ``original`` and ``edited_doc`` (matched by parameter name); entries that are unchanged keep their
+    lines.  A section written as a flow list (``[{DepthU: [8, 16]}, ...]``, ``[]``) is re-written whole,
+    as one flow list: its entries share lines, so there are no entry lines to keep.  A section reached
+    from several steps through a YAML alias is one node with one line range: it is spliced once (twice
+    duplicated its entries; the edits refuse to change such a node anyway)."""
     if original and not original.endswith(("\n", "\r")):
         original += "\n"  # lines appended after the last one must not run into it
     base = _yaml().load(original)
@@ -407,44 +421,24 @@ def splice(original: str, edited_doc: Any) -> str:
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
-    value_nodes: list[Any] | None = None
+    value_nodes: dict[str, list[Any]] = {}
     pieces: list[tuple[int, int, str]] = []  # character ranges of ``original`` and their new text
+    done: set[int] = set()
     for n, ((_, _, step0), (_, _, step1)) in enumerate(zip(step_nodes(base), step_nodes(edited_doc))):
-        forks0, forks1 = step0.get("ForkParameters"), step1.get("ForkParameters")
-        if forks0 is None or _plain(forks0) == _plain(forks1 or []):
-            continue  # unedited (the edits refuse a step without ForkParameters)
-        if not forks0 or forks0.fa.flow_style():
-            value_nodes = value_nodes if value_nodes is not None else _fork_value_nodes(original)
-            node = value_nodes[n]
-            start = offsets[node.start_mark.line] + node.start_mark.column
-            end = offsets[node.end_mark.line] + node.end_mark.column
-            pieces.append((start, end, _flow(_plain(forks1 or []))))
-            continue
-        key_col = step0.lc.key("ForkParameters")[1]
-        starts = [forks0.lc.item(i)[0] for i in range(len(forks0))]
-        end = starts[-1] + 1
-        while end < len(lines) and (_is_filler(lines[end]) or len(lines[end]) - len(lines[end].lstrip()) > key_col):
-            end += 1
-        while end > starts[-1] + 1 and _is_filler(lines[end - 1]):
-            end -= 1
-        first = lines[starts[0]]
-        indent = first[: len(first) - len(first.lstrip())]
-        if not forks1:  # every entry removed: an empty list, not a ForkParameters of null
-            pieces.append((offsets[starts[0]], offsets[end], " " * max(len(indent), key_col + 2) + "[]\n"))
-            continue
-        spans = {tuple(e): "".join(lines[a:b]) for e, a, b in zip(forks0, starts, starts[1:] + [end])}
-        ends = {tuple(e): b for e, b in zip(forks0, starts[1:] + [end])}
-        old = {tuple(e): _plain(e) for e in forks0}
-        text = []
-        for e in forks1:
-            name = tuple(e)
-            if old.get(name) == _plain(e):
-                text.append(spans[name])
+        for section in EDITED_SECTIONS:
+            entries0, entries1 = step0.get(section), step1.get(section)
+            if entries0 is None or id(entries0) in done or _plain(entries0) == _plain(entries1 or []):
+                continue  # unedited, or already spliced (the edits refuse a step without the section)
+            done.add(id(entries0))
+            if not entries0 or entries0.fa.flow_style():
+                if section not in value_nodes:
+                    value_nodes[section] = _section_value_nodes(original, section)
+                node = value_nodes[section][n]
+                start = offsets[node.start_mark.line] + node.start_mark.column
+                end = offsets[node.end_mark.line] + node.end_mark.column
+                pieces.append((start, end, _flow(_plain(entries1 or []))))
             else:
-                e0 = next(x for x in forks0 if tuple(x) == name) if name in old else None
-                kept = _edit_block_list(lines, e0, e, ends[name]) if e0 is not None else None
-                text.append(kept if kept is not None else _entry_text(e, indent))
-        pieces.append((offsets[starts[0]], offsets[end], "".join(text)))
+                pieces.append(_block_piece(lines, offsets, step0.lc.key(section)[1], entries0, entries1))
     out, pos = [], 0
     for a, b, text in sorted(pieces):
         out.append(original[pos:a] + text)
@@ -453,8 +447,37 @@ def splice(original: str, edited_doc: Any) -> str:
     return "".join(out)
 
 
-def _fork_value_nodes(text: str) -> list[Any]:
-    """The ForkParameters value of every benchmark as ruamel composes it (None: the step has none), in
+def _block_piece(lines: list[str], offsets: list[int], key_col: int, entries0: Any,
+                 entries1: Any) -> tuple[int, int, str]:
+    """The character range of a block-style section's entries and their new text: unchanged entries
+    keep their lines, changed ones are edited line by line where they can be, else re-written."""
+    starts = [entries0.lc.item(i)[0] for i in range(len(entries0))]
+    end = starts[-1] + 1
+    while end < len(lines) and (_is_filler(lines[end]) or len(lines[end]) - len(lines[end].lstrip()) > key_col):
+        end += 1
+    while end > starts[-1] + 1 and _is_filler(lines[end - 1]):
+        end -= 1
+    first = lines[starts[0]]
+    indent = first[: len(first) - len(first.lstrip())]
+    if not entries1:  # every entry removed: an empty list, not a section of null
+        return offsets[starts[0]], offsets[end], " " * max(len(indent), key_col + 2) + "[]\n"
+    spans = {tuple(e): "".join(lines[a:b]) for e, a, b in zip(entries0, starts, starts[1:] + [end])}
+    ends = {tuple(e): b for e, b in zip(entries0, starts[1:] + [end])}
+    old = {tuple(e): _plain(e) for e in entries0}
+    text = []
+    for e in entries1:
+        name = tuple(e)
+        if old.get(name) == _plain(e):
+            text.append(spans[name])
+        else:
+            e0 = next(x for x in entries0 if tuple(x) == name) if name in old else None
+            kept = _edit_block_list(lines, e0, e, ends[name]) if e0 is not None else None
+            text.append(kept if kept is not None else _entry_text(e, indent))
+    return offsets[starts[0]], offsets[end], "".join(text)
+
+
+def _section_value_nodes(text: str, section: str) -> list[Any]:
+    """The ``section`` value of every benchmark as ruamel composes it (None: the step has none), in
     ``step_nodes`` order: the nodes carry where a value ends, which a flow list's text needs."""
     from ruamel.yaml.nodes import MappingNode, SequenceNode
 
@@ -466,9 +489,9 @@ def _fork_value_nodes(text: str) -> list[Any]:
     root = _yaml().compose(text)
     problems = get(root, "BenchmarkProblems")
     if problems is None:
-        return [get(root, "ForkParameters")]
+        return [get(root, section)]
     out = []
     for problem in problems.value if isinstance(problems, SequenceNode) else []:
         groups = [g for g in problem.value[1:] if isinstance(g, MappingNode)] if isinstance(problem, SequenceNode) else []
-        out += [get(g, "ForkParameters") for g in groups] or [None]
+        out += [get(g, section) for g in groups] or [None]
     return out

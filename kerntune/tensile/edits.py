@@ -6,6 +6,10 @@ Operations on one benchmark step (``problem``, ``step`` index):
   remove_group_param / add_group_param   a parameter of every alternative in a Groups group
                                     (the independent, additive part)
   remove_candidate / add_candidate  one value of a fork parameter
+remove_fork and remove_candidate also reach a multi-valued BenchmarkCommonParameters entry, which
+forks too (tests/data/tensile/RULES.md).  Groups override forks of the same name, so a fork of a
+parameter the groups set, or a group parameter that is a fork, is refused; so is an edit of a node
+another step shares through a YAML anchor.
 Locked sections (GlobalParameters, TestParameters, ProblemType, ProblemSizes)
 are never touched; an edit that names them, uses an invalid value, or would
 leave a step with no kernel is refused with a message naming it.
@@ -16,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from kerntune.tensile.config import LOCKED, TensileConfig, TensileError
+from kerntune.tensile.config import EDITED_SECTIONS, LOCKED, Step, TensileConfig, TensileError
 
 OPS = ("remove_fork", "add_fork", "remove_group_param", "add_group_param", "remove_candidate", "add_candidate")
 
@@ -165,18 +169,26 @@ def _apply_one(config: TensileConfig, e: TensileEdit) -> None:
         raise TensileError(f"{e.param} is locked: it defines the problem, not the search")
     s = _step(config, e)
     forks = s.node.get("ForkParameters")
-    if forks is None:
-        raise TensileError(f"problem {e.problem} step {e.step} has no ForkParameters")
     # As Tensile flattens the entries, the last entry naming a parameter is the one that counts.
-    entry = next((f for f in reversed(forks) if e.param in f and e.param != "Groups"), None)
+    entry = next((f for f in reversed(forks or []) if e.param in f and e.param != "Groups"), None)
+    section, entries = "ForkParameters", forks
+    if entry is None and e.op in ("remove_fork", "remove_candidate") and e.param in s.common_forks():
+        # A multi-valued BenchmarkCommonParameters entry forks too (RULES.md): these edits reach it there.
+        section, entries = "BenchmarkCommonParameters", s.node["BenchmarkCommonParameters"]
+        entry = next(f for f in reversed(entries) if e.param in f)
+    elif forks is None:
+        raise TensileError(f"problem {e.problem} step {e.step} has no ForkParameters")
+    where = f"problem {e.problem} step {e.step}"
     if e.op == "remove_fork":
         if entry is None:
-            raise TensileError(f"{e.param} is not a fork parameter of problem {e.problem} step {e.step}")
-        for f in [f for f in forks if e.param in f]:
+            raise TensileError(f"{e.param} is not a fork parameter of {where}")
+        hit = [f for f in entries if e.param in f]
+        _refuse_shared(config, s, section, entries, [entries, *hit], e.param)
+        for f in hit:
             if len(f) > 1:
                 del f[e.param]
             else:
-                forks.remove(f)
+                entries.remove(f)
     elif e.op == "add_fork":
         if entry is not None:
             raise TensileError(f"{e.param} is already a fork parameter")
@@ -184,30 +196,37 @@ def _apply_one(config: TensileConfig, e: TensileEdit) -> None:
             raise TensileError(f"add_fork {e.param} needs values")
         for v in e.values:
             check_value(e.param, v)
+        if any(e.param in alt for g in s.groups() for alt in g):
+            # Groups are applied after the forks (RULES.md): every candidate would be the group's value.
+            raise TensileError(f"{e.param} is set by Groups, which override forks")
+        _refuse_shared(config, s, section, entries, [entries], e.param)
         forks.append({e.param: list(e.values)})
     elif e.op in ("remove_candidate", "add_candidate"):
         if entry is None:
-            raise TensileError(f"{e.param} is not a fork parameter of problem {e.problem} step {e.step}")
+            raise TensileError(f"{e.param} is not a fork parameter of {where}")
         values = entry[e.param]
         if e.op == "remove_candidate":
             if e.value not in values:
                 raise TensileError(f"{e.param} has no candidate {e.value!r}")
             if len(values) == 1:
                 raise TensileError(f"removing {e.param} = {e.value!r} would leave {e.param} without candidates")
+            _refuse_shared(config, s, section, entries, [values], e.param)
             values.remove(e.value)
         else:
             check_value(e.param, e.value)
             if e.value in values:
                 raise TensileError(f"{e.param} already has the candidate {e.value!r}")
+            _refuse_shared(config, s, section, entries, [values], e.param)
             values.append(e.value)
     else:  # group parameters: every alternative of the groups that hold the parameter
         groups = s.groups()
         if not groups:
-            raise TensileError(f"problem {e.problem} step {e.step} has no Groups")
+            raise TensileError(f"{where} has no Groups")
         if e.op == "remove_group_param":
             hit = [alt for g in groups for alt in g if e.param in alt]
             if not hit:
                 raise TensileError(f"no group alternative sets {e.param}")
+            _refuse_shared(config, s, section, entries, hit, e.param)
             for alt in hit:
                 del alt[e.param]
         else:
@@ -216,6 +235,48 @@ def _apply_one(config: TensileConfig, e: TensileEdit) -> None:
                 for alt in g:
                     if e.param in alt:
                         raise TensileError(f"{e.param} is already set in a group alternative")
-            for g in groups:
-                for alt in g:
-                    alt[e.param] = e.value
+            # A group wins over a fork of the same name (RULES.md): its candidates would silently go.
+            if entry is not None:
+                raise TensileError(f"{e.param} is a fork parameter: a group value would override its candidates")
+            if e.param in s.common_forks():
+                raise TensileError(f"{e.param} is a multi-valued BenchmarkCommonParameters entry: a group value "
+                                   "would override its candidates")
+            alts = [alt for g in groups for alt in g]
+            _refuse_shared(config, s, section, entries, alts, e.param)
+            for alt in alts:
+                alt[e.param] = e.value
+
+
+def _refuse_shared(config: TensileConfig, s: Step, section: str, entries: Any, changed: list[Any],
+                   param: str) -> None:
+    """TensileError when what the edit changes is also another step's, through a YAML anchor: the
+    change would reach that step too, and splicing the shared lines once per step duplicated them."""
+    steps = config.steps()
+    other = shared_with(steps, s, [entries])
+    what = section
+    if other is None:
+        other, what = shared_with(steps, s, changed), f"{section} {param}"
+    if other is not None:
+        raise TensileError(f"{what} of problem {s.problem} step {s.step} is a YAML anchor shared with problem "
+                           f"{other.problem} step {other.step}; edit a copy")
+
+
+def shared_with(steps: list[Step], step: Step, nodes: list[Any]) -> Step | None:
+    """The first other step from whose edited sections one of ``nodes`` (the lists and mappings an
+    edit would change) can be reached.  A YAML anchor and its aliases load as one object, so changing
+    it for one step changes every step that names it: not the edit that was asked for."""
+    wanted = {id(n) for n in nodes}
+    for other in steps:
+        if (other.problem, other.step) == (step.problem, step.step) or not isinstance(other.node, dict):
+            continue
+        todo = [other.node.get(section) for section in EDITED_SECTIONS]
+        seen: set[int] = set()
+        while todo:
+            node = todo.pop()
+            if not isinstance(node, (dict, list)) or id(node) in seen:
+                continue
+            if id(node) in wanted:
+                return other
+            seen.add(id(node))
+            todo.extend(node.values() if isinstance(node, dict) else node)
+    return None

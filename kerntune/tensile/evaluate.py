@@ -8,7 +8,10 @@ For one run (an original benchmark K0 and an edited one K1, both Tensile output 
 Over M runs: TR and PR are means, and WC is the share of (run, size) pairs whose winner was
 kept; ``WC_all`` is the stricter share of runs that kept the winner of every size.  The
 confgen prototype read only the first CSV row; a config tuned for many sizes is judged here
-on all of them.
+on all of them.  A size where every original solution failed has no best to measure against:
+it is left out of PR and WC and counted apart (``unmeasurable_sizes``); scored PR 1.0, it
+inflated PR and WC whatever the edited run found there.  Original results with no size to measure
+against are an error: they compared as "0 problem sizes" and validation passed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kerntune.tensile.config import TensileError
 from kerntune.tensile.results import Results
 
 
@@ -28,8 +32,8 @@ class SizeComparison:
     winner: str | None
     original_gflops: float | None
     gflops: float | None
-    pr: float
-    winner_kept: bool
+    pr: float | None  # None: unmeasurable (no valid kernel in the original), out of PR and WC
+    winner_kept: bool | None
     note: str = ""
     label: str = ""  # e.g. "size [1024, 1024, 1, 1024] LD [1024, 1024, 1056, 1024]"
 
@@ -37,11 +41,14 @@ class SizeComparison:
 @dataclass
 class RunComparison:
     label: str
-    sizes: list[SizeComparison]
+    sizes: list[SizeComparison]  # the sizes the original had a valid kernel for: PR and WC are over these
     t_original_s: float | None = None
     t_pruned_s: float | None = None
     llm_s: float = 0.0
     sizes_only_here: int = 0
+    unmeasurable: list[SizeComparison] = field(default_factory=list)  # no valid kernel in the original
+    original_skipped_rows: int = 0  # truncated CSV rows (a killed run) that could not be read
+    skipped_rows: int = 0
 
     @property
     def pr(self) -> float:
@@ -65,13 +72,28 @@ class RunComparison:
         return {"label": self.label, "TR": self.tr, "PR": self.pr, "PR_min": self.pr_min,
                 "winners_kept": self.winners_kept, "t_original_s": self.t_original_s,
                 "t_pruned_s": self.t_pruned_s, "llm_s": self.llm_s, "sizes_only_here": self.sizes_only_here,
-                "sizes": [asdict(s) for s in self.sizes]}
+                "unmeasurable_sizes": len(self.unmeasurable), "original_skipped_rows": self.original_skipped_rows,
+                "skipped_rows": self.skipped_rows, "sizes": [asdict(s) for s in self.sizes],
+                "unmeasurable": [asdict(s) for s in self.unmeasurable]}
+
+
+def check_original(original: Results) -> None:
+    """TensileError unless the original (golden) results hold a size with a valid kernel: compared
+    over none, a killed run's CSV (a header and a truncated row) validated and evaluated as a success."""
+    if not original.sizes:
+        raise TensileError(f"{original.source}: no complete problem-size row in its results ({original.skipped_rows}"
+                           " truncated row(s) skipped); re-run Tensile there")
+    if all(o.gflops is None for o in original.sizes.values()):
+        raise TensileError(f"{original.source}: no valid kernel at any of its {len(original.sizes)} problem size(s);"
+                           " nothing to compare against")
 
 
 def compare(original: Results, edited: Results, label: str = "", t_original_s: float | None = None,
             t_pruned_s: float | None = None, llm_s: float = 0.0) -> RunComparison:
-    """Every size the original benchmarked, compared with the edited run's result for it."""
-    out = []
+    """Every size the original benchmarked, compared with the edited run's result for it; a
+    TensileError when the original holds no size to compare against."""
+    check_original(original)
+    out, unmeasurable = [], []
     # matched by sizes and strides, not by key: a file whose run lost one of two problems sharing a size
     # keys the other by its size alone
     theirs = {(r.benchmark, r.size, r.strides): r for r in edited.sizes.values()}
@@ -83,16 +105,19 @@ def compare(original: Results, edited: Results, label: str = "", t_original_s: f
         elif e.gflops is None:
             note = "no valid kernel in the edited config"
         if o.gflops is None:
-            out.append(SizeComparison(o.benchmark, list(o.size), None, e.winner if e else None, None,
-                                      e.gflops if e else None, 1.0, e is not None and e.winner is None,
-                                      "no valid kernel in the original either", o.label))
+            found = ("not benchmarked by the edited config" if e is None else "no valid kernel in the edited config "
+                     "either" if e.gflops is None else f"the edited config found {e.winner} at {e.gflops:.1f} GFLOPS")
+            unmeasurable.append(SizeComparison(o.benchmark, list(o.size), None, e.winner if e else None, None,
+                                               e.gflops if e else None, None, None,
+                                               f"no valid kernel in the original; {found}", o.label))
             continue
         g = e.gflops if e is not None and e.gflops is not None else None
         out.append(SizeComparison(o.benchmark, list(o.size), o.winner, e.winner if e else None, o.gflops, g,
                                   (g / o.gflops) if g else 0.0, e is not None and e.winner == o.winner, note,
                                   o.label))
     extra = len(set(theirs) - {(r.benchmark, r.size, r.strides) for r in original.sizes.values()})
-    return RunComparison(label, out, t_original_s, t_pruned_s, llm_s, extra)
+    return RunComparison(label, out, t_original_s, t_pruned_s, llm_s, extra, unmeasurable, original.skipped_rows,
+                         edited.skipped_rows)
 
 
 @dataclass
@@ -104,6 +129,7 @@ class Evaluation:
         pairs = [s.winner_kept for r in rs for s in r.sizes]
         trs = [r.tr for r in rs if r.tr is not None]
         return {"runs": len(rs), "sizes": len(rs[0].sizes) if rs else 0,
+                "unmeasurable_sizes": len(rs[0].unmeasurable) if rs else 0,
                 "TR": statistics.mean(trs) if len(trs) == len(rs) and rs else None,
                 "PR": statistics.mean(r.pr for r in rs) if rs else 0.0,
                 "PR_min": min((r.pr_min for r in rs), default=0.0),

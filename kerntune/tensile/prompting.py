@@ -25,11 +25,15 @@ def gpu_table() -> str:
 
 
 def _steps(config: TensileConfig) -> str:
+    """One line per benchmark step.  Multi-valued BenchmarkCommonParameters fork and count too, so
+    they are listed (marked as such): unlisted, the model saw fewer factors than the kernel count."""
     out = []
     for s in config.steps():
         forks = "; ".join(f"{k}: {json.dumps(v)}" for k, v in s.fork_params().items())
+        common = "; ".join(f"{k}: {json.dumps(v)}" for k, v in s.common_forks().items())
         groups = " x ".join(str(len(g)) for g in s.groups())
         out.append(f"- problem {s.problem} step {s.step}: {s.kernel_count()} kernels. Forks: {forks}"
+                   + (f". Forks in BenchmarkCommonParameters: {common}" if common else "")
                    + (f". Groups sizes: {groups}; alternatives: {json.dumps(s.groups())}" if groups else ""))
     return "\n".join(out)
 
@@ -49,8 +53,8 @@ def messages(config: TensileConfig, gpu: str, results: str = "", goal: str = "",
 
 def schema(config: TensileConfig) -> dict[str, Any]:
     """At least one edit (a grammar-constrained model otherwise answers an empty list), naming a
-    fork parameter of the config or one the table of valid values knows."""
-    names = sorted({k for s in config.steps() for k in s.fork_params()} | set(VALID))
+    fork parameter of the config (multi-valued common ones included) or one the table of valid values knows."""
+    names = sorted({k for s in config.steps() for k in [*s.fork_params(), *s.common_forks()]} | set(VALID))
     return {"type": "object", "required": ["edits"], "properties": {"edits": {
         "type": "array", "minItems": 1, "maxItems": 40, "items": {
         "type": "object", "required": ["op", "param"],
