@@ -114,9 +114,10 @@ from typing import Any, Sequence
 
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.triton_backend.capture import kernel_source
-from kerntune.evaluate.triton_backend.derive_space import config_dict, fill_options, space_from_configs
+from kerntune.evaluate.triton_backend.derive_space import (OPTION_DEFAULTS, config_dict, fill_options,
+                                                            space_from_configs)
 from kerntune.retune_runoff import runoff
-from kerntune.retune_timing import ListEvaluator, flat_key
+from kerntune.retune_timing import ListEvaluator, flat_key, list_key, strategy_setting
 from kerntune.space import Config, Space, jsonable
 
 _original_run: Any = None
@@ -147,7 +148,8 @@ def enable(store: str | None = None, strategy: str | None = None, budget: str | 
     # absolute now: a program that changes directory (Hydra does, per run) must find the same store
     # later, and an empty KERNTUNE_STORE= means the default, as the other settings' empty values do
     _SETTINGS.update(store=os.path.abspath(store or os.environ.get("KERNTUNE_STORE") or ".kerntune/kerntune.db"),
-                     strategy=strategy or os.environ.get("KERNTUNE_AUTOTUNE_STRATEGY", "bayes"),
+                     strategy=strategy_setting(strategy or os.environ.get("KERNTUNE_AUTOTUNE_STRATEGY", "bayes"),
+                                               "strategy" if strategy else "KERNTUNE_AUTOTUNE_STRATEGY"),
                      budget=str(budget if budget is not None else (os.environ.get("KERNTUNE_AUTOTUNE_BUDGET") or "1")),
                      compile_threads=_threads(compile_threads),
                      compile_mode=(os.environ.get("KERNTUNE_AUTOTUNE_COMPILE") or "fork").strip().lower(),
@@ -228,6 +230,7 @@ def check_exec_options(strategy: str | None = None, budget: str | None = None, c
             get_strategy(strategy)
         except KerntuneError as exc:
             raise KerntuneError(f"--strategy: {exc}") from None
+        strategy_setting(strategy, "--strategy")
     if budget is not None:
         _budget_share(budget, "--budget")
     if cut is not None:
@@ -295,7 +298,9 @@ class _State:
         # helper was edited is not loaded for the new code (``kerntune.run.decorator_key``).
         from kerntune.run.decorator_key import kernel_identity
 
-        blob = json.dumps([kernel_identity(tuner, kernel_source(tuner)), [config_dict(c) for c in configs]],
+        # The list as a set (``list_key``): a pruner's order (``list(set(cs))``) must not re-tune at every
+        # start.  (This changed every retune hash once: winners stored before are tuned again once.)
+        blob = json.dumps([kernel_identity(tuner, kernel_source(tuner)), list(list_key(configs))],
                           sort_keys=True, default=str)
         self.kernel_hash = hashlib.sha256(blob.encode()).hexdigest()[:16]
         #: each listed config's pre_hook (Hopper kernels set their TensorDescriptors' block shapes
@@ -310,7 +315,7 @@ class _State:
 
         flat = {**self.fixed, **cfg}
         hook = self.hooks.get(flat_key(flat))
-        opts = {k: flat.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in flat}
+        opts = {k: flat.pop(k) for k in OPTION_DEFAULTS if k in flat}  # launch options, ir_override included
         return triton.Config(flat, **opts, pre_hook=hook)
 
 
@@ -318,7 +323,7 @@ def _state(tuner: Any, configs: Sequence[Any] | None = None) -> _State:
     """The state over ``configs`` (default: the autotuner's whole list), made once per distinct list."""
     configs = list(tuner.configs if configs is None else configs)
     states = tuner.__dict__.setdefault("_kerntune_states", {})
-    ident = tuple(flat_key(config_dict(c)) for c in configs)
+    ident = list_key(configs)  # in any order: one state (and one store key) per set of configs
     if ident not in states:
         states[ident] = _State(tuner, configs)
     return states[ident]
@@ -430,7 +435,10 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
         best_cfg, best_ms = ran["config"], ran["ms"]
     STATS.measured += ev.measured
     t1 = time.perf_counter()
-    _store().put_best(st.kernel_hash, pkey, device, versions, best_cfg, best_ms, res.run_id, replace=narrower)
+    # The whole config: the knobs every listed config shares (``st.fixed``) are no parameter of the space
+    # but part of the winner (the export writes them); the lookup above keeps the space's own.
+    _store().put_best(st.kernel_hash, pkey, device, versions, {**st.fixed, **best_cfg}, best_ms, res.run_id,
+                      replace=narrower)
     ev.phases["store_s"] = time.perf_counter() - t1
     STATS.tuned.append(label)
     spent = time.perf_counter() - t0
@@ -450,12 +458,15 @@ def _enable_at_import() -> None:
     """``KERNTUNE_AUTOTUNE=1`` turns the switch on for a program that imports this module (as the
     docstring's second line promises; ``kerntune exec``'s ``sitecustomize`` imports it in every Python
     process of its command).  A failure says so on stderr and leaves the program to Triton: an opt-in
-    speed-up never stops a working program from starting."""
+    speed-up never stops a working program from starting.  Without Triton (a helper interpreter of
+    ``kerntune exec``'s command) there is no kernel to retune, and no line is said."""
     try:
         enable_from_env()
     except Exception as exc:  # noqa: BLE001 - any failure: the program runs as it would without the switch
         import sys
 
+        if isinstance(exc, ModuleNotFoundError) and exc.name in ("kerntune", "triton"):
+            return
         print(f"kerntune retune: retuning is off ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
 
 

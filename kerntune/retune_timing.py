@@ -16,16 +16,35 @@ import time
 from collections import defaultdict
 from typing import Any, Iterator, Sequence
 
+from kerntune.errors import KerntuneError
 from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.protocol import DEFAULT as PROTOCOL
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.evaluate.triton_backend.capture import kernel_source
+from kerntune.evaluate.triton_backend.derive_space import config_dict
 from kerntune.space import Config, jsonable
 
 
 def flat_key(flat: dict[str, Any]) -> str:
     """A config (launch options included) as one string, to match configs across the list and the store."""
     return json.dumps({k: jsonable(v) for k, v in flat.items()}, sort_keys=True, default=str)
+
+
+def list_key(configs: Sequence[Any]) -> tuple[str, ...]:
+    """A list of configs as the sorted set of their ``flat_key``: its identity whatever its order, since a
+    pruner may return its configs in any order (``list(set(cs))`` differs from one process to the next)."""
+    return tuple(sorted({flat_key(config_dict(c)) for c in configs}))
+
+
+def strategy_setting(text: str, name: str = "KERNTUNE_AUTOTUNE_STRATEGY") -> str:
+    """``text``, unless it names a strategy that needs a model: the switch cannot be given one
+    (``kerntune exec`` has no ``--llm``), so the search would only turn itself off at the first launch."""
+    from kerntune.strategies import ALIASES, LLM_STRATEGIES, STRATEGIES
+
+    if ALIASES.get(text, text) in LLM_STRATEGIES:
+        usable = ", ".join(s for s in STRATEGIES if s not in LLM_STRATEGIES)
+        raise KerntuneError(f"{name}={text!r}: needs a model, which retuning cannot be given; use one of {usable}")
+    return text
 
 
 class ListEvaluator(Evaluator):

@@ -125,6 +125,28 @@ def test_a_config_left_without_a_register_cap_launches_without_one_and_exports_w
     assert _triton_config({"BLOCK": 128, "num_warps": 4, "maxnreg": None}) == "triton.Config({'BLOCK': 128}, num_warps=4)"
 
 
+def test_an_ir_override_of_a_listed_config_is_a_launch_option_of_the_replayed_call() -> None:
+    """A list whose configs carry ``ir_override`` (the IR file Triton compiles instead of the source)
+    gives the space an ``ir_override`` knob; replaying the caught call with it must pass it as a launch
+    option (it was refused as "neither an argument ... nor a launch option"), and None leaves it unset."""
+    from kerntune.evaluate.triton_backend.capture import Launch
+
+    seen: dict = {}
+
+    class Fn:
+        __name__ = "k"
+
+        def run(self, grid, warmup, **kw):
+            seen.clear()
+            seen.update(kw)
+
+    launch = Launch(fn=Fn(), grid=(1,), args={"BLOCK": 64}, options={"num_warps": 4})
+    launch.run({"BLOCK": 64, "ir_override": "/opt/hand/k.ttgir"})
+    assert seen["ir_override"] == "/opt/hand/k.ttgir" and seen["BLOCK"] == 64, seen
+    launch.run({"BLOCK": 64, "ir_override": None})
+    assert "ir_override" not in seen, seen
+
+
 def test_liger_cross_entropy_counts_one_read_of_the_logits() -> None:
     """The adapter's logits do not require grad, so liger's kernel (HAS_GRADIENTS false) reads them
     once and writes no gradient: counting a write too showed an H200 run at 178% of its memory

@@ -16,7 +16,7 @@ from kerntune.store import Store
 
 app = typer.Typer(help="The persistent tuning cache: list winners, export them for plain Triton.")
 
-_LAUNCH_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+_LAUNCH_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override")  # triton.Config's keywords
 
 
 def _triton_config(cfg: dict[str, Any]) -> str:

@@ -8,7 +8,10 @@ try:
 except Exception as _exc:  # noqa: BLE001 - never stop the user's program from starting
     import sys
 
-    print(f"kerntune exec: retuning is off ({type(_exc).__name__}: {_exc})", file=sys.stderr)
+    # An interpreter of CMD without kerntune or Triton (a system python3 a shell script starts) has no
+    # triton.autotune kernel to retune: a line on its stderr would be noise.  Other failures say why.
+    if not (isinstance(_exc, ModuleNotFoundError) and _exc.name in ("kerntune", "triton")):
+        print(f"kerntune exec: retuning is off ({type(_exc).__name__}: {_exc})", file=sys.stderr)
 
 
 def _chain() -> None:

@@ -24,7 +24,7 @@ from kerntune.errors import KerntuneError
 
 #: Keyword arguments of ``JITFunction.run`` that are launch options, not kernel arguments.
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
-                  "launch_pdl")
+                  "launch_pdl", "ir_override")
 
 #: Set in compile workers: launches only compile (``warmup=True``), and a capture only records.
 COMPILE_ONLY = False

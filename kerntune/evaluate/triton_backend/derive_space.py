@@ -22,18 +22,24 @@ from kerntune.space import Choice, Space
 OPTION_LIMITS = {"num_warps": (1, 32), "num_stages": (1, 7), "num_ctas": (1, 1)}
 
 #: What Triton uses for a launch option a config leaves unset (``triton.Config``'s own defaults;
-#: ``maxnreg`` None = no register cap).  Why: packages set ``maxnreg`` on some configs of a list
-#: only, and a dict config may leave ``num_warps`` out; the unset value is a real choice that the
-#: space must hold, not a disagreement.
-OPTION_DEFAULTS: dict[str, Any] = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
+#: ``maxnreg`` None = no register cap; ``ir_override`` None = compiled from the source).  Why:
+#: packages set ``maxnreg`` (or ``ir_override``) on some configs of a list only, and a dict config
+#: may leave ``num_warps`` out; the unset value is a real choice that the space must hold, not a
+#: disagreement.
+OPTION_DEFAULTS: dict[str, Any] = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None,
+                                   "ir_override": None}
+
+#: Launch options whose values are files or caps the list's author chose: never widened.
+_NOT_WIDENED = ("maxnreg", "ir_override")
 
 
 def config_dict(config: Any) -> dict[str, Any]:
-    """A ``triton.Config`` (or a dict) as one flat dict of knobs."""
+    """A ``triton.Config`` (or a dict) as one flat dict of knobs.  ``ir_override`` (the IR file Triton
+    compiles instead of the source) is one of them: configs differing only in it are distinct."""
     if isinstance(config, Mapping):
         return dict(config)
     out = dict(getattr(config, "kwargs", {}) or {})
-    for opt in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+    for opt in OPTION_DEFAULTS:
         v = getattr(config, opt, None)
         if v is not None:
             out[opt] = v
@@ -46,7 +52,7 @@ def _is_pow2(v: Any) -> bool:
 
 def _widen(name: str, values: list[Any]) -> list[Any]:
     ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
-    if len(ints) != len(values) or name == "maxnreg":  # a register cap beyond the list's is a guess
+    if len(ints) != len(values) or name in _NOT_WIDENED:  # a register cap beyond the list's is a guess
         return values  # strings, bools, floats: nothing sensible to add
     lo, hi = OPTION_LIMITS.get(name, (1, 1 << 17))
     extra: set[int] = set()
@@ -146,5 +152,6 @@ def space_from_knobs(knobs: Mapping[str, Sequence[Any]], default: Mapping[str, A
 
 def _describe(name: str, listed: list[Any], widen: bool) -> str:
     what = {"num_warps": "warps per program", "num_stages": "software pipelining stages",
-            "num_ctas": "CTAs per cluster"}.get(name, "kernel constexpr")
+            "num_ctas": "CTAs per cluster", "ir_override": "IR file compiled instead of the source"}.get(
+                name, "kernel constexpr")
     return f"{what}; the shipped list uses {listed}" + (" (widened by one step each way)" if widen else "")
