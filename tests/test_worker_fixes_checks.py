@@ -324,3 +324,47 @@ def test_gpu_a_triton_kernel_launching_half_its_grid_fails_and_compile_workers_l
         else:
             assert t.status is Status.OK, got
     assert not log.exists(), log.read_text()
+
+
+# A bool mask written into a buffer make_inputs leaves uninitialised, right everywhere True (x >= 0 with x
+# from rand); "half" writes half of it.  "update" reads and updates an all-True mask given as data
+# (torch.ones) in place: right, and must stay right.
+MASKS = '''
+import torch
+from kerntune.space import Choice, Space
+name = "masks"
+space = Space([Choice("mode", options=("full", "half", "chunks"))], default={"mode": "full"})
+def make_inputs(shape):
+    torch.manual_seed(0)
+    n = shape[0]
+    return (torch.rand(n), torch.empty(n, dtype=torch.bool), torch.ones(n, dtype=torch.bool))
+def launch(config, inputs):
+    x, mask, alive = inputs
+    n = x.numel()
+    if config["mode"] == "half":         # a grid that covers half the mask
+        mask[: n // 2] = x[: n // 2] >= 0
+    else:
+        for a in range(0, n, n // 4 if config["mode"] == "chunks" else n):
+            mask[a:a + n // 4 if config["mode"] == "chunks" else n] = x[a:a + n // 4 if config["mode"] == "chunks" else n] >= 0
+    alive &= x < 2                       # an in-place update of data that is all True
+    return (mask, alive)
+'''
+
+
+def test_a_bool_output_buffer_left_partly_unwritten_fails_though_its_fill_is_the_right_value(tmp_path: Path) -> None:
+    """Uninitialised bool (and integer) memory is filled with True (the largest value) while a config is
+    checked, not NaN: a mask that is rightly all True passed with half of it never written.  Now such a
+    buffer of make_inputs is zeroed and the config launched again; an all-True mask the kernel reads and
+    updates in place (data, not an unwritten output) is left alone, and right configs pass."""
+    path = tmp_path / "masks.py"
+    path.write_text(MASKS)
+    ev = TritonEvaluator(path, (4096,), compile_workers=1, compile_timeout=60.0, bench_timeout=60.0, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        modes = ["full", "half", "chunks", "half"]
+        trials = ev.evaluate([{"mode": m} for m in modes])
+    finally:
+        ev.close()
+    got = [(m, t.status, t.error) for m, t in zip(modes, trials)]
+    assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT, Status.OK, Status.WRONG_RESULT], got
+    assert "left unwritten" in trials[1].error and "2048 of 4096" in trials[1].error, got

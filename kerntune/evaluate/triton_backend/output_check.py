@@ -161,3 +161,37 @@ def unwritten_poisoned(torch: Any) -> Iterator[None]:
     finally:
         det.fill_uninitialized_memory = was[2]
         torch.use_deterministic_algorithms(was[0], warn_only=was[1])
+
+
+def _poison_value(dtype: Any, torch: Any) -> Any:
+    """What ``fill_uninitialized_memory`` writes into an integer or bool tensor (None: a float type,
+    whose NaN fill no right output holds)."""
+    if dtype == torch.bool:
+        return True
+    if dtype.is_floating_point or dtype.is_complex:
+        return None
+    return torch.iinfo(dtype).max
+
+
+def exact_buffers_left_poisoned(out: Any, inputs: Any, originals: Any, torch: Any) -> list[int]:
+    """Positions in ``inputs`` of integer or bool output buffers that ``make_inputs`` left uninitialised.
+
+    Why: an uninitialised buffer starts filled (``unwritten_poisoned``) with NaN for floats, which no
+    right output holds, but with True or the type's largest value for bools and integers, which a right
+    output may well hold (a mask that is all True where a config wrote it): a config leaving part of such
+    a buffer unwritten passed.  A buffer qualifies where the launch returns it (the same memory) and its
+    copy taken after ``make_inputs`` (``originals``) is the fill everywhere, so no kernel may read what
+    is in it: launching again over it zeroed shows what the config leaves unwritten.  Buffers holding
+    data (a counter incremented in place) are never touched."""
+    if torch is None:
+        return []
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    ptrs = {o.data_ptr() for o in outs if isinstance(o, torch.Tensor) and o.numel()}
+    found = []
+    for i, (t, orig) in enumerate(zip(inputs, originals)):
+        if not isinstance(t, torch.Tensor) or not t.numel() or t.data_ptr() not in ptrs:
+            continue
+        fill = _poison_value(t.dtype, torch)
+        if fill is not None and isinstance(orig, torch.Tensor) and bool((orig == fill).all()):
+            found.append(i)
+    return found
