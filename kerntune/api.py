@@ -84,16 +84,21 @@ class ComparisonResult:
 
 
 def _open_store(store: PathLike | None, resume: str | None = None) -> Store:
-    """The store as the CLI opens it: ``KERNTUNE_STORE`` (an empty one meaning the default), a file this
-    process may not write refused at once (SQLite fails only at the first write, mid-run), and for a
-    resume a store that is not there refused instead of created empty."""
+    """The store as the CLI opens it (see ``_store_path``)."""
+    return Store(_store_path(store, resume))
+
+
+def _store_path(store: PathLike | None, resume: str | None = None) -> Path:
+    """Where the store is, checked without opening (or creating) it: ``KERNTUNE_STORE`` (an empty one
+    meaning the default), a file this process may not write refused at once (SQLite fails only at the
+    first write, mid-run), and for a resume a store that is not there refused instead of created empty."""
     path = Path(store) if store is not None else Path(os.environ.get("KERNTUNE_STORE") or ".kerntune/kerntune.db")
     if resume and not path.exists():
         raise StoreError(f"no store at {path} (resume continues a run stored there)")
     if path.is_file() and not os.access(path, os.W_OK):
         raise StoreError(f"cannot open store {path}: the store is read-only: check the permissions of {path}"
                          " and its directory (no write permission on the file)")
-    return Store(path)
+    return path
 
 
 def _check_count(name: str, value: Any, low: int, high: int, unit: str = "", none: str = "") -> int | None:
@@ -238,7 +243,8 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     ``source`` / ``device`` describe a replayed space's kernel and GPU to a model, as
     ``--source`` / ``--device`` do.  ``strategy`` defaults to the CLI's default, ``seed`` to 0.
     ``resume`` continues a killed run by its id (with the same space or kernel); it keeps the
-    run's own strategy, seed, budget and options, and, like ``tune --resume``, refuses one given
+    run's own strategy, seed, budget, options and model (its ``llm_transcript`` appended to unless
+    another is given), and, like ``tune --resume``, refuses one given
     again that differs from the run's.  ``budget`` defaults to 100 evaluations, or to no cap when
     ``seconds`` is given; ``budget=None`` is no cap.  ``shape`` is ``"MxNxK"`` or a tuple of positive
     integers; ``gpus`` a count, or ``"all"`` / None for every visible GPU.  Bad arguments raise one
@@ -268,14 +274,20 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     _check_path("report", report, flags=True)
     _check_path("llm_transcript", llm_transcript)
     dims, n_gpus = _check_shape(shape), _check_gpus(gpus)
-    st = _open_store(store, resume)
+    from kerntune.store.resume import keep_transcript, resumed_model, resumed_transcript
+
+    target = _store_path(store, resume)
+    # A resume checks what is given against the stored run: its store is there, opening it creates nothing.
+    # A new run's store is opened only after every check, so that a bad argument leaves none behind.
+    st: Store | None = Store(target) if resume else None
     try:
         if resume:  # the stored run's strategy, seed, budget and options, as `tune --resume` uses them
             strategy, seed, b, options = _resumed(st, resume, strategy, seed, budget, seconds, target_ms,
                                                   dict(options or {}))
-            from kerntune.store.resume import resumed_model
-
             llm = resumed_model(st.get_run(resume), llm, bool(st.llm_exchanges(resume)), flag="llm")
+            # the run's own transcript goes on where it stopped, as its model does; one given now wins
+            llm_transcript = resumed_transcript(st.get_run(resume), llm_transcript)
+            _check_path("llm_transcript", llm_transcript)
         else:
             strategy, seed = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0
             b = Budget(max_evals=default_evals(budget, seconds), max_seconds=seconds, target_ms=target_ms)
@@ -290,6 +302,11 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
         evaluator = _evaluator(space, kernel, dims, compile_timeout, n_gpus, source, device)
         run_id = resume or new_run_id()
         try:
+            if st is None:
+                st = Store(target)
+                if client is not None:  # kept with the run's model spec: resume=... appends to it
+                    st.on_run_created = lambda rid, kind, parent: (keep_transcript(st, rid, client.transcript)
+                                                                   if rid == run_id else None)
             if resume:  # the same kernel or recording, and the same space, as `tune --resume` checks
                 from kerntune.run.search import evaluator_identity
                 from kerntune.store.resume import check_evaluator
@@ -324,7 +341,8 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
             time_ms=best.time_ms if best is not None else None, trials=len(res.history),
             stop_reason=res.stop_reason, report=_report(st, run_id, report), speedup=speedup, notes=notes)
     finally:
-        st.close()
+        if st is not None:
+            st.close()
 
 
 def _resumed(st: Store, run_id: str, strategy: str | None, seed: int | None, budget: int | None | Unset,

@@ -41,10 +41,18 @@ def open_store(path: str | None, readonly: bool = False) -> Store:
     never stored.  (Checked here, not in ``Store``: the decorator and ``kerntune exec`` read
     winners from a store that may be read-only.)"""
     target = Path(path or default_store_path())
-    if not readonly and target.is_file() and not os.access(target, os.W_OK):
+    if not readonly:
+        check_store_writable(path)
+    return Store(target, readonly=readonly)
+
+
+def check_store_writable(path: str | None) -> None:
+    """Refuse a store file this process may not write, without opening (or creating) it: ``tune``
+    says so before it starts an evaluator or a model, and opens the store only after every check."""
+    target = Path(path or default_store_path())
+    if target.is_file() and not os.access(target, os.W_OK):
         raise StoreError(f"cannot open store {target}: the store is read-only: check the permissions of {target}"
                          " and its directory (no write permission on the file)")
-    return Store(target, readonly=readonly)
 
 
 def check_store_exists(path: str | None, flag: str = "--resume") -> None:

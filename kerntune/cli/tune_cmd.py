@@ -9,11 +9,11 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from kerntune.cli.common import (check_number, check_output, check_store_exists, console, err_console, open_store,
-                                  parse_options, print_unwrapped, store_flag)
+from kerntune.cli.common import (check_number, check_output, check_store_exists, check_store_writable, console,
+                                  err_console, open_store, parse_options, print_unwrapped, store_flag)
 from kerntune.cli.progress import RunLog
 from kerntune.cli.report_cmd import write_after_run
-from kerntune.store.resume import resumed_model
+from kerntune.store.resume import keep_transcript, resumed_model, resumed_transcript
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.hardware import device_facts
@@ -55,7 +55,8 @@ def tune(
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript",
-                                                  help="Append every model exchange to this JSONL file (replayable)"),
+                                                  help="Append every model exchange to this JSONL file (replayable;"
+                                                  " --resume appends to the run's own)"),
     option: list[str] = typer.Option([], "--option", "-o", help="Strategy option NAME=JSON, e.g. -o initial=25 (or STRATEGY.NAME, as compare takes it)"),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the HTML report here (default: next to the store, reports/RUN_ID.html)"),
     no_report: bool = typer.Option(False, "--no-report", help="Write no report"),
@@ -84,7 +85,13 @@ def tune(
 
         if kernel is None or shape is not None or replay is not None:
             raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
-        get_strategy(strategy)
+        get_strategy(strategy)  # the options, seed and kernel file too: tune_shapes_cli opens (creates) the store
+        validate_options(strategy, own_options(strategy, parse_options(option)), with_model=_asks_model(strategy, llm))
+        check_seed(seed)
+        from kerntune.evaluate.triton_backend.kernel_file import is_adapter_spec
+
+        if not kernel.is_file() and not is_adapter_spec(kernel):
+            raise KerntuneError(f"kernel file not found: {kernel.resolve()}")
         _note_unused_model(strategy, given_model)
         client = _model_client(strategy, llm, llm_base_url, llm_transcript, llm_timeout)
         tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option,
@@ -92,37 +99,51 @@ def tune(
         return
     if kernel is None and replay is None and not resume:
         raise KerntuneError("nothing to tune: give a kernel file (with --shape), --replay RECORDING, or --resume RUN_ID")
-    if resume:  # a mistyped --store is said, not created empty before "no run" is
+    given_options = parse_options(option)
+    st = None
+    if resume:  # its checks need the stored run; a mistyped --store is said, not created empty before "no run" is
         check_store_exists(store)
-    st = open_store(store)
-    if resume:  # `last` or a unique prefix of the id, as every command that reads a run takes it
-        resume = st.resolve_run_id(resume)
-    if resume and kernel is None and replay is None:
-        kernel, shape, replay = _stored_target(st, resume, shape, ray_address)
-    elif resume and shape is not None and kernel is not None:
-        _same_shape(st, resume, shape)
+        st = open_store(store)  # there already: opening it creates nothing (as compare --resume does)
+        resume = st.resolve_run_id(resume)  # `last` or a unique prefix of the id, as every command that reads a run
+        if kernel is None and replay is None:
+            kernel, shape, replay = _stored_target(st, resume, shape, ray_address)
+        elif shape is not None and kernel is not None:
+            _same_shape(st, resume, shape)
+    else:  # what needs no stored run is checked before the store is created (opened after the evaluator)
+        strategy = strategy or DEFAULT_STRATEGY
+        seed, options = seed if seed is not None else 0, own_options(strategy, given_options)
+        get_strategy(strategy)
+        validate_options(strategy, options, with_model=_asks_model(strategy, llm))
+        check_seed(seed)
+        _check_needs_model(strategy, llm)
+        check_store_writable(store)
+        b = Budget(max_evals=default_evals(UNSET if budget is None else budget, seconds), max_seconds=seconds,
+                   target_ms=target_ms)
     if (source is not None or device is not None) and replay is None:
         raise KerntuneError("--source and --device describe a replayed space: use them with --replay")
     evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address, source, device)
-    try:  # what the store keeps of it (a kernel file's flops(shape) ...): refused here, not after a run id
+    try:  # the workers end now if a check below refuses (a bad model spec, a store that cannot be opened)
         from kerntune.run.search import evaluator_identity
 
-        evaluator_identity(evaluator)
+        evaluator_identity(evaluator)  # what the store keeps of it (a kernel file's flops(shape) ...): refused here
+        if resume:
+            given_options = own_options(strategy or st.get_run(resume).strategy or DEFAULT_STRATEGY, given_options)
+            strategy, seed, b, options = _resumed(st, resume, evaluator, strategy, seed,
+                                                  Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms),
+                                                  (budget, seconds, target_ms), given_options)
+            llm = resumed_model(st.get_run(resume), llm, bool(st.llm_exchanges(resume)))
+            # the run's own transcript goes on where it stopped, as its model does; one typed now wins
+            llm_transcript = resumed_transcript(st.get_run(resume), llm_transcript)
+            check_output("--llm-transcript", llm_transcript)
+        client = _model_client(strategy, llm, llm_base_url, llm_transcript, llm_timeout)
+        get_strategy(strategy)
+        validate_options(strategy, options, with_model=client is not None)
+        check_seed(seed)  # refused here, not after a run id was printed for a run that never starts
+        if st is None:
+            st = open_store(store)  # only now: a refused command leaves no store (nor .kerntune/) behind
     except BaseException:
         evaluator.close()
         raise
-    given_options = parse_options(option)
-    if resume:
-        given_options = own_options(strategy or st.get_run(resume).strategy or DEFAULT_STRATEGY, given_options)
-        strategy, seed, b, options = _resumed(st, resume, evaluator, strategy, seed,
-                                              Budget(max_evals=budget, max_seconds=seconds, target_ms=target_ms),
-                                              (budget, seconds, target_ms), given_options)
-        llm = resumed_model(st.get_run(resume), llm, bool(st.llm_exchanges(resume)))
-    else:
-        strategy = strategy or DEFAULT_STRATEGY
-        seed, options = seed if seed is not None else 0, own_options(strategy, given_options)
-        b = Budget(max_evals=default_evals(UNSET if budget is None else budget, seconds), max_seconds=seconds,
-                   target_ms=target_ms)
 
     seen: dict = {}  # the search's last context: what a Ctrl-C reports
 
@@ -137,11 +158,7 @@ def tune(
             else:
                 err_console.print(f"[dim]{ctx.evaluations} evaluations, best {best}[/dim]")
 
-    client = _model_client(strategy, llm, llm_base_url, llm_transcript, llm_timeout)
     # The run id first (a killed run is resumed by it), then progress: plain stdout lines when piped.
-    get_strategy(strategy)
-    validate_options(strategy, options, with_model=client is not None)
-    check_seed(seed)  # refused here, not after a run id was printed for a run that never starts
     _note_unused_model(strategy, given_model)
     log = RunLog()
     headline = (f"strategy: {strategy}{' (the default)' if given_strategy is None and not resume else ''}"
@@ -156,10 +173,16 @@ def tune(
             log.run_id(run_id, st.path)
             log.line(headline)
 
+    def created(run_id: str, kind: str, parent_id: Optional[str]) -> None:
+        """A new run keeps its transcript with its model's spec, so that ``--resume`` appends to it."""
+        if kind == "tune" and parent_id is None:
+            keep_transcript(st, run_id, getattr(client, "transcript", None))
+        announce(run_id, kind, parent_id)
+
     if resume:
         announce(resume, "tune", None)
     else:
-        st.on_run_created = announce
+        st.on_run_created = created
 
     def status(message: str) -> None:
         if log.plain:
@@ -222,12 +245,22 @@ def tune(
     st.close()
 
 
+def _asks_model(strategy: str, llm: Optional[str]) -> bool:
+    """Whether the run gets a model client: a spec is given and the strategy asks one."""
+    return bool(llm) and strategy in LLM_STRATEGIES | MODEL_OPTIONAL
+
+
+def _check_needs_model(strategy: str, llm: Optional[str]) -> None:
+    """llm and llm-seeded do not start without a model (said before an evaluator starts)."""
+    if strategy in LLM_STRATEGIES and not llm:
+        raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
+
+
 def _model_client(strategy: str, llm: Optional[str], base_url: Optional[str], transcript: Optional[Path],
                   timeout: float) -> Optional[LLMClient]:
     """The model a strategy asks (llm, llm-seeded: required; auto: when one is given), else None."""
-    if strategy in LLM_STRATEGIES and not llm:
-        raise KerntuneError(f"strategy {strategy} needs a model: pass --llm SPEC")
-    if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL:
+    _check_needs_model(strategy, llm)
+    if _asks_model(strategy, llm):
         return LLMClient.from_spec(llm, base_url, transcript=transcript, timeout=timeout)
     return None
 

@@ -10,10 +10,11 @@ before anything is measured and refuse with one line that says what differs.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Mapping
 
 from kerntune.errors import StoreError
-from kerntune.store.sqlite import RunRecord
+from kerntune.store.sqlite import RunRecord, Store
 
 #: Identity keys that name *what* is measured; paths, Ray addresses and test delays may change.  Each is
 #: compared where both runs have it (``kernel_source_hash``: a replay's --source, where the evaluator keeps one).
@@ -105,13 +106,36 @@ def resumed_model(run: RunRecord, given: str | None, asked_a_model: bool, flag: 
     return given if given is not None else stored
 
 
+#: The key of a ``tune`` run's stored options that keeps its ``--llm-transcript`` (an absolute path),
+#: beside the model's spec (``"llm"``).
+TRANSCRIPT = "llm_transcript"
+
+
+def keep_transcript(store: Store, run_id: str, transcript: str | Path | None) -> None:
+    """Keep the run's transcript path with its model settings, right after the run is created.  Why:
+    ``tune --resume`` kept the spec but wrote the transcript only when ``--llm-transcript`` was typed
+    again, so the README's kill-and-resume transcript lacked every later answer and replayed another
+    search.  (``Store`` has no call that updates a run's options: this module is the store's own.)"""
+    if transcript is None:
+        return
+    options = dict(store.get_run(run_id).options or {})
+    options[TRANSCRIPT] = str(Path(transcript).resolve())
+    store._write("UPDATE runs SET options_json=? WHERE id=?", (json.dumps(options), run_id))
+
+
+def resumed_transcript(run: RunRecord, given: str | Path | None) -> Path | None:
+    """The transcript a resumed run appends to: the one given now, else the run's own (None: none)."""
+    if given is not None:
+        return Path(given)
+    stored = (run.options or {}).get(TRANSCRIPT)
+    return Path(stored) if isinstance(stored, str) and stored else None
+
+
 def check_compare_same(run: RunRecord, space: Any, given: Mapping[str, Any],
                        per_strategy: Mapping[str, Mapping[str, Any]], prefix: str = "--") -> None:
     """Anything given again on a comparison's resume (``space``; ``strategies``, ``budget``, ``repeats``,
     ``seed`` in ``given``, None where left out; per-strategy options) must be what it was started with.
     ``prefix``: how the names read to the caller (``--budget`` on the command line, ``budget`` in Python)."""
-    from pathlib import Path
-
     check_kind(run, "compare")
     opts = run.options or {}
     if space is not None and Path(opts.get("space", "")).resolve() != Path(space).resolve():
@@ -151,8 +175,9 @@ def resumed_settings(run: RunRecord, strategy: str | None, seed: int | None, bud
     stored_budget = (run.options or {}).get("budget") or {}
     for key, value in budget.items():
         check_same(run.id, _BUDGET_NAMES[key][0 if cli else 1], stored_budget.get(key), value)
-    # llm: resumed_model's; resume_path: what run_search keeps of the run's path (not a strategy option)
-    stored = {k: v for k, v in (run.options or {}).items() if k not in ("budget", "llm", "resume_path")}
+    # llm, llm_transcript: the model's (resumed_model, resumed_transcript); resume_path: what run_search
+    # keeps of the run's path (none is a strategy option)
+    stored = {k: v for k, v in (run.options or {}).items() if k not in ("budget", "llm", TRANSCRIPT, "resume_path")}
     for name, value in options.items():
         check_same(run.id, f"-o {name}" if cli else f"options[{name!r}]", stored.get(name), plain(value))
     return run.strategy, run.seed if run.seed is not None else 0, stored_budget, stored
