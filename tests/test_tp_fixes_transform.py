@@ -41,7 +41,7 @@ class FlakyRerunSession(FakeSession):
             yield i, t
 
 
-def judged(session, rounds: int = 3):
+def judged(session, rounds: int = 6):
     """The original (2.0 ms) and a one-prompt rewrite (1.5 ms, TILE 1 and 2) through ``session``."""
     reply = execute(kernel("tiled REWRITE", 1.5, "int t = TILE * block_size_x;"), TILE=[1, 2], block_size_x=[16])
     spec = KernelSpec("matmul", kernel("original", 2.0, "int x = block_size_x;"), {"block_size_x": [16]})
@@ -91,7 +91,7 @@ def test_a_timeout_or_a_dead_worker_in_the_re_run_falls_back_to_screening_times_
 
 def test_a_correct_rewrite_is_still_judged_side_by_side():
     ctx, rec = judged(FlakyRerunSession(Status.WRONG_RESULT, screened=10**6))
-    assert rec.status == "accepted" and "paired by round over 3 rounds" in rec.reason, rec.reason
+    assert rec.status == "accepted" and "paired by round over 6 rounds" in rec.reason, rec.reason
 
 
 # -- a rewrite nested too deeply for Python's parser ---------------------------------------------------------------

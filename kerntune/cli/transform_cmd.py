@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
@@ -23,6 +25,31 @@ def _json_arg(text: Optional[str], what: str) -> dict:
     if not isinstance(value, dict):
         raise KerntuneError(f"{what}: expected a JSON object")
     return value
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename: a run killed
+    while writing leaves the previous file whole, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # the mode write_text gives (mkstemp's is 0600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_result(result: Any, output: Optional[Path], json_out: Optional[Path]) -> None:
+    """The best kernel to ``-o`` and the whole result to ``--json``, each written atomically (after every
+    accepted step too: a killed run used to lose every rewrite it had accepted)."""
+    if output is not None:
+        write_atomically(output, result.kernel_source)
+    if json_out is not None:
+        write_atomically(json_out, json.dumps(result.to_dict(), indent=1) + "\n")
 
 
 def transform(
@@ -73,7 +100,8 @@ def transform(
                                    "unloadable or crashing goes back to the model with the reason"),
     retime_rounds: Optional[int] = typer.Option(None, "--retime-rounds", help="Rounds re-timing kernels side by "
                                                 "side (0: none). Kernel Tuner: every correct rewrite against the "
-                                                "current and original kernels, default 3; Triton: the winner against "
+                                                "current and original kernels, default 6 (more when "
+                                                "inconclusive); Triton: the winner against "
                                                 "the original, default the protocol's"),
     rep_ms: Optional[int] = typer.Option(None, "--rep-ms", help="Triton: timing window per config in ms "
                                          "(default the protocol's)"),
@@ -84,6 +112,7 @@ def transform(
     from kerntune.strategies import get_strategy
     from kerntune.transform import ExplicitTuningStrategy, KernelTransformer, load_steps, make_strategy
     from kerntune.transform.backend import backend_of
+    from kerntune.transform.context import MIN_VERDICT_ROUNDS
     from kerntune.transform.steps import triton_steps
 
     if not kernel.is_file():
@@ -126,16 +155,17 @@ def transform(
                                performance_threshold=performance_threshold,
                                iterations=7 if iterations is None else iterations, timeout_s=timeout,
                                memory_mb=memory_mb, store=st, seed=seed,
-                               confirm_rounds=3 if retime_rounds is None else retime_rounds, on_event=events)
+                               confirm_rounds=MIN_VERDICT_ROUNDS if retime_rounds is None else retime_rounds,
+                               on_event=events, checkpoint=(lambda r: write_result(r, output, json_out))
+                               if output is not None or json_out is not None else None)
         result = kt.run()
     finally:
         st.close()
     console.print(result.summary(), markup=False, highlight=False, soft_wrap=True)
+    write_result(result, output, json_out)
     if output is not None:
-        output.write_text(result.kernel_source)
         console.print(f"kernel: {output}")
     if json_out is not None:
-        json_out.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
         console.print(f"result: {json_out}")
 
 

@@ -264,6 +264,11 @@ class KernelTunerSession:
             raise KerntuneError("no reference outputs: measure the original kernel first")
         todo = list(range(len(configs)))
         ref_path = self.dir / "reference.npz"
+        if save_reference and self.reference_path is None:
+            # this session's first run of the original: a reference.npz in a reused workdir is an earlier
+            # run's (other inputs, or another kernel), which the worker would keep and every rewrite be
+            # compared with
+            ref_path.unlink(missing_ok=True)
         while todo:
             batch = [dict(configs[i]) for i in todo]
             req = {"op": "bench", "kernel": spec.to_dict(), "configs": [{k: jsonable(v) for k, v in c.items()}

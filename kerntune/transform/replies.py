@@ -110,8 +110,14 @@ _RESERVED = {"int", "float", "double", "char", "void", "if", "else", "for", "whi
              "kernel", "global", "local", "private", "constant", "__kernel", "__global", "__local"}
 
 
-def execute_problems(answer: Any, kernel_name: str, lang: str, fixed: Mapping[str, Sequence[Any]] = ()) -> list[str]:
-    """Problems with a rewritten kernel, for the repair round (empty: usable)."""
+def execute_problems(answer: Any, kernel_name: str, lang: str, fixed: Mapping[str, Sequence[Any]] = (),
+                     previous: Mapping[str, Sequence[Any]] = ()) -> list[str]:
+    """Problems with a rewritten kernel, for the repair round (empty: usable).
+
+    Grid divisors and restrictions may name the answer's parameters, the step's fixed ones and the current
+    kernel's (``previous``: its block sizes and those the code still uses keep their values; a block size
+    under another spelling is renamed to Kernel Tuner's): a work-per-thread step's
+    ``["block_size_x", "WPT"]`` was refused when only WPT was declared."""
     problems = check_schema(answer, SCHEMAS["execute"])
     if problems:
         return problems
@@ -133,7 +139,8 @@ def execute_problems(answer: Any, kernel_name: str, lang: str, fixed: Mapping[st
     if combos > MAX_COMBINATIONS:
         problems.append(f"tune_params: {combos:,} combinations of values; give fewer values (at most"
                         f" {MAX_COMBINATIONS:,} combinations)")
-    names = set(answer["tune_params"]) | set(fixed)
+    names = set(answer["tune_params"]) | set(fixed) | set(previous)
+    names |= {b for b in BLOCK_NAMES if any(near_duplicates(b, n) for n in names)}  # BLOCK_SIZE_X becomes block_size_x
     for axis in AXES:
         for text in answer.get(f"grid_div_{axis}") or []:
             try:

@@ -21,7 +21,7 @@ from kerntune.llm.client import LLMClient
 from kerntune.llm.providers.base import Provider
 from kerntune.llm.types import LLMError
 from kerntune.space import jsonable
-from kerntune.transform.context import StepRecord, TransformContext
+from kerntune.transform.context import MIN_VERDICT_ROUNDS, StepRecord, TransformContext
 from kerntune.transform.kernel import KernelSpec, kernel_names, parse_problem_size
 from kerntune.transform.kt_backend import KernelTunerSession
 from kerntune.transform.replies import strip_fences
@@ -49,6 +49,13 @@ class TransformResult:
     llm_calls: int = 0
     llm_seconds: float = 0.0
     wall_s: float = 0.0
+    #: the paired estimate ``speedup`` is the median of: its 95% interval and rounds (None, 0: the ratio of
+    #: the two times, without rounds side by side)
+    speedup_lo: float | None = None
+    speedup_hi: float | None = None
+    speedup_rounds: int = 0
+    #: False in a checkpoint written after an accepted step, while the run goes on
+    finished: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "steps"}
@@ -70,8 +77,13 @@ class TransformResult:
         return kw
 
     def summary(self) -> str:
-        lines = [f"speedup {self.speedup:.2f}x: {self.best_time_ms:.4g} ms against {self.original_time_ms:.4g} ms"
-                 f" (strategy {self.strategy}, {self.backend} on {self.device})",
+        if self.speedup_rounds:  # the figure and its interval first; the times are the same rounds' medians
+            head = (f"speedup {self.speedup:.2f}x [{self.speedup_lo:.2f}, {self.speedup_hi:.2f}] paired by round over"
+                    f" {self.speedup_rounds} rounds (median times {self.best_time_ms:.4g} ms against"
+                    f" {self.original_time_ms:.4g} ms)")
+        else:
+            head = f"speedup {self.speedup:.2f}x: {self.best_time_ms:.4g} ms against {self.original_time_ms:.4g} ms"
+        lines = [f"{head} (strategy {self.strategy}, {self.backend} on {self.device})",
                  f"tunable parameters: {json.dumps(self.tune_params)}",
                  f"restrictions: {json.dumps(self.restrictions)}",
                  f"best configuration: {json.dumps(jsonable(self.best_config))}"]
@@ -106,7 +118,8 @@ class KernelTransformer:
     and ``budget_seconds``; a rewrite is accepted when correct and ``performance_threshold`` percent
     faster than the best kernel so far, timed side by side with it (and the original) in turns for
     ``confirm_rounds`` rounds (0: on the screening times alone).  Trials go to ``store`` (a kerntune
-    Store) when given.
+    Store) when given.  ``checkpoint``, when given, is called with the result so far after every accepted
+    step, so that a run killed later keeps what it had accepted.
     """
 
     def __init__(self, kernel_source: str, strategy: str | TuningStrategy = "autonomous", llm: Any = None,
@@ -121,7 +134,8 @@ class KernelTransformer:
                  temperature: float = 0.2, max_tokens: int = 8192, workdir: str | Path | None = None,
                  platform: int = 0, device: int = 0,
                  compiler_options: Sequence[str] = (), strategy_options: Mapping[str, Any] | None = None,
-                 confirm_rounds: int = 3, on_event: Callable[[str], None] | None = None) -> None:
+                 confirm_rounds: int = MIN_VERDICT_ROUNDS, on_event: Callable[[str], None] | None = None,
+                 checkpoint: Callable[[TransformResult], None] | None = None) -> None:
         self.strategy = make_strategy(strategy, **dict(strategy_options or {}))
         self.llm = make_client(llm)
         self.session_kwargs = dict(workdir=workdir, iterations=iterations, timeout_s=timeout_s, memory_mb=memory_mb,
@@ -149,6 +163,7 @@ class KernelTransformer:
                                store=store, seed=seed, temperature=temperature, max_tokens=max_tokens,
                                confirm_rounds=confirm_rounds, on_event=on_event)
         self.ctx: TransformContext | None = None
+        self.checkpoint = checkpoint
 
     def run(self) -> TransformResult:
         t0 = time.perf_counter()
@@ -157,11 +172,20 @@ class KernelTransformer:
             ctx = self.ctx = TransformContext(self.original, session, self.llm, **self.ctx_kwargs)  # type: ignore[arg-type]
             source = self._inputs(ctx, session)
             ctx.measure_original()
+            if self.checkpoint is not None:
+                checkpoint = self.checkpoint
+                ctx.on_accept = lambda rec: checkpoint(self._result(ctx, session, source, t0, finished=False))
             self.strategy.run(ctx)
         finally:
             session.close()
+        return self._result(ctx, session, source, t0)
+
+    def _result(self, ctx: TransformContext, session: KernelTunerSession, source: str, t0: float,
+                finished: bool = True) -> TransformResult:
+        """The result so far: the current kernel, its times and its paired speedup over the original."""
         cur, orig = ctx.current, ctx.original_state
         assert cur is not None and orig is not None
+        est = cur.over_original if cur is not orig else None
         return TransformResult(
             kernel_name=cur.spec.name, kernel_source=cur.spec.source, tune_params=dict(cur.spec.tune_params),
             restrictions=list(cur.spec.restrictions), grid_div=dict(cur.spec.grid_div), best_config=dict(cur.config),
@@ -169,7 +193,9 @@ class KernelTransformer:
             strategy=self.strategy.name, backend=self.backend, device=session.device_name,
             problem_size=list(self.problem_size), steps=list(ctx.records), accepted=list(ctx.accepted),
             args_source=source, llm_calls=ctx.llm_calls, llm_seconds=ctx.llm_seconds,
-            wall_s=time.perf_counter() - t0)
+            wall_s=time.perf_counter() - t0, speedup_lo=est.lo if est is not None else None,
+            speedup_hi=est.hi if est is not None else None, speedup_rounds=est.n if est is not None else 0,
+            finished=finished)
 
     def _inputs(self, ctx: TransformContext, session: KernelTunerSession) -> str:
         if self.args is not None:

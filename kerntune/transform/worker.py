@@ -13,7 +13,8 @@ Requests:
 - ``bench``: compile, check and time configs of one kernel through Kernel Tuner's
   ``tune_kernel`` with a strategy object that runs exactly the given configs, one result
   line per config as it ends; with ``save_outputs`` the first correct run's outputs are
-  saved as the reference.
+  saved as the reference.  A C function's time is this process's clock around each call
+  (``wall_clock``), never the number the function returns.
 """
 
 from __future__ import annotations
@@ -109,6 +110,33 @@ def _status_of(result: dict[str, Any] | None, exc: BaseException | None, verdict
     return "ok", ""
 
 
+def wall_clock() -> Any:
+    """A Kernel Tuner observer timing each benchmark iteration's call with this process's clock
+    (``wall_time``/``wall_times``, ms).
+
+    Why: Kernel Tuner's C backend takes as the time whatever the C function returns, and a rewrite's C
+    code is the model's: one ending ``return 0.0001f * UNUSED_SCALE;`` was accepted at 9093x.  With no
+    asynchronous launch in C, the time from ``before_start`` to ``after_start`` is the call itself."""
+    from kernel_tuner.observers.observer import BenchmarkObserver
+
+    class WallClock(BenchmarkObserver):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+            self.t0 = 0.0
+
+        def before_start(self) -> None:
+            self.t0 = time.perf_counter()
+
+        def after_start(self) -> None:
+            self.times.append((time.perf_counter() - self.t0) * 1000.0)
+
+        def get_results(self) -> dict[str, Any]:
+            times, self.times = self.times, []
+            return {"wall_time": sum(times) / len(times) if times else None, "wall_times": times}
+
+    return WallClock()
+
+
 def bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
     import numpy as np
 
@@ -149,7 +177,13 @@ def bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
         if result is not None:
             line["compile_s"] = float(result.get("compile_time") or 0) / 1000
             line["bench_s"] = (float(result.get("benchmark_time") or 0) + float(result.get("verification_time") or 0)) / 1000
-            if status == "ok":
+            if status == "ok" and req.get("lang") == "C":  # the worker's clock, not the C function's answer
+                if not result.get("wall_time"):
+                    line["status"], line["error"] = "runtime_error", "no time measured"
+                else:
+                    line["time_ms"] = float(result["wall_time"])
+                    line["times_ms"] = [float(t) for t in result.get("wall_times") or []]
+            elif status == "ok":
                 line["time_ms"] = float(result["time"])
                 line["times_ms"] = [float(t) for t in result.get("times") or []]
         if verdict is not None:
@@ -164,6 +198,8 @@ def bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
         kwargs["compiler_options"] = list(req["compiler_options"])
     if req.get("lang") == "OpenCL":
         kwargs["platform"] = int(req.get("platform") or 0)
+    if req.get("lang") == "C":
+        kwargs["observers"] = [wall_clock()]
     # An answer list marks which arguments Kernel Tuner copies back for ``verify`` (all arrays for the
     # original kernel, then only its outputs); passing none trips Kernel Tuner 1.5 when CuPy is not
     # installed.  Its contents are never compared.
