@@ -165,6 +165,17 @@ def test_add_fork_refuses_a_parameter_the_groups_set(tmp_path: Path) -> None:
     assert [why for _, why in refused] == ["StaggerU is set by Groups, which override forks"]
 
 
+def test_add_candidate_refuses_a_fork_the_groups_override(tmp_path: Path) -> None:
+    """A fork parameter that group alternatives also set is overridden by them (RULES.md): a candidate
+    added to it only multiplied the kernel count with duplicates, as add_fork did; both are refused."""
+    overridden = GROUPED.replace("        - DepthU: [32, 64]\n", "        - DepthU: [32, 64]\n        - StaggerU: [0, 32]\n")
+    assert overridden != GROUPED
+    meta = generate(tmp_path, overridden, [{"op": "add_candidate", "param": "StaggerU", "value": 64},
+                                          {"op": "add_candidate", "param": "DepthU", "value": 16}])
+    assert meta["refused"] == ["add_candidate StaggerU: StaggerU is set by Groups, which override forks"], meta
+    assert [a for a in meta["applied"] if "DepthU" in str(a)], meta  # a fork no group sets still takes one
+
+
 # -- 3: multi-valued BenchmarkCommonParameters fork too ------------------------------------------------------
 COMMON = """\
 GlobalParameters:

@@ -216,6 +216,9 @@ def _apply_one(config: TensileConfig, e: TensileEdit) -> None:
             check_value(e.param, e.value)
             if e.value in values:
                 raise TensileError(f"{e.param} already has the candidate {e.value!r}")
+            if any(e.param in alt for g in s.groups() for alt in g):
+                # as add_fork: the groups' value wins (RULES.md), so the candidate would add duplicates
+                raise TensileError(f"{e.param} is set by Groups, which override forks")
             _refuse_shared(config, s, section, entries, [values], e.param)
             values.append(e.value)
     else:  # group parameters: every alternative of the groups that hold the parameter
