@@ -52,6 +52,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI.  Usage errors (a bad number, an unknown option) are one line too, like
     every other user error: the framework's boxed, multi-line message is not used."""
+    _terminate_like_interrupt()
     try:
         rv = app(args=argv, prog_name="kerntune", standalone_mode=False)
     except KerntuneError as exc:
@@ -65,6 +66,26 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         _fail("aborted", 1)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _terminate_like_interrupt() -> None:
+    """SIGTERM (a batch system's stop, ``kill``, a container's shutdown) ends the command as Ctrl-C does.
+
+    Why: by default a SIGTERM ends Python at once, with no ``finally`` and no exit handler, so a model
+    command a ``cmd:`` provider started (in a process group of its own) and a transform's workers kept
+    running, and the run printed no way to resume it.  As KeyboardInterrupt, the command's own interrupt
+    path runs: what is measured is in the store, children are ended, the resume hint is printed.  Only
+    where no handler is set already (a program embedding the CLI keeps its own)."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, stop)
+    except (ValueError, OSError):  # not the main thread, or no such signal here
+        pass
 
 
 def _fail(message: str, code: int = 2) -> None:
