@@ -13,16 +13,9 @@ import time
 from pathlib import Path
 
 from cli_runs import PACKAGE_ROOT, no_llm_env
+from processes import alive
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def test_scripted_model_sigterm_ends_tune_like_ctrl_c_and_ends_the_model_command(tmp_path: Path) -> None:
@@ -42,18 +35,18 @@ def test_scripted_model_sigterm_ends_tune_like_ctrl_c_and_ends_the_model_command
             time.sleep(0.1)
             if pidfile.exists() and pidfile.read_text().strip():
                 pid = int(pidfile.read_text())
-        assert pid is not None and _alive(pid), "the model command never started"
+        assert pid is not None and alive(pid), "the model command never started"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         deadline = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(pid), f"the model command outlived kerntune: {err[-1500:]}"
+        assert not alive(pid), f"the model command outlived kerntune: {err[-1500:]}"
         assert proc.returncode != -signal.SIGTERM and "Traceback" not in err, (proc.returncode, err[-1500:])
         assert "--resume" in err + out, (out[-800:], err[-1500:])
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-        if pid is not None and _alive(pid):
+        if pid is not None and alive(pid):
             os.kill(pid, signal.SIGKILL)

@@ -14,6 +14,7 @@ pytest.importorskip("kernel_tuner")
 from kerntune.evaluate.trial import Status  # noqa: E402
 from kerntune.transform.kernel import KernelSpec  # noqa: E402
 from kerntune.transform.kt_backend import KernelTunerSession, WorkerFailed  # noqa: E402
+from opencl import has_opencl  # noqa: E402
 from processes import alive  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "transform"
@@ -47,16 +48,8 @@ def test_children_of_model_code_end_with_the_worker(tmp_path):
     assert not alive(pid), "a process the model's code started outlived the worker"
 
 
-def _has_opencl() -> bool:
-    try:
-        import pyopencl
 
-        return bool(pyopencl.get_platforms())
-    except Exception:  # noqa: BLE001 - no module, no ICD loader, no platform
-        return False
-
-
-@pytest.mark.skipif(not _has_opencl(), reason="no OpenCL platform (install pocl-binary-distribution)")
+@pytest.mark.skipif(not has_opencl(), reason="no OpenCL platform (install pocl-binary-distribution)")
 def test_warm_worker_gets_the_timeout_alone_and_a_new_one_its_allowance_named():
     hang = NAIVE.replace("C[y * n + x] = sum;", "C[y * n + x] = sum;\n"
                          "        while (HANG && C[0] < 1e30f) { C[0] = C[0] * 1.0f + 0.0f; }")

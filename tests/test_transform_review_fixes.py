@@ -36,18 +36,10 @@ from kerntune.transform.kernel import KernelSpec  # noqa: E402
 from kerntune.transform.kt_backend import KernelTunerSession  # noqa: E402
 from kerntune.transform.replies import execute_problems  # noqa: E402
 from kerntune.transform.scripted import ScriptedTransformProvider  # noqa: E402
+from opencl import has_opencl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_cc = pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "gcc")), reason="no C compiler")
-
-
-def _has_opencl() -> bool:
-    try:
-        import pyopencl
-
-        return bool(pyopencl.get_platforms())
-    except Exception:  # noqa: BLE001 - no module, no ICD loader, no platform
-        return False
 
 
 # A C function that spins SPIN ms on the clock, then sums a into out[0] (Kernel Tuner's C convention: it
@@ -287,7 +279,7 @@ def test_work_per_thread_grid_divisor_naming_the_block_size_is_a_usable_answer()
     assert any("unknown parameter 'block_size_y'" in p for p in problems), problems
 
 
-@pytest.mark.skipif(not _has_opencl(), reason="no OpenCL platform (install pocl-binary-distribution)")
+@pytest.mark.skipif(not has_opencl(), reason="no OpenCL platform (install pocl-binary-distribution)")
 def test_scripted_work_per_thread_step_is_tuned_on_pocl(tmp_path):
     """The built-in work-per-thread step, answered as it asks: the rewrite is searched (block sizes kept),
     correct on every config, and judged on speed (either way: that is PoCL's verdict, not kerntune's)."""

@@ -76,8 +76,8 @@ def fill_options(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def knob_values(configs: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     """Each knob's distinct values, in order of first appearance sorted where numeric (an unset
-    ``maxnreg``, None, first).  Launch options some configs leave out count at Triton's default."""
-    configs = fill_options(configs)
+    ``maxnreg``, None, first).  ``configs`` as ``fill_options`` gives them: a launch option some configs
+    leave out counts at Triton's default, not as a disagreement."""
     names: list[str] = []
     for c in configs:
         names += [k for k in c if k not in names]
