@@ -91,6 +91,9 @@ BAD_TUNE_INPUTS = {
     "--shapes, unknown option": ([str(KERNEL), "--shapes", "shapes.txt", "--budget", "4", "-o", "nosuch=1"],
                                  "nosuch"),
     "--shapes, missing kernel": (["nosuch.py", "--shapes", "shapes.txt", "--budget", "4"], "kernel file not found"),
+    # the file is there but raises on import: it was imported only after the store was opened
+    "--shapes, kernel fails to import": (["broken.py", "--shapes", "shapes.txt", "--budget", "4"],
+                                         "importing the kernel file failed"),
 }
 
 
@@ -100,6 +103,7 @@ def test_tune_refuses_bad_input_before_the_store_is_created(tmp_path: Path, case
     ``tune`` opened the store before the evaluator, the model, the strategy and its options were checked."""
     (tmp_path / "junk.json").write_text('{"not": "a recording"}')
     (tmp_path / "shapes.txt").write_text("256x256x256\n")
+    (tmp_path / "broken.py").write_text("raise RuntimeError('broken on import')\n")
     args, needle = BAD_TUNE_INPUTS[case]
     proc = _kerntune(tmp_path, "tune", *args, "--no-report", timeout=120)
     one_line(proc, needle)

@@ -19,11 +19,14 @@ def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Opti
                     llm: Any = None) -> None:
     """``llm``: an ``LLMClient`` for the strategies that take a model (each shape is a run of its own)."""
     from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
+    from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module
 
     shapes = read_shapes(shapes_file)
     if budget is None:
         raise KerntuneError("--shapes needs --budget: the total number of evaluations over all shapes")
     options = own_options(strategy, parse_options(option))
+    # imported once, here: a file that fails to import is refused before the store (and .kerntune/) exists
+    module = load_kernel_module(kernel)
     st = open_store(store)
 
     def report(r: ShapeResult) -> None:
@@ -33,7 +36,8 @@ def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Opti
         err_console.print(f"{shape}: {best} after {r.evaluations}/{r.budget} evaluations "
                           f"(within 2% of it after {r.evals_to_best}){warm}")
 
-    results = tune_shapes(lambda s: TritonEvaluator(kernel, s, compile_timeout=compile_timeout, gpus=gpus),
+    results = tune_shapes(lambda s: TritonEvaluator(kernel, s, compile_timeout=compile_timeout, gpus=gpus,
+                                                            module=module),
                           shapes, strategy, budget, st, seed=seed, options=options, llm=llm, on_shape=report)
     table = Table(title=f"dispatch table: {len(results)} shapes, {sum(r.evaluations for r in results)} evaluations")
     for col in ("shape", "best ms", "evaluations", "within 2% after", "warm start from", "config"):
