@@ -368,3 +368,48 @@ def test_a_bool_output_buffer_left_partly_unwritten_fails_though_its_fill_is_the
     got = [(m, t.status, t.error) for m, t in zip(modes, trials)]
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT, Status.OK, Status.WRONG_RESULT], got
     assert "left unwritten" in trials[1].error and "2048 of 4096" in trials[1].error, got
+
+
+# The same masks, allocated by launch() itself (torch.empty there, torch.empty_like and new_empty too), and
+# an integer count beside them: make_inputs cannot zero these beforehand.
+MASKS_IN_LAUNCH = '''
+import torch
+from kerntune.space import Choice, Space
+name = "masks_in_launch"
+space = Space([Choice("mode", options=("full", "half", "chunks", "half_counts"))], default={"mode": "full"})
+def make_inputs(shape):
+    torch.manual_seed(0)
+    return (torch.rand(shape[0]),)
+def launch(config, inputs):
+    (x,) = inputs
+    n = x.numel()
+    mask = torch.empty(n, dtype=torch.bool)
+    also = x.new_empty(n, dtype=torch.bool)
+    counts = torch.empty_like(x, dtype=torch.int64)  # right value: the largest int64, the fill's own
+    hi = n // 2 if config["mode"] == "half" else n
+    step = n // 4 if config["mode"] == "chunks" else n
+    for a in range(0, hi, step):
+        mask[a:min(a + step, hi)] = x[a:min(a + step, hi)] >= 0
+    also[:] = x < 2
+    top = n // 2 if config["mode"] == "half_counts" else n
+    counts[:top] = torch.iinfo(torch.int64).max
+    return (mask, also, counts)
+'''
+
+
+def test_a_bool_or_integer_output_launch_allocates_left_partly_unwritten_fails(tmp_path: Path) -> None:
+    """Outputs ``launch()`` allocates itself start at True or the largest integer while a config is checked:
+    a mask rightly all True (or a count rightly at the maximum) passed with half of it never written, since
+    only make_inputs' buffers were zeroed for the second launch.  Now those allocations start zeroed in it."""
+    path = tmp_path / "masks_in_launch.py"
+    path.write_text(MASKS_IN_LAUNCH)
+    ev = TritonEvaluator(path, (4096,), compile_workers=1, compile_timeout=60.0, bench_timeout=60.0, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        modes = ["full", "half", "chunks", "half_counts"]
+        trials = ev.evaluate([{"mode": m} for m in modes])
+    finally:
+        ev.close()
+    got = [(m, t.status, t.error) for m, t in zip(modes, trials)]
+    assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT, Status.OK, Status.WRONG_RESULT], got
+    assert "left unwritten" in trials[1].error and "2048 of 4096" in trials[1].error, got

@@ -195,3 +195,94 @@ def exact_buffers_left_poisoned(out: Any, inputs: Any, originals: Any, torch: An
         if fill is not None and isinstance(orig, torch.Tensor) and bool((orig == fill).all()):
             found.append(i)
     return found
+
+
+_EMPTY_OPS = ("empty.memory_format", "empty_strided.default", "empty_like.default", "new_empty.default",
+              "new_empty_strided.default")
+
+
+@contextlib.contextmanager
+def exact_allocations_zeroed(torch: Any) -> Iterator[None]:
+    """While it is active, a bool or integer tensor allocated uninitialised (``torch.empty`` and kin,
+    however the calling code reaches it: the dispatcher sees every one) starts zeroed; floats keep
+    ``unwritten_poisoned``'s NaN.  Why: an output that ``launch()`` itself allocates starts at True or
+    the type's largest value under ``unwritten_poisoned``, which a right output may hold (a mask that is
+    True where a config wrote it), so a config leaving part of it unwritten passed; launched once more
+    under this, what it leaves unwritten is False or 0 instead."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops = set()
+    for name in _EMPTY_OPS:
+        op, _, overload = name.partition(".")
+        packet = getattr(torch.ops.aten, op, None)
+        if packet is not None and hasattr(packet, overload):
+            ops.add(getattr(packet, overload))
+
+    class _Zeroed(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if func in ops and isinstance(out, torch.Tensor) and not (out.is_floating_point() or out.is_complex()):
+                out.zero_()  # the mode is off inside its own handler: a plain fill
+            return out
+
+    with _Zeroed():
+        yield
+
+
+def fresh_exact_outputs(out: Any, inputs: Any, torch: Any) -> bool:
+    """Whether the launch returned a bool or integer tensor that is none of the inputs' memory (one
+    ``launch()`` allocated itself, so ``exact_buffers_left_poisoned`` cannot zero it beforehand)."""
+    if torch is None:
+        return False
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    held = {t.data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
+    return any(isinstance(o, torch.Tensor) and o.numel() and not (o.is_floating_point() or o.is_complex())
+               and o.data_ptr() not in held for o in outs)
+
+
+class ZeroedRelaunch:
+    """The second checked launch for outputs whose poison a right output may hold: the bool and integer
+    buffers ``make_inputs`` left uninitialised are zeroed (``exact_buffers_left_poisoned``), and those
+    the launch allocates itself start zeroed (``exact_allocations_zeroed``); what the config leaves
+    unwritten then shows.  Each is done only where the default config's output holds that way (checked
+    once per worker): an all-True mask a kernel reads and updates in place is data, not an unwritten
+    output, and a launch that cannot run under the dispatcher's mode is left to the first check."""
+
+    FRESH = -1  # ``trusted``'s key for the allocations launch() makes
+
+    def __init__(self, module: Any, default: Any, inputs: list[Any], originals: list[Any], torch: Any,
+                 restore: Any, sync: Any, reference: Any) -> None:
+        self.module, self.default, self.inputs, self.originals = module, default, inputs, originals
+        self.torch, self.restore, self.sync, self.reference = torch, restore, sync, reference
+        self.trusted: dict[int, bool] = {}  # buffer position (or FRESH) -> the default's output holds so
+
+    def _launch(self, cfg: Any, buffers: list[int], fresh: bool) -> str | None:
+        from kerntune.evaluate.triton_backend.capture import no_grad
+
+        torch = self.torch
+        self.restore()
+        with no_grad():
+            for i in buffers:
+                self.inputs[i].zero_()
+        with unwritten_poisoned(torch), (exact_allocations_zeroed(torch) if fresh else contextlib.nullcontext()):
+            again = self.module.launch(cfg, self.inputs)
+        self.sync()
+        return compare_outputs(again, self.reference.value, torch)
+
+    def _trust(self, key: int) -> bool:
+        if key not in self.trusted:
+            buffers, fresh = ([], True) if key == self.FRESH else ([key], False)
+            try:
+                self.trusted[key] = self._launch(self.default, buffers, fresh) is None
+            except Exception:  # noqa: BLE001 - the default fails so: nothing to trust the zeroing by
+                self.trusted[key] = False
+        return self.trusted[key]
+
+    def check(self, out: Any, cfg: Any) -> str | None:
+        """None, or why ``cfg``'s output is wrong once what it leaves unwritten is zero."""
+        buffers = [i for i in exact_buffers_left_poisoned(out, self.inputs, self.originals, self.torch)
+                   if self._trust(i)]
+        fresh = fresh_exact_outputs(out, self.inputs, self.torch) and self._trust(self.FRESH)
+        wrong = self._launch(cfg, buffers, fresh) if buffers or fresh else None
+        return f"{wrong} (launched again with its bool or integer output zeroed: part of it is left unwritten)" \
+            if wrong else None

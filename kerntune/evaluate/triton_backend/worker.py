@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, TextIO
 from kerntune.evaluate.triton_backend.fork_compile import CompileTimeout
 from kerntune.evaluate.triton_backend.keep_warm import KeepWarm, read_tasks  # noqa: F401 - re-exported
 from kerntune.evaluate.triton_backend.output_check import (  # noqa: F401 - compare_outputs re-exported
-    _holds_values, clone, compare_outputs, exact_buffers_left_poisoned, unwritten_poisoned)
+    ZeroedRelaunch, _holds_values, clone, compare_outputs, unwritten_poisoned)
 from kerntune.evaluate.triton_backend.worker_life import _idle_watching, exit_with_parent, watchdog_process  # noqa: F401 - re-exported
 
 #: The heap limit this worker runs under (MiB, 0: none), for the message of a MemoryError.
@@ -372,34 +372,7 @@ def main() -> None:
         pipe.flush()
 
     reference = Reference(module, space, inputs, torch, sync, restore, say)
-    trusted: dict[int, bool] = {}  # buffer position -> the default's output holds with it zeroed
-
-    def zeroed_launch(cfg: Any, buffers: list[int]) -> str | None:
-        restore()
-        with no_grad():
-            for i in buffers:
-                inputs[i].zero_()
-        with unwritten_poisoned(torch):
-            again = module.launch(cfg, inputs)
-        sync()
-        return compare_outputs(again, reference.value, torch)
-
-    def zeroed_check(out: Any, cfg: Any) -> str | None:
-        """The config launched again over the bool and integer output buffers ``make_inputs`` left
-        uninitialised, zeroed (``exact_buffers_left_poisoned``): what it leaves unwritten shows.  A
-        buffer is zeroed only where the default config's output holds with it zeroed (checked once per
-        worker): an all-True mask a kernel reads and updates in place is data, not an unwritten output."""
-        found = exact_buffers_left_poisoned(out, inputs, originals, torch)
-        for i in found:
-            if i not in trusted:
-                try:
-                    trusted[i] = zeroed_launch(space.default, [i]) is None
-                except Exception:  # noqa: BLE001 - the default fails: nothing to trust the zeroing by
-                    trusted[i] = False
-        buffers = [i for i in found if trusted[i]]
-        wrong = zeroed_launch(cfg, buffers) if buffers else None
-        return f"{wrong} (launched again over its bool or integer output buffer zeroed: part of it is left unwritten)" \
-            if wrong else None
+    zeroed = ZeroedRelaunch(module, space.default, inputs, originals, torch, restore, sync, reference)
     say({"ready": True})  # start-up over: the parent's task timeouts start now
     on_gpu = torch is not None and torch.cuda.is_available()
     keep = KeepWarm(keep_warm_flag and on_gpu and not compile_only)
@@ -443,7 +416,7 @@ def main() -> None:
                 sync()
                 wrong, news = reference.check(out)
                 if not wrong:  # integer or bool buffers whose fill a right output may hold: zeroed, once more
-                    wrong = zeroed_check(out, config)
+                    wrong = zeroed.check(out, config)
                 restore()
                 if wrong:
                     result = {"status": "wrong_result", "error": wrong, **news}
