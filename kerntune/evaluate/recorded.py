@@ -215,6 +215,19 @@ def _key_matches(key: str, entry: Mapping[str, Any], names: list[str]) -> bool:
     return True
 
 
+def _cache_entries(cache: Mapping[str, Any], names: list[str], path: Path) -> list[tuple[str, Mapping[str, Any]]]:
+    """The cache's entries; one that is not an object or lacks a tuned parameter is refused.  Such
+    entries were once dropped without a word, the optimum among them (no shipped recording has one)."""
+    for key, entry in cache.items():
+        where = f"{path}: cache entry {str(key)[:60]!r}"
+        if not isinstance(entry, Mapping):
+            raise FormatError(f"{where} is not an object (got {type(entry).__name__})")
+        missing = [n for n in names if n not in entry]
+        if missing:
+            raise FormatError(f"{where} lacks tuned parameter(s) {', '.join(missing)[:120]}")
+    return list(cache.items())
+
+
 def _from_kernel_tuner(data: Mapping[str, Any], path: Path) -> Recording:
     tune_params = data.get("tune_params") or {}
     if not isinstance(tune_params, Mapping) or not all(isinstance(v, list) for v in tune_params.values()):
@@ -226,8 +239,7 @@ def _from_kernel_tuner(data: Mapping[str, Any], path: Path) -> Recording:
     cache = data.get("cache")
     if not names or not isinstance(cache, Mapping):
         raise FormatError(f"{path}: Kernel Tuner cache without tune_params_keys/cache")
-    entries = [(key, entry) for key, entry in cache.items()
-               if isinstance(entry, Mapping) and all(n in entry for n in names)]
+    entries = _cache_entries(cache, names, path)
     # Kernel Tuner tells values apart by str() alone (its cache key): 16 and "16" are one value to it.
     # A file giving a number as a string on one side (tune_params or the entries) and as a number on
     # the other once doubled the parameter's values (16, 32, "16", "32") and replayed the string.

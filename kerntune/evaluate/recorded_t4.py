@@ -5,9 +5,12 @@ autotuning methodology's tools read full search spaces in it.  What a file holds
 Trial, as Kernel Tuner 1.5 writes it and the methodology's ``searchspace_statistics`` reads it:
 
 - ``metadata.timeunit`` is the unit of every value under a result's ``times``: ``compilation``,
-  ``benchmark``, ``validation``, ``runtimes`` (the kernel's individual runs).  Kernel Tuner writes
-  "milliseconds"; a file that declares none is in seconds, the methodology's default.  Reading them
-  as seconds regardless once made a Kernel Tuner file's replay cost 1000 times its cache's.
+  ``benchmark``, ``validation``, ``runtimes`` (the kernel's individual runs).  The methodology's files
+  declare it.  Kernel Tuner's ``store_output_file`` writes no ``metadata`` at all: its ``times`` are its
+  own milliseconds, and its ``time`` measurement says ``"unit": "ms"``.  Without a declared unit the
+  runtimes tell: on the scale of the ``time`` measurement they are ms, on its scale / 1000 seconds,
+  anything else is refused.  Reading an undeclared unit as seconds once made a Kernel Tuner file's
+  replay cost 1000 times its cache's.
 - ``compilation`` is the compile time (the schema spells it ``compilation_time``; either is read).
   ``benchmark`` plus ``validation`` is the measuring cost; without ``benchmark`` the runtimes' sum is.
 - ``configuration`` maps names to values; Kernel Tuner builds it from each result's own keys, so
@@ -20,6 +23,7 @@ Trial, as Kernel Tuner 1.5 writes it and the methodology's ``searchspace_statist
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -47,14 +51,46 @@ def _ms_per(unit: Any, what: str, where: str) -> float:
     return T4_UNITS[unit.lower()]
 
 
-def _timeunit(data: Mapping[str, Any], path: Path) -> tuple[float, str]:
-    """Milliseconds per unit of the file's ``times``, and the unit's name (for the recording's meta)."""
+def _runtime_ratios(results: list[Any]) -> list[float]:
+    """Per result holding both: median raw runtime / the ``time`` measurement in ms.
+
+    Tolerant by design: a malformed result is skipped here and refused, with its own message, when
+    it is read."""
+    ratios: list[float] = []
+    for res in results:
+        if not isinstance(res, Mapping) or res.get("invalidity", "correct") != "correct":
+            continue
+        times, measurements = res.get("times"), res.get("measurements")
+        if not isinstance(times, Mapping) or not isinstance(measurements, list):
+            continue
+        try:
+            runtimes = [r for r in _numbers(times.get("runtimes"), "runtimes", "") if r > 0]
+            time_ms = _time_ms(res, "")
+        except FormatError:
+            continue
+        if runtimes and time_ms:
+            ratios.append(statistics.median(runtimes) / time_ms)
+    return ratios
+
+
+def _timeunit(data: Mapping[str, Any], path: Path) -> tuple[float | None, str]:
+    """Milliseconds per unit of the file's ``times`` and the unit's name (for the recording's meta);
+    None when undeclared and the runtimes do not tell (the caller refuses the file after reading its
+    results, so a bad result is still named first)."""
     metadata = data.get("metadata") if data.get("metadata") is not None else {}
     if not isinstance(metadata, Mapping):
         raise FormatError(f"{path}: T4 metadata must be an object")
-    if metadata.get("timeunit") is None:
-        return T4_UNITS["seconds"], "seconds (not declared: the autotuning methodology's default)"
-    return _ms_per(metadata["timeunit"], "metadata.timeunit", str(path)), str(metadata["timeunit"])
+    if metadata.get("timeunit") is not None:
+        return _ms_per(metadata["timeunit"], "metadata.timeunit", str(path)), str(metadata["timeunit"])
+    # Kernel Tuner declares none and writes ms; the runtimes, measured in the times' unit, say which.
+    ratios = _runtime_ratios(data.get("results") or [])
+    if ratios:
+        ratio = statistics.median(ratios)
+        if 0.1 <= ratio <= 10:
+            return T4_UNITS["milliseconds"], "milliseconds (not declared: the runtimes are on the time's scale)"
+        if 0.1 <= ratio * 1e3 <= 10:
+            return T4_UNITS["seconds"], "seconds (not declared: the runtimes are on the time's scale / 1000)"
+    return None, ""
 
 
 def _time_ms(res: Mapping[str, Any], where: str) -> float | None:
@@ -113,7 +149,10 @@ def from_t4(data: Mapping[str, Any], path: Path) -> tuple[list[str], list[Trial]
                               f" result's {names[:20]}")
         if isinstance(res.get("objectives"), list):
             objectives.extend(o for o in res["objectives"] if o not in objectives)
-        trials.append(_trial({n: canonical(conf[n]) for n in names}, res, to_ms, where))
+        trials.append(_trial({n: canonical(conf[n]) for n in names}, res, to_ms or 1.0, where))
+    if to_ms is None:
+        raise FormatError(f"{path}: the unit of the results' times is undeclared and their runtimes do not match"
+                          " the time measurement in ms or s: add metadata.timeunit (e.g. \"milliseconds\")")
     meta = {"format": "t4", "kernel_name": data.get("kernel_name", path.stem),
             "device_name": data.get("device_name", ""), "problem_size": data.get("problem_size"),
             "timeunit": unit, **objective_note(objectives)}
