@@ -73,7 +73,8 @@ class Autotuned:
         self.key, self.strategy, self.seconds = list(key), strategy, seconds
         self.budget = default_evals(budget, seconds, default=60)
         self.restore_value, self.reset_to_zero, self.check = list(restore_value), list(reset_to_zero), list(check)
-        self.options, self.llm, self.seed = dict(options or {}), llm, seed
+        self.options, self.seed = dict(options or {}), seed
+        self._llm = _client(llm)  # a spec naming an in-process model is kept as text until a search needs it
         self.timer = timer or default_timer(rep_ms)
         self._store_arg = store
         self._local = threading.local()  # this thread's store, where the caller gave a Store
@@ -92,16 +93,17 @@ class Autotuned:
         self.tuned_keys: list[str] = []                  # keys this process had to tune (not cached)
         # A shipped dispatch table (``kerntune cache export --json``): key values in ``key`` order -> winner.
         self.dispatch: dict[tuple, Config] = {}
-        if dispatch is not None:
-            from kerntune.run.dispatch import load_dispatch
+        if dispatch is not None:  # a stale row or a shape given twice is refused here (``dispatch_configs``)
+            from kerntune.run.dispatch import dispatch_configs
 
-            for shape, cfg, _ in load_dispatch(dispatch):
-                if len(shape) != len(self.key):
-                    raise KerntuneError(f"autotune: dispatch table shape {shape} has {len(shape)} values, "
-                                        f"key {self.key} has {len(self.key)}")
-                cfg = self.space.canonical(cfg)
-                if self.space.is_valid(cfg):
-                    self.dispatch[shape] = cfg
+            self.dispatch = dispatch_configs(dispatch, self.space, self.key, lambda: device_and_versions()[0])
+
+    @property
+    def llm(self) -> Any:
+        """The model client (None: no model); a ``local:`` or ``auto`` spec is built at the first use."""
+        if isinstance(self._llm, str):
+            self._llm = _build_client(self._llm)
+        return self._llm
 
     @property
     def kernel_hash(self) -> str:
@@ -194,8 +196,8 @@ class Autotuned:
         (``budget=10`` once, ``budget=60`` now, in a space of more than 10 configs): it is searched
         again instead of served for good.  Judged by the budgets given, not by what was measured (a
         search that stopped early must not be re-run at every start); unknown budgets are not narrower."""
-        if stored_max_evals is None or self.budget is None or stored_max_evals >= self.budget:
-            return False
+        if stored_max_evals is None or (self.budget is not None and stored_max_evals >= self.budget):
+            return False  # ``budget=None`` (or ``seconds`` alone): no cap, wider than any stored budget
         from kerntune.errors import SpaceError
 
         try:
@@ -264,6 +266,9 @@ class Autotuned:
             raise KerntuneError(f"{self.name} takes {len(self.arg_names)} arguments, got {len(args)}")
         warmup = kwargs.pop("warmup", False)  # from a ``triton.heuristics`` stacked above: Triton's launch flag
         bound = dict(zip(self.arg_names, args))
+        if kwargs and not bound.keys().isdisjoint(kwargs):  # as Python and Triton do (the keyword silently won)
+            twice = next(k for k in kwargs if k in bound)
+            raise TypeError(f"{self.name}() got multiple values for argument {twice!r}")
         bound.update({k: v for k, v in kwargs.items() if k in self.arg_names})
         extra = {k: v for k, v in kwargs.items() if k not in self.arg_names}
         if not (self.tuned.isdisjoint(bound) and self.tuned.isdisjoint(extra)):  # every launch: no sets built
@@ -315,11 +320,36 @@ def _check_settings(strategy: Any, budget: Any, seconds: Any, options: Any, llm:
             from kerntune.strategies.options import validate_options
 
             validate_options(strategy, dict(options), with_model=llm is not None)
+        if llm is not None and not isinstance(llm, str) and not callable(getattr(llm, "complete", None)):
+            raise KerntuneError(f"llm must be a model spec ('openai:MODEL', 'replay:FILE', 'local:', ...) or an "
+                                f"LLMClient, got {type(llm).__name__}")
         for name, hook in (("pre_hook", pre_hook), ("post_hook", post_hook)):
             if hook is not None and not callable(hook):
                 raise KerntuneError(f"{name} must be a function of the launch's arguments, got {hook!r}")
     except KerntuneError as exc:
         raise KerntuneError(f"autotune: {exc}") from None
+
+
+def _client(llm: Any) -> Any:
+    """A model spec made into its client, as ``kerntune.tune(llm=...)`` makes it: a spec string was taken
+    here and the first launch failed on it ('str' object has no attribute 'complete').  A spec that
+    cannot work (an unknown provider, a missing transcript) is refused in one line now.  ``local:`` and
+    ``auto`` (which may pick it) stay text until a search needs them (``Autotuned.llm``): loading a model
+    at import, where every key may come from the store, would cost seconds and memory for nothing."""
+    if not isinstance(llm, str):
+        return llm
+    if llm.strip().partition(":")[0] in ("local", "auto"):
+        return llm
+    return _build_client(llm)
+
+
+def _build_client(spec: str) -> Any:
+    from kerntune.llm import LLMClient
+
+    try:
+        return LLMClient.from_spec(spec)
+    except KerntuneError as exc:
+        raise KerntuneError(f"autotune: llm: {exc}") from None
 
 
 def _source(fn: Any) -> str | None:

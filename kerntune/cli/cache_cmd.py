@@ -45,10 +45,16 @@ def triton_configs(entries: list[dict[str, Any]]) -> str:
         for e in sorted(shaped, key=lambda e: e["problem_key"]):
             shape = tuple(int(p) for p in e["problem_key"].split("x"))
             lines.append(f"    {shape!r}: {_triton_config(e['config'])},  # {e['time_ms']:.4f} ms on {e['device']}")
+        # A size of 0 (an MoE expert given no tokens) counts as 1, as kerntune's shape_distance has it (log2(0)
+        # was a math domain error), and a shape of another length is refused (zip matched it on a prefix).
         lines += ["}", "", "", "def config_for(*shape):",
-                  '    """The tuned config of this shape, else of the nearest tuned shape on log2 sizes."""',
+                  '    """The tuned config of this shape, else of the nearest tuned shape (of as many sizes) on log2',
+                  '    sizes; a ValueError for a shape with another number of sizes than the tuned ones."""',
                   "    if shape in DISPATCH:", "        return DISPATCH[shape]",
-                  "    return DISPATCH[min(DISPATCH, key=lambda s: sum(abs(math.log2(a) - math.log2(b)) "
+                  "    same = [s for s in DISPATCH if len(s) == len(shape)]",
+                  "    if not same:",
+                  "        raise ValueError(f'config_for{shape}: {len(shape)} sizes, no tuned shape has as many')",
+                  "    return DISPATCH[min(same, key=lambda s: sum(abs(math.log2(max(a, 1)) - math.log2(max(b, 1))) "
                   "for a, b in zip(s, shape)))]"]
     return "\n".join(lines) + "\n"
 

@@ -10,12 +10,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from kerntune.errors import KerntuneError
 
+if TYPE_CHECKING:
+    from kerntune.space import Config, Space
+
 Shape = tuple[int, ...]
 DISPATCH_FORMAT = "kerntune-dispatch/1"
+
+
+class DispatchRow(NamedTuple):
+    """One row of a table: the device is the one it was measured on (``cache export --json`` writes
+    it; a hand-written table may leave it out)."""
+
+    shape: Shape
+    config: dict[str, Any]
+    time_ms: float
+    device: str | None
 
 
 def dispatch_table(entries: Sequence[dict[str, Any]], kernel: str = "") -> dict[str, Any]:
@@ -35,6 +48,11 @@ def dispatch_table(entries: Sequence[dict[str, Any]], kernel: str = "") -> dict[
 
 def load_dispatch(source: str | Path | dict[str, Any]) -> list[tuple[Shape, dict[str, Any], float]]:
     """(shape, config, time) rows of a dispatch table file or dict, with a clear error if it is not one."""
+    return [(r.shape, r.config, r.time_ms) for r in read_dispatch(source)[1]]
+
+
+def read_dispatch(source: str | Path | dict[str, Any]) -> tuple[str, list[DispatchRow]]:
+    """The name errors give the table (its file), and its rows with their devices."""
     data = source
     if not isinstance(source, dict):
         try:
@@ -60,8 +78,72 @@ def load_dispatch(source: str | Path | dict[str, Any]) -> list[tuple[Shape, dict
                 raise ValueError(f"shape {shape!r} is not a list of positive integers")
             if not isinstance(r["config"], dict):
                 raise ValueError("config is not an object")
-            rows.append((tuple(int(x) for x in shape), dict(r["config"]), float(r["time_ms"])))
+            device = r.get("device")
+            rows.append(DispatchRow(tuple(int(x) for x in shape), dict(r["config"]), float(r["time_ms"]),
+                                    device if isinstance(device, str) and device else None))
         except (KeyError, TypeError, ValueError) as exc:
             what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             raise KerntuneError(f"{where}: entry {i}: {what}"[:300]) from None
-    return rows
+    return where, rows
+
+
+def dispatch_configs(source: str | Path | dict[str, Any], space: Space, key: Sequence[str],
+                     device: Callable[[], str]) -> dict[Shape, Config]:
+    """The decorator's ``dispatch=`` table: shape -> the config to launch, each row completed from the
+    space's default where it names only some parameters (as warm starts are).
+
+    Why it refuses rather than skips: a row that no longer fits the space (a parameter renamed, a
+    value dropped) or a shape given twice (two devices' winners in one table) was left out or
+    silently overridden, so a program shipped with a stale table tuned in-process in production
+    instead of launching the table's config.  Two rows of one shape are fine where they carry
+    devices and exactly one is ``device()`` (this process's device, asked only then): that one is
+    kept."""
+    where, rows = read_dispatch(source)
+    by_shape: dict[Shape, list[DispatchRow]] = {}
+    for r in rows:
+        if len(r.shape) != len(key):
+            raise KerntuneError(f"autotune: dispatch table shape {r.shape} has {len(r.shape)} values, "
+                                f"key {list(key)} has {len(key)}")
+        by_shape.setdefault(r.shape, []).append(r)
+    here: str | None = None
+    chosen: dict[Shape, DispatchRow] = {}
+    twice: list[str] = []
+    for shape, same in by_shape.items():
+        if len(same) > 1:
+            here = device() if here is None else here
+            mine = [r for r in same if r.device == here]
+            if len(mine) != 1:
+                devices = sorted({repr(r.device) for r in same if r.device})
+                twice.append(_shape_text(shape) + (f" (on {', '.join(devices)})" if devices else ""))
+                continue
+            same = mine
+        chosen[shape] = same[0]
+    if twice:
+        on = f" (this device: {here!r})" if any(r.device for r in rows) else ""
+        raise KerntuneError(f"autotune: {where}: shape{'s' * (len(twice) > 1)} {', '.join(twice)} given more than once{on};"
+                            " a table holds "
+                            "one config per shape: export one device's winners (`kerntune cache export --json "
+                            "--device NAME`)")
+    table: dict[Shape, Config] = {}
+    bad: list[tuple[str, str]] = []  # (shape, first reason)
+    for shape, r in chosen.items():
+        try:
+            cfg = space.normalize(r.config)
+            errors = [str(e) for e in space.validate(cfg)]
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with the row, it is named with the reason
+            errors = [str(exc) or type(exc).__name__]
+        if errors:
+            bad.append((_shape_text(shape), errors[0][:150]))
+        else:
+            table[shape] = space.canonical(cfg)
+    if bad:
+        # each shape named, the reasons of the first few (one line however stale the table)
+        said = "; ".join(f"{shape}: {why}" for shape, why in bad[:8])
+        rest = f"; also {', '.join(shape for shape, _ in bad[8:])}" if len(bad) > 8 else ""
+        raise KerntuneError(f"autotune: {where}: {len(bad)} row(s) do not fit the space (a stale table: export it "
+                            f"again, or tune these shapes): {said}{rest}")
+    return table
+
+
+def _shape_text(shape: Shape) -> str:
+    return "x".join(map(str, shape))
