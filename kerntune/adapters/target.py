@@ -10,11 +10,13 @@ baseline every speedup is measured against.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.errors import KerntuneError
@@ -203,16 +205,62 @@ class PackageTarget:
         return self.adapter.flops(shape) if self.adapter.flops else None
 
     def source_hash(self) -> str:
+        """The kernel's identity for resume, warm start and the cache: the package's kernel and version,
+        and the code that says how it is run (``adapter_source``).  The kernel alone left two adapters
+        of it with other inputs or calls (float32 and float64, another scale) the same kernel: a resume
+        mixed their trials and the cache kept one winner for both."""
         version = _version(self.adapter.package)
         blob = f"{self.adapter.kernel}\n{self.adapter.package}={version}\n{cap.kernel_source(self.kernel)}"
-        if self.adapter.variant:  # (adapters without one keep the keys their cached winners have)
+        if self.adapter.variant:
             blob += f"\nvariant={self.adapter.variant}"
+        blob += f"\nadapter:\n{adapter_source(self.adapter)}"
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def _state(self) -> cap.Launch:
         if self.launch_state is None:
             raise KerntuneError(f"{self.name}: make_inputs(shape) must run before a launch")
         return self.launch_state
+
+
+#: Where kerntune's own adapters draw their inputs (``randn``, ``device``, ...): an edit there changes
+#: every adapter's inputs (TVD's operands were once drawn equal there), so it is part of their source.
+SHARED_ADAPTER_HELPERS = "kerntune.adapters._shapes"
+
+
+def adapter_source(adapter: Adapter) -> str:
+    """The source of the files that define how ``adapter`` runs its kernel: those of its
+    ``make_inputs``, ``call``, ``knobs``, ``default``, ``launch_knobs``, ``pre_hook`` and ``resolve``
+    (a user's package-form kernel file, or the kerntune adapter module that lists it), and for
+    kerntune's own adapters the input helpers they share.  Whole files, not the functions alone:
+    the functions call helpers and read constants (shapes, dtypes) defined beside them."""
+    import inspect
+
+    files: list[str] = []
+    ours = False
+    for fn in (adapter.make_inputs, adapter.call, adapter.knobs, adapter.default, adapter.launch_knobs,
+               adapter.pre_hook, adapter.resolve):
+        while isinstance(fn, functools.partial):  # the function it wraps
+            fn = fn.func
+        if not callable(fn):
+            continue
+        ours = ours or str(getattr(fn, "__module__", "")).startswith("kerntune.adapters.")
+        try:
+            path = inspect.getsourcefile(fn)  # type: ignore[arg-type]
+        except TypeError:  # built in: no file
+            path = None
+        if path and path not in files:
+            files.append(path)
+    if ours:
+        helpers = importlib.import_module(SHARED_ADAPTER_HELPERS).__file__
+        if helpers and helpers not in files:
+            files.append(helpers)
+    parts = []
+    for path in files:
+        try:
+            parts.append(Path(path).read_text())
+        except OSError:  # gone since it was imported: nothing to read
+            parts.append("")
+    return "\n".join(parts)
 
 
 def _admitting(rules: Sequence[str], default: Mapping[str, Any]) -> list[str]:

@@ -89,9 +89,25 @@ def module_space(module: Any, shape: tuple[int, ...] | None = None) -> Space:
 
 
 def source_hash(path: str | Path, module: Any = None) -> str:
+    """What resume, warm start and the cache take a kernel's identity from: a kernel file's bytes; the
+    module's own ``source_hash()`` where it has one (a package's kernel, a transform's variant), and for
+    a package-form kernel file (``kernel``, ``make_inputs``, ``call``) the file's bytes beside it: the
+    package's kernel alone made two such files with other inputs or knobs one kernel, so a resume took
+    an edited file and the cache kept one winner for both."""
     if module is not None and hasattr(module, "source_hash"):
-        return module.source_hash()  # type: ignore[no-any-return]
+        own: str = module.source_hash()
+        if _package_form_file(path, module):
+            return hashlib.sha256(own.encode() + b"\n" + Path(path).read_bytes()).hexdigest()[:16]
+        return own
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _package_form_file(path: str | Path, module: Any) -> bool:
+    """A user's kernel file that ``load_kernel_module`` made a ``PackageTarget`` of (not an adapter's
+    name, nor another module with a ``source_hash`` of its own)."""
+    from kerntune.adapters.target import PackageTarget
+
+    return isinstance(module, PackageTarget) and not is_adapter_spec(path) and Path(path).is_file()
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
