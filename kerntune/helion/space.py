@@ -199,6 +199,9 @@ class HelionLayout:
     space: Space
     #: Per fragment: constant value where the slot is not a parameter.
     notes: list[str] = field(default_factory=list)
+    #: The bound on the block sizes' product in force (None: no such constraint); kept in ``to_dict``
+    #: so a layout rebuilt from a dump keeps a bound that seeds raised, and with it the seeds.
+    block_numel_limit: int | None = None
 
     def to_flat(self, config: Mapping[str, Any]) -> list[Any]:
         """A kerntune config (full) as Helion's flat list (feed to ``ConfigGeneration.unflatten``)."""
@@ -236,7 +239,10 @@ class HelionLayout:
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
-        return {"frags": [f.to_dict() for f in self.frags], "notes": list(self.notes)}
+        out: dict[str, Any] = {"frags": [f.to_dict() for f in self.frags], "notes": list(self.notes)}
+        if self.block_numel_limit is not None:
+            out["block_numel_limit"] = self.block_numel_limit
+        return out
 
 
 def _to_helion(value: Any) -> Any:
@@ -250,15 +256,30 @@ def _list_default(frag: Frag, j: int) -> Any:
     return frag.inner.default if frag.inner is not None else None
 
 
+def _block_numel(probe: HelionLayout, flat: Sequence[Any], blocks: Sequence[str]) -> int:
+    """The block sizes' product of a Helion flat config; 0 where its block sizes are not the
+    space's values (such a seed is left out anyway, and must not widen the bound)."""
+    try:
+        cfg = probe.from_flat(flat)
+        by_name = probe.space.by_name
+        if not all(b in cfg and by_name[b].contains(cfg[b]) for b in blocks):
+            return 0
+        return math.prod(int(cfg[b]) for b in blocks)
+    except (SpaceError, TypeError, ValueError):
+        return 0
+
+
 def build_space(frags: Sequence[Frag], name: str = "", description: str = "",
-                max_block_numel: int | None = 2**22) -> HelionLayout:
+                max_block_numel: int | None = 2**22, seeds: Sequence[Sequence[Any]] = ()) -> HelionLayout:
     """One kerntune parameter per tunable slot (and per element of a list slot).
 
     ``max_block_numel`` bounds the product of the block-size slots, as Helion's own
     ``ConfigGeneration.shrink_config`` bounds random and mutated configs (there: the
     per-thread element budget, at most 2**20 on Triton); 2**22 keeps 128x256x64 matmul tiles
     reachable.  ``None`` adds no constraint.  The bound is raised to the default config's
-    product when that is larger, so Helion's default always stays a member.
+    product when that is larger, so Helion's default always stays a member, and likewise to
+    each of ``seeds`` (Helion flat configs: the user's ``autotune_seed_configs`` and the
+    compiler's seeds, which Helion measures whatever their size), so none is dropped by it.
     """
     frags = [f if isinstance(f, Frag) else Frag.from_dict(f) for f in frags]
     params: list[Param] = []
@@ -295,18 +316,24 @@ def build_space(frags: Sequence[Frag], name: str = "", description: str = "",
                          f"using {_jsonable(by_name[pname].default_value)!r}")
             del default[pname]
     constraints = []
+    limit: int | None = None
     blocks = [n for f in frags if f.block_size and f.kind == "pow2" for n in f.names if n]
     if max_block_numel and len(blocks) > 1:
         space0 = Space(params, default=default)
         at_default = math.prod(int(space0.default[b]) for b in blocks)
-        limit = max(int(max_block_numel), at_default)
+        probe = HelionLayout(frags, space0)
+        limit = max(int(max_block_numel), at_default, *(_block_numel(probe, flat, blocks) for flat in seeds))
         constraints.append(" * ".join(blocks) + f" <= {limit}")
     space = Space(params, constraints=constraints, default=default, name=name, description=description)
-    return HelionLayout(frags, space, notes)
+    return HelionLayout(frags, space, notes, block_numel_limit=limit)
 
 
 def layout_from_dict(data: Mapping[str, Any], name: str = "", max_block_numel: int | None = 2**22) -> HelionLayout:
-    """Rebuild a layout from ``HelionLayout.to_dict()`` (e.g. a space dumped on the GPU machine)."""
+    """Rebuild a layout from ``HelionLayout.to_dict()`` (e.g. a space dumped on the GPU machine);
+    a block-size bound the dump's seeds raised is kept, so the dumped seeds stay members."""
+    dumped = data.get("block_numel_limit")
+    if max_block_numel and isinstance(dumped, int):
+        max_block_numel = max(int(max_block_numel), dumped)
     return build_space([Frag.from_dict(f) for f in data["frags"]], name=name, max_block_numel=max_block_numel)
 
 

@@ -171,31 +171,45 @@ def _search_class() -> type:
             self.kerntune_result: Any = None
             self.layout: HelionLayout | None = None
             self.evaluator: HelionEvaluator | None = None
+            self._kt_seed_pairs: list[Any] | None = None
 
         def kerntune_layout(self) -> HelionLayout:
             if self.layout is None:
                 kernel = getattr(self.kernel, "kernel", None)
                 name = getattr(kernel, "name", "") or "helion_kernel"
+                # Helion measures its seeds whatever their tile size: the block-size bound is raised
+                # to cover them, or kerntune would drop a seed Helion accepts.
+                seeds = [flat for flat, _ in self._helion_seed_pairs()] if self.kt_use_helion_seeds else []
                 self.layout = build_space(describe_fragments(self.config_gen), name=name,
-                                          max_block_numel=self.kt_max_block_numel)
+                                          max_block_numel=self.kt_max_block_numel, seeds=seeds)
             return self.layout
+
+        def _helion_seed_pairs(self) -> list[Any]:
+            """Helion's (flat, config) pairs of its user and compiler seeds, read once (Helion logs
+            each seed it cannot transfer)."""
+            if self._kt_seed_pairs is None:
+                pairs: list[Any] = []
+                try:
+                    pairs += self.config_gen.user_seed_flat_config_pairs(self._autotune_seed_configs(), self.log)
+                    pairs += self.config_gen.seed_flat_config_pairs(self.log)
+                except Exception:  # a seed Helion cannot transfer is Helion's to report, not ours
+                    pass
+                self._kt_seed_pairs = pairs
+            return self._kt_seed_pairs
 
         def _seed_configs(self, layout: HelionLayout) -> list[Config]:
             """Helion's user seeds (``autotune_seed_configs``) and compiler heuristics' seeds: the
-            configs Helion's own searches measure first."""
-            pairs: list[Any] = []
-            try:
-                pairs += self.config_gen.user_seed_flat_config_pairs(self._autotune_seed_configs(), self.log)
-                pairs += self.config_gen.seed_flat_config_pairs(self.log)
-            except Exception:  # a seed Helion cannot transfer is Helion's to report, not ours
-                pass
+            configs Helion's own searches measure first.  One left out is logged with the reason."""
             out = []
-            for flat, _config in pairs:
+            for flat, config in self._helion_seed_pairs():
                 try:
                     cfg = layout.space.normalize(layout.from_flat(flat))
-                except Exception:
-                    continue
-                if layout.space.is_valid(cfg):
+                    errors = [str(e) for e in layout.space.validate(cfg)]
+                except Exception as exc:  # noqa: BLE001 - reported, the seed is left out
+                    errors = [str(exc)]
+                if errors:
+                    self.log(f"kerntune: Helion seed left out ({'; '.join(errors)}): {config}")
+                else:
                     out.append(cfg)
             return out
 
@@ -235,6 +249,8 @@ def _search_class() -> type:
             now = getattr(self.settings, "autotune_random_seed", None)
             if isinstance(self.kt_helion_seed, int) and isinstance(now, int) and now >= self.kt_helion_seed:
                 seed += now - self.kt_helion_seed
+            for note in layout.notes:
+                self.log(f"kerntune: {note}")
             warm = self._seed_configs(layout) if self.kt_use_helion_seeds else []
             self.log(f"kerntune: {self.kt_strategy} over {len(layout.space.params)} parameters "
                      f"(budget {budget.to_dict()}, seed {seed}, {len(warm)} Helion seed config(s))")
