@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 from kerntune.errors import StoreError
@@ -19,11 +20,61 @@ from kerntune.errors import StoreError
 log = logging.getLogger("kerntune.store")
 
 
-class RunLock:
-    """One run held by this process (see ``Store.lock_run``); ``release`` or exit frees it."""
+#: This process's one descriptor on each run-lock file, and how many holds it has on each run's byte.
+#: Why one descriptor: run locks are POSIX record locks (``lockf``), which belong to the process, and
+#: closing *any* descriptor of the file drops *all* of them; with a descriptor per lock, one run's
+#: release (or a refused acquire's close) silently freed every other run this process held in that
+#: store (two decorated kernels tuning in two threads), and another process could then resume it.
+_FDS: dict[str, int] = {}
+_HOLDS: dict[tuple[int, int, int], int] = {}  # (device, inode, byte) -> holds
+_GUARD = threading.Lock()
 
-    def __init__(self, fd: int | None) -> None:
-        self.fd = fd
+
+def _forget_after_fork() -> None:
+    """A forked child holds none of its parent's record locks: it starts with no descriptors or holds."""
+    global _GUARD
+    _GUARD = threading.Lock()
+    for fd in _FDS.values():
+        try:
+            os.close(fd)  # the child's copy: closing it drops nothing of the parent's
+        except OSError:
+            pass
+    _FDS.clear()
+    _HOLDS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _same_file(fd: int, name: str) -> bool:
+    try:
+        a, b = os.fstat(fd), os.stat(name)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _close_if_unheld(fd: int, name: str, key: tuple[int, int, int]) -> None:
+    """Close ``fd`` once this process holds no run of its file (so a long process, a test suite, does
+    not keep a descriptor per store it ever locked); caller holds ``_GUARD``."""
+    if any(k[:2] == key[:2] for k in _HOLDS):
+        return
+    if _FDS.get(name) == fd:
+        del _FDS[name]
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+class RunLock:
+    """One run held by this process (see ``Store.lock_run``); ``release`` or exit frees it.  Holds
+    are counted per process (a process is never kept out of its own runs, as before): the byte is
+    unlocked at the last release."""
+
+    def __init__(self, fd: int | None, key: tuple[int, int, int] | None = None, name: str = "") -> None:
+        self.fd, self.key, self.name = fd, key, name
 
     @classmethod
     def acquire(cls, path: Path, run_id: str) -> "RunLock":
@@ -32,22 +83,49 @@ class RunLock:
         except ImportError:  # Windows: no advisory locks; one process per run is up to the user
             return cls(None)
         offset = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big") & 0x3FFFFFFF
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StoreError(f"cannot lock run {run_id}: {path}: {exc.strerror}") from None
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
-        except OSError:
-            os.close(fd)
-            raise StoreError(f"run {run_id} is in use by another kerntune process; wait for it to end"
-                             " (or end it) before continuing this run") from None
-        return cls(fd)
+        name = os.path.realpath(path)
+        with _GUARD:
+            fd = _FDS.get(name)
+            if fd is not None and not _same_file(fd, name):
+                fd = None  # the file was removed or replaced: a lock on the old one keeps no one out
+            if fd is None:
+                try:
+                    fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+                except OSError as exc:
+                    raise StoreError(f"cannot lock run {run_id}: {path}: {exc.strerror}") from None
+                _FDS[name] = fd  # an earlier descriptor of a replaced file stays open: closing frees its holds
+            st = os.fstat(fd)
+            key = (st.st_dev, st.st_ino, offset)
+            if key in _HOLDS:
+                _HOLDS[key] += 1
+                return cls(fd, key, name)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+            except OSError:
+                _close_if_unheld(fd, name, key)  # never while this process holds another run of the file
+                raise StoreError(f"run {run_id} is in use by another kerntune process; wait for it to end"
+                                 " (or end it) before continuing this run") from None
+            _HOLDS[key] = 1
+        return cls(fd, key, name)
 
     def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing the descriptor drops its lock
+        if self.fd is None or self.key is None:
             self.fd = None
+            return
+        import fcntl
+
+        with _GUARD:
+            left = _HOLDS.get(self.key, 0) - 1
+            if left > 0:
+                _HOLDS[self.key] = left
+            elif self.key in _HOLDS:
+                del _HOLDS[self.key]
+                try:
+                    fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.key[2])
+                except OSError:
+                    pass
+                _close_if_unheld(self.fd, self.name, self.key)
+        self.fd = None
 
 
 def free_bytes(path: Path) -> int | None:
