@@ -30,7 +30,8 @@ def tune(
     kernel: Optional[Path] = typer.Argument(None, help="A Triton kernel file (see examples/triton/matmul.py)"),
     shape: Optional[str] = typer.Option(None, "--shape", help="Problem shape for a kernel file, e.g. 4096x4096x4096"),
     shapes: Optional[Path] = typer.Option(None, "--shapes", help="A file of shapes, one per line: tune them all "
-                                          "under one --budget, nearest-first, into one dispatch table"),
+                                          "under one --budget, nearest-first, into one dispatch table (a killed"
+                                          " run continues with --resume RUN_ID)"),
     replay: Optional[Path] = typer.Option(None, "--replay", help="Recorded space to tune against instead (Kernel Tuner cache, T4, KTT results, kerntune table)"),
     source: Optional[Path] = typer.Option(None, "--source", help="With --replay: the kernel's source file, shown to the model as a real run would"),
     device: Optional[str] = typer.Option(None, "--device", help="With --replay: the GPU, as a name (e.g. 'AMD Instinct MI250X') or a JSON/text file describing it"),
@@ -50,7 +51,8 @@ def tune(
     target_ms: Optional[float] = typer.Option(None, "--target-ms", help="Stop once a config is at least this fast"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the search (default 0)"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default $KERNTUNE_STORE, else .kerntune/kerntune.db)"),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed run by its id"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed run by its id (a --shapes run"
+                                          " too: finished shapes are not tuned again)"),
     llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model for auto (optional), llm and llm-seeded: a spec such as replay:FILE, files:DIR, openai:MODEL, local: (README, \"Which model\")"),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
@@ -73,29 +75,12 @@ def tune(
         raise KerntuneError("--resume needs a run id (`kerntune store runs` lists them)")
     check_output("--report", report, (".html", ".htm"))
     check_output("--llm-transcript", llm_transcript)
-    if shapes is not None:
-        if seconds is not None or target_ms is not None:
-            raise KerntuneError("--shapes takes --budget (evaluations over all shapes, default 100), not --seconds"
-                                " or --target-ms")
-        for flag, value in (("--ray-address", ray_address), ("--resume", resume), ("--report", report)):
-            if value is not None:  # each shape is a run of its own on this machine, with no report of its own
-                raise KerntuneError(f"--shapes does not take {flag}")
-        strategy, budget, seed = strategy or DEFAULT_STRATEGY, budget if budget is not None else 100, seed or 0
-        from kerntune.cli.shapes_cmd import tune_shapes_cli
+    if shapes is not None:  # many shapes under one budget: a run of its own kind (kerntune.cli.shapes_cmd)
+        from kerntune.cli.shapes_cmd import shapes_command
 
-        if kernel is None or shape is not None or replay is not None:
-            raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
-        get_strategy(strategy)  # the options, seed and kernel file too: tune_shapes_cli opens (creates) the store
-        validate_options(strategy, own_options(strategy, parse_options(option)), with_model=_asks_model(strategy, llm))
-        check_seed(seed)
-        from kerntune.evaluate.triton_backend.kernel_file import is_adapter_spec
-
-        if not kernel.is_file() and not is_adapter_spec(kernel):
-            raise KerntuneError(f"kernel file not found: {kernel.resolve()}")
-        _note_unused_model(strategy, given_model)
-        client = _model_client(strategy, llm, llm_base_url, llm_transcript, llm_timeout)
-        tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option,
-                        llm=client)
+        shapes_command(kernel, shape, shapes, replay, source, device, ray_address, report, seconds, target_ms,
+                       strategy, budget, seed, store, resume, None, compile_timeout, gpus, retime, option, llm,
+                       llm_base_url, llm_timeout, llm_transcript, given_model)
         return
     if kernel is None and replay is None and not resume:
         raise KerntuneError("nothing to tune: give a kernel file (with --shape), --replay RECORDING, or --resume RUN_ID")
@@ -105,6 +90,13 @@ def tune(
         check_store_exists(store)
         st = open_store(store)  # there already: opening it creates nothing (as compare --resume does)
         resume = st.resolve_run_id(resume)  # `last` or a unique prefix of the id, as every command that reads a run
+        from kerntune.cli.shapes_cmd import is_shapes_run, shapes_command
+
+        if is_shapes_run(st, resume):  # a `tune --shapes` run: continued as one
+            shapes_command(kernel, shape, shapes, replay, source, device, ray_address, report, seconds, target_ms,
+                           strategy, budget, seed, store, resume, st, compile_timeout, gpus, retime, option, llm,
+                           llm_base_url, llm_timeout, llm_transcript, given_model)
+            return
         if kernel is None and replay is None:
             kernel, shape, replay = _stored_target(st, resume, shape, ray_address)
         elif shape is not None and kernel is not None:

@@ -40,8 +40,11 @@ class RunOptions:
     store: Store | None = None
     #: A run id: resumes that run if the store holds it, else names the new run.
     run_id: str | None = None
-    #: The comparison this run is a child of (stored as a ``compare-child`` run).
+    #: The run this one is a child of: a comparison (stored as a ``compare-child`` run) or a
+    #: ``tune --shapes`` parent (its shapes' runs are ``tune`` runs: ``kind``).
     parent_id: str | None = None
+    #: The kind the new run is stored as (None: ``compare-child`` with a parent, else ``tune``).
+    kind: str | None = None
     #: A name for the run in the store (``compare`` finds its children by it).
     label: str | None = None
     #: The strategy's own options (``kerntune options`` lists them), checked before the run starts.
@@ -145,7 +148,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
             # resume without --llm asks the same model instead of leaving the stored path
             spec = getattr(run.llm, "spec", "") if run.llm is not None else ""
             run_id = store.create_run(
-                "compare-child" if run.parent_id else "tune", parent_id=run.parent_id, label=run.label,
+                run.kind or ("compare-child" if run.parent_id else "tune"), parent_id=run.parent_id, label=run.label,
                 strategy=strategy, seed=seed,
                 options={"budget": budget.to_dict(), **options, **({"llm": redact(spec)} if spec else {}),
                          RESUME_PATH: {"warm_start": [{k: jsonable(v) for k, v in c.items()} for c in warm],

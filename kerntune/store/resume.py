@@ -28,13 +28,18 @@ def _short(value: Any) -> str:
 
 def check_kind(run: RunRecord, kind: str) -> None:
     """A tune cannot continue a comparison and the other way round."""
+    if run.kind == kind == "tune" and run.parent_id is not None:
+        # one shape of a `tune --shapes` run: resumed alone it would leave its parent's budget and table
+        raise StoreError(f"run {run.id} is one shape of the --shapes run {run.parent_id}: continue that with"
+                         f" `kerntune tune --resume {run.parent_id}`")
     if run.kind == kind:
         return
     if run.kind == "compare-child":
         raise StoreError(f"run {run.id} is one repeat of comparison {run.parent_id}: continue that with"
                          f" `kerntune compare --resume {run.parent_id}`")
+    command = "tune" if run.kind == "shapes" else run.kind  # a `tune --shapes` run's parent
     raise StoreError(f"run {run.id} is a {run.kind} run, not a {kind} run: continue it with"
-                     f" `kerntune {run.kind} --resume {run.id}`")
+                     f" `kerntune {command} --resume {run.id}`")
 
 
 def check_same(run_id: str, what: str, stored: Any, given: Any) -> None:
