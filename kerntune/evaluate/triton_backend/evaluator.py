@@ -3,7 +3,12 @@ one isolated worker per GPU, check every output against a reference.
 
 Compile workers call each config's launcher with Triton's launches turned
 into ``warmup=True`` (compile and fill the disk cache, run nothing, so they
-never disturb the benchmark worker's timings); a config that exceeds
+never disturb the benchmark worker's timings).  Only their start-up runs on the
+GPU (building the inputs: a package kernel's call launches its other kernels),
+and it takes turns with the benchmark worker of its GPU (``worker_life.gpu_turn``,
+a lock file per GPU): compile workers start in parallel, but never while a config
+is timed or the benchmark worker builds its inputs (a package's own autotune, the
+baseline's pick); a config that exceeds
 ``compile_timeout`` has its worker killed (``compile_timeout``).  Each config
 is benchmarked as soon as it has compiled.  The benchmark worker finds the
 compiled kernels in Triton's cache, checks the output (NaN never passes),
@@ -38,6 +43,7 @@ import os
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -122,10 +128,17 @@ class TritonEvaluator(Evaluator):
             cap = memory_capped_workers(cap, len(self.devices), need, gpu_memory_mb(self.devices))
         n = compile_workers or bounded_count(self.space, cap)
         mem = self.memory_limit_mb = default_memory_limit_mb() if memory_limit_mb is None else max(memory_limit_mb, 0)
+        # A lock file per GPU (worker_life.gpu_turn): a compile worker's start-up never overlaps its GPU's
+        # timings.  Removed by close(), or when the evaluator is collected.
+        self._locks = tempfile.TemporaryDirectory(prefix="kerntune-gpu-")
+        locks = [os.path.join(self._locks.name, f"gpu{g}.lock") for g in range(len(envs))]
+        for lock in locks:
+            Path(lock).touch()
         # Compile workers are spread over the GPUs too: their CUDA contexts and inputs are shared out.
-        self.compilers = [_Worker(self.path, self.shape, envs[i % len(envs)], compile_only=True, memory_mb=mem)
-                          for i in range(n)]
-        self.benchers = [_Worker(self.path, self.shape, e, memory_mb=mem, keep_warm=p.keep_warm) for e in envs]
+        self.compilers = [_Worker(self.path, self.shape, envs[i % len(envs)], compile_only=True, memory_mb=mem,
+                                  gpu_lock=locks[i % len(envs)]) for i in range(n)]
+        self.benchers = [_Worker(self.path, self.shape, e, memory_mb=mem, keep_warm=p.keep_warm, gpu_lock=lock)
+                         for e, lock in zip(envs, locks)]
         # Configs in flight at once: one per compile worker plus one on each GPU.
         self.parallelism = n + len(self.benchers)
         for w in self.benchers + self.compilers:  # start-ups overlap with whatever the caller does first
@@ -474,3 +487,4 @@ class TritonEvaluator(Evaluator):
     def close(self) -> None:
         for w in self.compilers + self.benchers:
             w.kill()
+        self._locks.cleanup()

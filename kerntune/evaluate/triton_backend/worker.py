@@ -29,7 +29,8 @@ from kerntune.evaluate.triton_backend.fork_compile import CompileTimeout
 from kerntune.evaluate.triton_backend.keep_warm import KeepWarm, read_tasks  # noqa: F401 - re-exported
 from kerntune.evaluate.triton_backend.output_check import (  # noqa: F401 - compare_outputs re-exported
     ZeroedRelaunch, _holds_values, clone, compare_outputs, unwritten_poisoned)
-from kerntune.evaluate.triton_backend.worker_life import _idle_watching, exit_with_parent, watchdog_process  # noqa: F401 - re-exported
+from kerntune.evaluate.triton_backend.worker_life import (  # noqa: F401 - re-exported
+    _idle_watching, exit_with_parent, gpu_turn, watchdog_process)
 
 #: The heap limit this worker runs under (MiB, 0: none), for the message of a MemoryError.
 _memory_limit_mb = 0
@@ -309,12 +310,38 @@ def _runoff(module: Any, space: Any, inputs: Any, task: dict[str, Any]) -> dict[
             "cycles": got.cycles, "screen": got.screen, "tie_windows": got.tie_windows, "timed": got.timed}
 
 
+def _build_inputs(module: Any, shape: tuple[int, ...], torch: Any, compile_only: bool) -> tuple[Any, list[Any]]:
+    """The worker's inputs, built once at start-up, and the copies every launch starts from (none in a
+    compile worker, which never launches): GPU work, run under the worker's ``gpu_turn``."""
+    if hasattr(module, "launch_state"):  # a package's kernel: the call's other kernels need not autotune here
+        from kerntune.evaluate.triton_backend.capture import other_autotuners_fixed
+
+        with other_autotuners_fixed(module.kernel), package_kernels_launch():
+            inputs = module.make_inputs(shape)
+    else:
+        # an output buffer make_inputs leaves uninitialised (torch.empty) starts as NaN, restored so before
+        # every launch: what a config leaves unwritten in it fails the check instead of holding whatever
+        # the allocator's block held (package kernels poison their outputs in before_check instead)
+        with unwritten_poisoned(torch if not compile_only else None):
+            inputs = module.make_inputs(shape)
+    if torch is not None and torch.cuda.is_available():
+        # what building the inputs left in the caching allocator (temporaries of a package's op)
+        # goes back to the GPU: sixteen workers each holding theirs ran an H100 out of memory
+        torch.cuda.empty_cache()
+    # Kernels may write their inputs in place (accumulators, in-place softmax): every launch
+    # starts from these copies, so each config sees the same inputs and the reference holds.
+    originals = [] if compile_only else [clone(t) for t in inputs]  # compile workers never launch
+    return inputs, originals
+
+
 def main() -> None:
     path, shape = sys.argv[1], tuple(int(x) for x in sys.argv[2].split("x"))
     flags = sys.argv[3:]
     compile_only = "--compile-only" in flags
     keep_warm_flag = "--keep-warm" in flags
     memory_mb = next((int(f.partition("=")[2]) for f in flags if f.startswith("--memory-mb=")), 0)
+    # this GPU's lock (worker_life.gpu_turn): shared by compile workers' start-ups, exclusive for timings
+    lock = next((f.partition("=")[2] for f in flags if f.startswith("--gpu-lock=")), None)
     parent_gone = exit_with_parent(thread=not compile_only)
     if compile_only:  # a compile may run for minutes: a watchdog ends it if the tuner dies meanwhile
         watchdog_process()
@@ -334,24 +361,15 @@ def main() -> None:
     module = load_kernel_module(path)
     space = module_space(module, shape)
     bench = timer(torch)
-    if hasattr(module, "launch_state"):  # a package's kernel: the call's other kernels need not autotune here
-        from kerntune.evaluate.triton_backend.capture import other_autotuners_fixed
 
-        with other_autotuners_fixed(module.kernel), package_kernels_launch():
-            inputs = module.make_inputs(shape)
-    else:
-        # an output buffer make_inputs leaves uninitialised (torch.empty) starts as NaN, restored so before
-        # every launch: what a config leaves unwritten in it fails the check instead of holding whatever
-        # the allocator's block held (package kernels poison their outputs in before_check instead)
-        with unwritten_poisoned(torch if not compile_only else None):
-            inputs = module.make_inputs(shape)
-    if torch is not None and torch.cuda.is_available():
-        # what building the inputs left in the caching allocator (temporaries of a package's op)
-        # goes back to the GPU: sixteen workers each holding theirs ran an H100 out of memory
-        torch.cuda.empty_cache()
-    # Kernels may write their inputs in place (accumulators, in-place softmax): every launch
-    # starts from these copies, so each config sees the same inputs and the reference holds.
-    originals = [] if compile_only else [clone(t) for t in inputs]  # compile workers never launch
+    def say(message: dict[str, Any]) -> None:
+        pipe.write(json.dumps(message) + "\n")
+        pipe.flush()
+
+    # building the inputs runs on the GPU (a package's call, its autotune in a benchmark worker): never
+    # during another worker's timing on this GPU, nor a benchmark worker's during a compile worker's
+    with gpu_turn(lock, exclusive=not compile_only, say=say):
+        inputs, originals = _build_inputs(module, shape, torch, compile_only)
 
     def sync() -> None:
         if torch is not None and torch.cuda.is_available():
@@ -366,10 +384,6 @@ def main() -> None:
                     t.copy_(o)  # under no_grad: inputs may be weights that require gradients
                 elif isinstance(t, list):
                     t[:] = clone(o)
-
-    def say(message: dict[str, Any]) -> None:
-        pipe.write(json.dumps(message) + "\n")
-        pipe.flush()
 
     reference = Reference(module, space, inputs, torch, sync, restore, say)
     zeroed = ZeroedRelaunch(module, space.default, inputs, originals, torch, restore, sync, reference)
@@ -394,7 +408,8 @@ def main() -> None:
                 result = {"status": "ok", "config": {k: jsonable(v) for k, v in pick.items()} if pick else None,
                           "autotune_s": getattr(module, "autotune_s", None)}
             elif task["mode"] == "runoff":  # the leaders of a search, launched in turn (kerntune.evaluate.runoff)
-                result = _runoff(module, space, inputs, task)
+                with gpu_turn(lock, exclusive=True, say=say):
+                    result = _runoff(module, space, inputs, task)
                 restore()
             elif task["mode"] == "compile":
                 module.launch(config, inputs)
@@ -424,7 +439,8 @@ def main() -> None:
                     reps = int(task.get("rep_ms", 20))
                     warm = keep.warmup_ms(int(task.get("warmup_ms", max(reps // 4, 5))))
                     fn = lambda: module.launch(config, inputs)  # noqa: E731
-                    times = sorted(bench(fn, reps, warm))
+                    with gpu_turn(lock, exclusive=True, say=say):  # no compile worker's start-up meanwhile
+                        times = sorted(bench(fn, reps, warm))
                     restore()
                     med = times[len(times) // 2]
                     if math.isfinite(med):

@@ -1,10 +1,13 @@
 """A worker's life bound to its tuner's: workers run in sessions of their own (so a hung kernel's
 process group can be killed whole), which a SIGTERM or SIGKILL of the tuner does not reach, so each
 watches the tuner's pid and ends itself, with its group, once the tuner is gone: benchmark workers
-by a thread, compile workers by a watchdog process (``watchdog_process``) and between tasks."""
+by a thread, compile workers by a watchdog process (``watchdog_process``) and between tasks.  And
+their turns on one GPU (``gpu_turn``): no compile worker's start-up runs while a config is timed."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import select
 import signal
@@ -12,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 
 def _watched_parent() -> int:
@@ -109,3 +112,71 @@ def _idle_watching(fd: int, check: Callable[[], None], interval_s: float = 0.5) 
         select.select([fd], [], [], interval_s)
         return True
     return idle
+
+
+#: The longest a worker waits for its turn on the GPU (``gpu_turn``) before it goes on without it: as
+#: long as a compile worker's start-up may take before the tuner kills it (``worker_proc.STARTUP_S``).
+TURN_WAIT_S = 180.0
+
+
+class _TurnTimeout(Exception):
+    """Raised by SIGALRM in ``_lock_within``: the wait for the GPU lock is over."""
+
+
+def _lock_within(fd: int, op: int, wait_s: float) -> bool:
+    """``flock(fd, op)``, blocking at most ``wait_s`` seconds; False where it timed out.
+
+    Blocking, not polling: a poll could miss every short gap between the benchmark worker's timed
+    windows, while a blocked waiter is woken as soon as one opens.  SIGALRM bounds it (main thread)."""
+    def expire(signum: int, frame: Any) -> None:
+        raise _TurnTimeout()
+
+    old = signal.signal(signal.SIGALRM, expire)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, wait_s)
+            fcntl.flock(fd, op)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return True
+    except _TurnTimeout:  # (landing just after flock returned, the lock is held anyway: the close frees it)
+        return False
+    finally:
+        signal.signal(signal.SIGALRM, old)
+
+
+@contextlib.contextmanager
+def gpu_turn(path: str | None, exclusive: bool, say: Callable[[dict[str, Any]], None],
+             wait_s: float = TURN_WAIT_S) -> Iterator[None]:
+    """Hold this worker's GPU lock (``path``, one per GPU per evaluator) for the block.
+
+    Compile workers run GPU work at start-up (``make_inputs``: a package kernel's call launches its
+    other kernels for real), and once nothing synchronised it with the benchmark worker, a compile
+    worker restarted after a timeout ran it inside a config's timed window, and the package's own
+    autotune (the baseline) ran against fifteen such start-ups.  So compile workers hold the lock
+    shared around that start-up (they still start in parallel), and benchmark workers exclusive around
+    their own start-up and each timed window.  A worker that has to wait says ``{"gpu": "waiting"}``,
+    then ``{"gpu": "held"}``, so that its parent does not charge the wait to the task
+    (``_Worker.receive``); after ``wait_s`` it goes on without the lock (a hung start-up is killed
+    by its own time limit meanwhile).  A worker that dies holding it releases it (flock).  None: no
+    lock (a worker started by other code)."""
+    fd = -1
+    if path:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:  # the evaluator was closed: no one to share the GPU with
+            fd = -1
+    try:
+        op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, op | fcntl.LOCK_NB)
+            except BlockingIOError:
+                say({"gpu": "waiting"})
+                if not _lock_within(fd, op, wait_s):
+                    print(f"kerntune: GPU lock not free after {wait_s:g} s; going on without it", file=sys.stderr)
+                say({"gpu": "held"})
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)  # releases the lock

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from kerntune.evaluate.triton_backend.worker_life import TURN_WAIT_S
 from kerntune.procs import kill_group
 
 
@@ -36,10 +37,12 @@ class _Worker:
     flight is killed and no task is sent (a stream left early)."""
 
     def __init__(self, path: str, shape: tuple[int, ...], env: dict[str, str], compile_only: bool = False,
-                 memory_mb: int = 0, keep_warm: bool = False) -> None:
+                 memory_mb: int = 0, keep_warm: bool = False, gpu_lock: str | None = None) -> None:
+        """``gpu_lock``: the lock file of this worker's GPU (``worker_life.gpu_turn``), None for none."""
         self.args = [sys.executable, "-m", "kerntune.evaluate.triton_backend.worker", path,
                      "x".join(map(str, shape))] + (["--compile-only"] if compile_only else []) \
-            + ([f"--memory-mb={memory_mb}"] if memory_mb > 0 else []) + (["--keep-warm"] if keep_warm else [])
+            + ([f"--memory-mb={memory_mb}"] if memory_mb > 0 else []) + (["--keep-warm"] if keep_warm else []) \
+            + ([f"--gpu-lock={gpu_lock}"] if gpu_lock else [])
         self.env = env
         self.name = os.path.basename(path)  # the kernel file, for what a reference() that failed says
         self.proc: subprocess.Popen[str] | None = None
@@ -128,6 +131,7 @@ class _Worker:
         # "ready": until then it has STARTUP_S (fifteen starting at once take tens of seconds),
         # and the task's own timeout starts at its "ready".
         end = time.monotonic() + (STARTUP_S if self.fresh else timeout)
+        kept = 0.0  # the time the task (or start-up) had left when its worker began to wait for the GPU
         while True:
             while b"\n" not in self._buf:
                 left = end - time.monotonic()
@@ -147,6 +151,15 @@ class _Worker:
                     return {**crashed, **failed}
                 self._buf += chunk
             line, _, self._buf = self._buf.partition(b"\n")
+            if line.strip() == b'{"gpu": "waiting"}':
+                # another worker has the GPU (worker_life.gpu_turn): the wait, bounded by the worker
+                # itself, is not the task's; its time left counts again once the worker has its turn
+                kept = end - time.monotonic()
+                end = time.monotonic() + TURN_WAIT_S + 30 + kept
+                continue
+            if line.strip() == b'{"gpu": "held"}':
+                end = time.monotonic() + kept
+                continue
             if line.strip() == b'{"ready": true}':
                 self.fresh = False
                 end = time.monotonic() + timeout
