@@ -13,10 +13,16 @@ to come within 2% of the third shape's optimum (warm-start evaluations included)
 repeats.
 
     .venv/bin/python benchmarks/warm_start/warm_start.py   # writes benchmarks/results/warm_start.json and .md
+
+The same question on other recordings of one kernel at three shapes (``--spaces``, ``--space-dir``),
+with other strategies (``--strategies``; ``auto``, the default strategy, takes the winners), writing
+``--out``.json and .md; e.g. liger's fused-MoE down projection on an H200
+(``benchmarks/warm_start/README.md``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -32,7 +38,7 @@ from kerntune.store import Store  # noqa: E402
 from kerntune.strategies import Budget  # noqa: E402
 
 SHAPES = ["matmul_4096_h100", "matmul_8192x8192x512_h100", "matmul_256x8192x8192_h100"]
-BUDGET, REPEATS = 200, 20
+BUDGET, REPEATS, PAST = 200, 20, 100
 
 
 def evals_to(history, optimum: float, within: float = 0.02) -> int:
@@ -46,14 +52,14 @@ def evals_to(history, optimum: float, within: float = 0.02) -> int:
 
 
 def past(evs: dict, third: str, strategy: str, seed: int) -> tuple[list, list]:
-    """The other two shapes tuned (100 evaluations, ``seed``) in a fresh store: their winners and
+    """The other two shapes tuned (``PAST`` evaluations, ``seed``) in a fresh store: their winners and
     their transfer data for the third shape."""
     ev = evs[third]
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "kt.db")
         for other in SHAPES:
             if other != third:
-                run_search(evs[other], strategy, Budget(max_evals=100), seed, RunOptions(store=store))
+                run_search(evs[other], strategy, Budget(max_evals=PAST), seed, RunOptions(store=store))
         name, size = ev.workload()["kernel_name"], ev.workload()["problem_size"]
         return past_winners(store, name, size, ev.space), transfer_data(store, name, size, ev.space)
 
@@ -62,26 +68,30 @@ def past(evs: dict, third: str, strategy: str, seed: int) -> tuple[list, list]:
 TRANSFER = {"transfer": {"transfer_model": "prior"}, "transfer-task": {"transfer_model": "task"}}
 
 
-def main() -> None:
-    evs = {n: ReplayEvaluator.from_file(f"examples/spaces/{n}.json.gz") for n in SHAPES}
+def main(space_dir: str = "examples/spaces", strategies: tuple[str, ...] = ("bayes", "pattern"),
+         out_prefix: str = "benchmarks/results/warm_start", command: str = "",
+         title: str = "Warm start on the recorded H100 matmul shapes (issue 12)",
+         transfer_kinds: tuple[str, ...] = tuple(TRANSFER)) -> None:
+    evs = {n: ReplayEvaluator.from_file(f"{space_dir}/{n}.json.gz") for n in SHAPES}
     results = []
     for third in SHAPES:
         ev = evs[third]
         opt = ev.recording.optimum.time_ms
-        for strategy in ("bayes", "pattern"):
+        for strategy in strategies:
             winners, transfer = past(evs, third, strategy, 0)
             cold = [evals_to(run_search(ev, strategy, Budget(max_evals=BUDGET), s).history, opt)
                     for s in range(REPEATS)]
             kinds: dict[str, tuple[dict, bool]] = {"winners": (dict(warm_start=[w.config for w in winners]), False)}
-            if strategy == "bayes":
+            if strategy in ("bayes", "gp"):
                 per_seed = [past(evs, third, strategy, s)[1] for s in range(REPEATS)]
                 for kind, opts in TRANSFER.items():
-                    kinds[kind] = (dict(transfer=transfer, options=opts), False)
-                    kinds[kind + ", per repeat"] = (dict(options=opts), True)
+                    if kind in transfer_kinds:
+                        kinds[kind] = (dict(transfer=transfer, strategy_options=opts), False)
+                        kinds[kind + ", per repeat"] = (dict(strategy_options=opts), True)
             for kind, (extra, per_repeat) in kinds.items():
-                warm = [evals_to(run_search(ev, strategy, Budget(max_evals=BUDGET), s,
-                                            **(dict(extra, transfer=per_seed[s]) if per_repeat else extra)).history,
-                                 opt) for s in range(REPEATS)]
+                warm = [evals_to(run_search(ev, strategy, Budget(max_evals=BUDGET), s, RunOptions(
+                    **(dict(extra, transfer=per_seed[s]) if per_repeat else extra))).history, opt)
+                        for s in range(REPEATS)]
                 row = {"third_shape": third, "strategy": strategy, "warm_start": kind,
                        "warm_start_configs": len(winners) if kind == "winners" else 0,
                        "past_measurements": sum(len(r) for r in transfer) if kind.startswith("transfer") else 0,
@@ -91,22 +101,22 @@ def main() -> None:
                 results.append(row)
                 print(f"{third} {strategy} {kind}: cold median {row['cold_median']}, warm median "
                       f"{row['warm_median']}", flush=True)
-    out = Path("benchmarks/results")
-    (out / "warm_start.json").write_text(json.dumps({"budget": BUDGET, "repeats": REPEATS, "within": 0.02,
-                                                     "command": ".venv/bin/python benchmarks/warm_start/warm_start.py",
-                                                     "results": results}, indent=1))
-    lines = ["# Warm start on the recorded H100 matmul shapes (issue 12)", "",
+    command = command or ".venv/bin/python benchmarks/warm_start/warm_start.py"
+    Path(out_prefix + ".json").write_text(json.dumps({"budget": BUDGET, "repeats": REPEATS, "within": 0.02,
+                                                      "past_budget": PAST, "spaces": SHAPES, "command": command,
+                                                      "results": results}, indent=1))
+    lines = [f"# {title}", "",
              f"Evaluations to within 2% of the third shape's optimum, median of {REPEATS} seeds, budget {BUDGET} "
-             f"({BUDGET + 1} = never). Warm: the two other shapes tuned first (same strategy, 100 evaluations, "
+             f"({BUDGET + 1} = never). Warm: the two other shapes tuned first (same strategy, {PAST} evaluations, "
              "seed 0, or the repeat's seed where it says per repeat); `winners`: their top-3 configs measured "
              "first; `transfer`: all their measurements given to the GP as its prior mean (shipped); "
              "`transfer-task`: the same as a second task of one GP (the earlier design). Command: "
-             "`.venv/bin/python benchmarks/warm_start/warm_start.py` (this table; the text below it is written by hand).", "",
+             f"`{command}` (this table; the text below it is written by hand).", "",
              "| third shape | strategy | warm start | cold | warm | warm / cold |", "|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['third_shape']} | {r['strategy']} | {r['warm_start']} | {r['cold_median']} | "
                      f"{r['warm_median']} | {r['warm_median'] / r['cold_median']:.2f} |")
-    md = out / "warm_start.md"
+    md = Path(out_prefix + ".md")
     old = md.read_text() if md.exists() else ""
     tail = old[old.index(MARKER):] if MARKER in old else MARKER + "\n"
     md.write_text("\n".join(lines) + "\n\n" + tail)
@@ -117,7 +127,23 @@ MARKER = "<!-- written by hand below -->"
 
 
 if __name__ == "__main__":
-    if any(a in ("-h", "--help") for a in sys.argv[1:]):  # it takes no arguments: say what it does, run nothing
-        print(__doc__)
-        sys.exit(0)
-    main()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spaces", help="three recordings of one kernel (names without .json.gz), comma-separated; "
+                    "default: the three H100 matmul shapes")
+    ap.add_argument("--space-dir", default="examples/spaces")
+    ap.add_argument("--strategies", default="bayes,pattern")
+    ap.add_argument("--budget", type=int, default=BUDGET)
+    ap.add_argument("--past-budget", type=int, default=PAST, help="evaluations of each of the two past runs")
+    ap.add_argument("--repeats", type=int, default=REPEATS)
+    ap.add_argument("--out", default="benchmarks/results/warm_start", help="PREFIX: writes PREFIX.json and PREFIX.md")
+    ap.add_argument("--transfer", default=",".join(TRANSFER), help="the GP's transfer kinds measured: "
+                    "transfer (the shipped prior) and/or transfer-task (the earlier design)")
+    ap.add_argument("--title", default="Warm start on the recorded H100 matmul shapes (issue 12)")
+    a = ap.parse_args()
+    if a.spaces:
+        SHAPES = a.spaces.split(",")
+        if len(SHAPES) != 3:
+            ap.error("--spaces takes three recordings")
+    BUDGET, PAST, REPEATS = a.budget, a.past_budget, a.repeats
+    main(a.space_dir, tuple(a.strategies.split(",")), a.out, " ".join(["python", *sys.argv]), a.title,
+         tuple(a.transfer.split(",")))
