@@ -16,9 +16,13 @@ t partial python -m kerntune tune $G/partial_write.py --shape 16777216 --strateg
 python -m kerntune store export last --csv $OUT/partial.csv --store $S >> $OUT/checks.log 2>&1
 t partial_mask python -m kerntune tune $G/partial_mask.py --shape 16777216 --strategy exhaustive --budget 8 --no-report --store $S
 python -m kerntune store export last --csv $OUT/partial_mask.csv --store $S >> $OUT/checks.log 2>&1
+t partial_mask_launch python -m kerntune tune $G/partial_mask_launch.py --shape 16777216 --strategy exhaustive --budget 8 --no-report --store $S
+python -m kerntune store export last --csv $OUT/partial_mask_launch.csv --store $S >> $OUT/checks.log 2>&1
 t rms_norm python -m kerntune tune liger.rms_norm --shape 8192x4096 --budget 40 --no-report --store $S
 t decorator_tunes python $G/decorator_gpu.py /tmp/gpu_checks_dec.db
 t decorator_loads python $G/decorator_gpu.py /tmp/gpu_checks_dec.db
+rm -f /tmp/gpu_checks_chk.db; t decorator_check python $G/decorator_check.py /tmp/gpu_checks_chk.db
+t decorator_check_loads python $G/decorator_check.py /tmp/gpu_checks_chk.db
 T=300 t inplace_e2e python benchmarks/real_kernels/inplace_e2e.py --out $OUT/inplace_e2e.json
 t maxnreg_tunes python $G/maxnreg_list.py /tmp/gpu_checks_reg.db
 t maxnreg_loads python $G/maxnreg_list.py /tmp/gpu_checks_reg.db
