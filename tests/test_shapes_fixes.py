@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cli_runs import PACKAGE_ROOT, no_llm_env, one_line, run_cli
+from kerntune.errors import KerntuneError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -250,3 +251,23 @@ def test_tune_shapes_with_a_parent_reads_finished_shapes_back_on_resume(tmp_path
     assert {c.label: len(store.trials(c.id)) for c in store.child_runs(parent) if c.label in before} == before
     assert sum(r.evaluations for r in results) == 30 and all(r.best_config for r in results)
     assert store.get_run(parent).status == "done"
+
+
+def test_report_of_a_shapes_run_names_its_shapes_runs(tmp_path: Path) -> None:
+    """``kerntune report last`` after ``tune --shapes`` found the parent run, which holds no trial of its
+    own: the report came out empty.  It says which run holds each shape instead."""
+    from kerntune.evaluate import ReplayEvaluator
+    from kerntune.report.data import load_report
+    from kerntune.run.shapes import create_parent, tune_shapes
+    from kerntune.store import Store
+
+    files = {(4096, 4096, 4096): "matmul_4096_h100", (256, 8192, 8192): "matmul_256x8192x8192_h100"}
+    store = Store(tmp_path / "kt.db")
+    parent = create_parent(store, "replay", {"evaluator": "replay"}, list(files), "random", 0, 10)
+    tune_shapes(lambda s: ReplayEvaluator.from_file(ROOT / "examples" / "spaces" / f"{files[s]}.json.gz"),
+                list(files), "random", 10, store, seed=0, parent_id=parent)
+    with pytest.raises(KerntuneError, match="tune --shapes") as err:
+        load_report(store, parent)
+    for child in store.child_runs(parent):
+        assert child.id in str(err.value)
+    assert "256x8192x8192" in str(err.value) and "4096x4096x4096" in str(err.value)

@@ -17,6 +17,7 @@ from typing import Any
 
 from kerntune.budget_default import describe_budget
 from kerntune.compare.metrics import Reference
+from kerntune.errors import KerntuneError
 from kerntune.space.params import jsonable
 from kerntune.store import Store
 
@@ -144,6 +145,12 @@ def load_report(store: Store, run: str) -> ReportData:
     """Read a run (a ``compare`` run brings all its repeats) and its recording's yardsticks."""
     run_id = store.resolve_run_id(run)
     top = store.conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+    if top["kind"] == "shapes":  # one problem per child: no curve or optimum is shared, so one shape at a time
+        children = store.conn.execute("SELECT id, label FROM runs WHERE parent_id=? ORDER BY created, id",
+                                      (run_id,)).fetchall()
+        listed = "; ".join(f"{c['id']} ({str(c['label'] or '').removeprefix('shapes ')})" for c in children)
+        raise KerntuneError(f"run {run_id} is a `tune --shapes` run: report one shape with `kerntune report ID`"
+                            f" ({listed or 'no shape tuned yet'}); its dispatch table: `kerntune cache list`")
     rows = store.conn.execute("SELECT * FROM runs WHERE parent_id=? ORDER BY created, id", (run_id,)).fetchall() \
         if top["kind"] == "compare" else [top]
     notes: list[str] = []
