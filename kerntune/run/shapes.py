@@ -276,7 +276,9 @@ def _tune_one(ev: Evaluator, shape: Shape, strategy: str, per: int, store: Store
                            stack, best.config, best.time_ms, res.run_id)
     finally:
         ev.close()
-    speedup = found.speedup if found is not None else None
+    # the winner's speedup over the baseline; none where the baseline stayed the winner (the search's
+    # pick re-timed slower: ``found.pick``, its figure in the notes), which would print the pick's figure
+    speedup = found.speedup if found is not None and found.pick is None else None
     out = ShapeResult(list(shape), res.run_id, best.config if best else None, best.time_ms if best else None,
                       len(res.history), per, sorted({"x".join(map(str, w.problem_size)) for w in winners}),
                       0 if use_transfer else len(winners), _evals_to_best(res.history),
