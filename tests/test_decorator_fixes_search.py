@@ -249,3 +249,36 @@ def test_an_interrupted_search_is_resumed_by_the_next_call_and_other_settings_st
     assert st.get_run(interrupted.id).status == "done" and len(st.trials(interrupted.id)) == 4
     assert [r["run_id"] for r in st.conn.execute("SELECT run_id FROM best_configs")] == [interrupted.id]
     torch.testing.assert_close(out, x * 2.0)
+
+
+READ_AND_WRITE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def max_and_scale(x_ptr, m_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    msk = offs < n
+    x = tl.load(x_ptr + offs, mask=msk)
+    tl.store(m_ptr + offs, tl.maximum(tl.load(m_ptr + offs, mask=msk), x), mask=msk)
+    tl.store(out_ptr + offs, x * 2.0, mask=msk)
+'''
+
+
+@pytest.mark.parametrize("check", [["out_ptr", "m_ptr"], ["m_ptr", "out_ptr"]])
+def test_a_written_only_output_is_poisoned_whatever_the_order_of_check(tmp_path: Path, check: list[str]) -> None:
+    """``m`` is read and written (a running maximum), ``out`` only written.  Each poison probe ran over what
+    the previous probe left: with ``check=['m_ptr', 'out_ptr']`` ``m`` still held NaN from its own probe when
+    ``out`` was probed, so ``out`` was never poisoned and BLOCK=16, on a grid written for BLOCK=32, left half
+    of ``out`` unwritten and passed.  Each probe now starts from the user's values, in either order."""
+    mod = kernel_module(tmp_path / "kt_fix_order.py", "kt_fix_order", READ_AND_WRITE)
+    db = tmp_path / "k.db"
+    k = kerntune.autotune(space=BLOCKS, key=["n"], strategy="exhaustive", store=str(db), rep_ms=1,
+                          check=check)(mod.max_and_scale)
+    n = 256
+    x, m, out = torch.randn(n), torch.zeros(n), torch.zeros(n)
+    k[(triton.cdiv(n, 32),)](x, m, out, n)
+    assert _statuses(db) == {16: "wrong_result", 32: "ok", 64: "ok"}
+    assert k.best[k.tuned_keys[0]][0]["BLOCK"] in (32, 64)
+    torch.testing.assert_close(out, x * 2.0)

@@ -30,12 +30,14 @@ def shapes_command(kernel: Optional[Path], shape: Optional[str], shapes: Optiona
                    source: Optional[Path], device: Optional[str], ray_address: Optional[str],
                    report: Optional[Path], seconds: Optional[float], target_ms: Optional[float],
                    strategy: Optional[str], budget: Optional[int], seed: Optional[int], store: Optional[str],
-                   resume: Optional[str], st: Optional[Store], compile_timeout: float, gpus: str, retime: int,
+                   resume: Optional[str], st: Optional[Store], compile_timeout: float, gpus: str,
+                   retime: Optional[int],
                    option: list[str], llm: Optional[str], llm_base_url: Optional[str], llm_timeout: float,
                    llm_transcript: Optional[Path], given_model: dict) -> None:
     """``tune FILE --shapes FILE``, or ``tune --resume ID`` of such a run (``st``: the store, open where
     the resume path found the run in it).  What a shapes run cannot use is refused, as the single
-    shape refuses it: --source and --device describe a replayed space (they were accepted and ignored)."""
+    shape refuses it: --source and --device describe a replayed space (they were accepted and ignored).
+    ``retime``: None where --retime was not typed (a new run takes ``DEFAULT_RETIME``, a resume its own)."""
     if seconds is not None or target_ms is not None:
         raise KerntuneError("--shapes takes --budget (evaluations over all shapes, default 100), not --seconds"
                             " or --target-ms")
@@ -44,7 +46,10 @@ def shapes_command(kernel: Optional[Path], shape: Optional[str], shapes: Optiona
             raise KerntuneError(f"--shapes does not take {flag}")
     if source is not None or device is not None:
         raise KerntuneError("--source and --device describe a replayed space: use them with --replay")
-    if shape is not None or replay is not None:
+    typed = [flag for flag, value in (("--shape", shape), ("--replay", replay)) if value is not None]
+    if typed and resume and shapes is None:  # `tune --resume ID --shape ...`: --shapes was not typed
+        raise KerntuneError(f"run {resume} is a --shapes run: it takes no {' or '.join(typed)}")
+    if typed:
         raise KerntuneError("--shapes needs a kernel file and no --shape or --replay")
     from kerntune.cli.tune_cmd import _asks_model, _model_client, _note_unused_model, _parse_gpus
     from kerntune.evaluate.triton_backend.kernel_file import is_adapter_spec
@@ -60,6 +65,10 @@ def shapes_command(kernel: Optional[Path], shape: Optional[str], shapes: Optiona
             st = open_store(store)
             resume = st.resolve_run_id(resume)
         if not is_shapes_run(st, resume):
+            parent = st.get_run(resume).parent_id
+            if parent is not None and is_shapes_run(st, parent):  # one of its shapes: the parent continues it
+                raise KerntuneError(f"run {resume} is one shape of the --shapes run {parent}: continue that with"
+                                    f" `kerntune tune --resume {parent}`")
             raise KerntuneError(f"run {resume} is not a --shapes run: continue it without --shapes")
         resume_shapes_cli(st, store, resume, kernel, shapes, strategy, budget, seed, option, llm, llm_transcript,
                           lambda strat, spec, transcript: _model_client(strat, spec, llm_base_url, transcript,
@@ -75,7 +84,7 @@ def shapes_command(kernel: Optional[Path], shape: Optional[str], shapes: Optiona
     _note_unused_model(strategy, given_model)
     client = _model_client(strategy, llm, llm_base_url, llm_transcript, llm_timeout)
     tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option,
-                    llm=client, retime=retime)
+                    llm=client, retime=DEFAULT_RETIME if retime is None else retime)
 
 
 def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Optional[int], seed: int,
@@ -97,7 +106,7 @@ def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Opti
     st = open_store(store)
     shapes = [s for s, _ in lines]
     parent = create_parent(st, path, ident, shapes, strategy, seed, budget, options, llm,
-                           shapes_file=str(shapes_file.resolve()))
+                           shapes_file=str(shapes_file.resolve()), retime=retime)
     _run(st, store, parent, path, module, shapes, strategy, budget, seed, options, llm, compile_timeout, gpus, retime)
 
 
@@ -105,11 +114,12 @@ def resume_shapes_cli(st: Store, store: Optional[str], run_id: str, kernel: Opti
                       shapes_file: Optional[Path], strategy: Optional[str], budget: Optional[int],
                       seed: Optional[int], option: list[str], llm: Optional[str], llm_transcript: Optional[Path],
                       make_model: ModelFactory, compile_timeout: float, gpus: int | None,
-                      retime: int = DEFAULT_RETIME) -> None:
+                      retime: Optional[int] = None) -> None:
     """``tune --resume ID`` of a ``tune --shapes`` run: the shapes whose run finished are read back, an
     interrupted shape's run is resumed from its stored trials, the rest are tuned, under the stored
     budget.  What is typed again (kernel, ``--shapes``, ``--strategy``, ``--seed``, ``--budget``, ``-o``,
-    ``--llm``) must be the run's own, as a single shape's resume checks it."""
+    ``--retime``, ``--llm``) must be the run's own, as a single shape's resume checks it; ``retime`` None:
+    the run's own (a run stored before it was kept: ``DEFAULT_RETIME``)."""
     from kerntune.evaluate.triton_backend.kernel_file import is_adapter_spec, load_kernel_module
     from kerntune.store.resume import check_same, plain, resumed_model, resumed_transcript
 
@@ -121,6 +131,9 @@ def resume_shapes_cli(st: Store, store: Optional[str], run_id: str, kernel: Opti
     check_same(run_id, "--strategy", run.strategy, strategy)
     check_same(run_id, "--seed", run.seed, seed)
     check_same(run_id, "--budget", opts.get("budget"), budget)
+    if "retime" in opts:  # kept since --retime was stored: one table must not mix re-timed and screening winners
+        check_same(run_id, "--retime", opts["retime"], retime)
+    retime = retime if retime is not None else int(opts.get("retime", DEFAULT_RETIME))
     stored_options = opts.get("strategy_options") or {}
     for name, value in own_options(run.strategy or "", parse_options(option)).items():
         check_same(run_id, f"-o {name}", stored_options.get(name), plain(value))

@@ -41,9 +41,10 @@ def tune(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Evaluate on Ray actors: auto (this"
                                               " machine's cluster), ray://HOST:PORT, or local (a private one); a kernel given by adapter name"
                                               " (liger.rms_norm) needs its package installed on every node"),
-    retime: int = typer.Option(16, "--retime", help="Leaders (those within 1.5x of the fastest) that a GPU run's"
-                               " runoff settles the winner among, launches interleaved; the winner is then re-timed"
-                               " beside the default config in interleaved rounds (0: neither)"),
+    retime: Optional[int] = typer.Option(None, "--retime", help="Leaders (those within 1.5x of the fastest) that a"
+                                         " GPU run's runoff settles the winner among, launches interleaved; the winner"
+                                         " is then re-timed beside the default config in interleaved rounds (0:"
+                                         " neither; default 16, a --shapes run's resume: the run's own)"),
     strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy name (default auto; `kerntune"
                                            " options` lists each one's -o options)"),
     budget: Optional[int] = typer.Option(None, "--budget", help="Maximum evaluations (default 100; no cap when --seconds alone is given, except with --shapes)"),
@@ -69,7 +70,7 @@ def tune(
     for flag, value, low, high in (("--compile-timeout", compile_timeout, 0, 86400), ("--seconds", seconds, 0, 1e9),
                                    ("--target-ms", target_ms, 0, float("inf")), ("--llm-timeout", llm_timeout, 0, 86400)):
         check_number(flag, value, low, high)
-    if not 0 <= retime <= 1000:
+    if retime is not None and not 0 <= retime <= 1000:
         raise KerntuneError(f"--retime must be 0 to 1000 leaders, got {retime}")
     if resume is not None and not resume.strip():
         raise KerntuneError("--resume needs a run id (`kerntune store runs` lists them)")
@@ -113,6 +114,7 @@ def tune(
                    target_ms=target_ms)
     if (source is not None or device is not None) and replay is None:
         raise KerntuneError("--source and --device describe a replayed space: use them with --replay")
+    retime = 16 if retime is None else retime  # not typed (None: a --shapes run's resume keeps its own)
     evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address, source, device)
     try:  # the workers end now if a check below refuses (a bad model spec, a store that cannot be opened)
         from kerntune.run.search import evaluator_identity

@@ -185,13 +185,16 @@ class LaunchEvaluator(Evaluator):
     def _take_reference(self, config: Config) -> None:
         """``config``'s output over the user's own values is the reference.  Then each output is poisoned
         in the checked launches only where ``config`` launched over the poison still gives the reference:
-        an output the kernel reads (data, not only a result) is left as it was."""
+        an output the kernel reads (data, not only a result) is left as it was.  Each probe starts from the
+        user's values in every output: it ran over what the previous probe left (NaN in an output the kernel
+        reads), so whether an output was poisoned depended on the order of ``check``."""
         self._put_back(list(self.originals))
         self._launch(config)
         self.reference = self._outputs()
         torch = torch_module()
         for n in self.originals:
             try:
+                self._put_back(list(self.originals))
                 self._launch(config, [*self.poisoned, n])
                 if compare_outputs(self._outputs(), self.reference, torch) is None:
                     self.poisoned.append(n)

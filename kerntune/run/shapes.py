@@ -179,15 +179,16 @@ def _error_line(t: Any) -> str:
 
 def create_parent(store: Store, kernel_file: str, ident: dict[str, Any], shapes: Sequence[Shape], strategy: str,
                   seed: int, total_evals: int, options: dict[str, Any] | None = None, llm: Any = None,
-                  shapes_file: str | None = None) -> str:
+                  shapes_file: str | None = None, retime: int = DEFAULT_RETIME) -> str:
     """The parent run of a ``tune --shapes`` run: what a resume must find again (the kernel file or
-    adapter spec, its source hash in ``ident``, the shapes, the total budget, strategy, seed, options and
-    the model's spec), so that ``tune --resume ID`` alone continues it.  Why: each shape was a run of its
-    own, so a killed run could not be resumed and a rerun measured every finished shape again."""
+    adapter spec, its source hash in ``ident``, the shapes, the total budget, strategy, seed, options,
+    ``--retime`` and the model's spec), so that ``tune --resume ID`` alone continues it.  Why: each shape
+    was a run of its own, so a killed run could not be resumed and a rerun measured every finished shape
+    again; ``retime`` was not kept, so a resume's table mixed re-timed and screening-only winners."""
     spec = getattr(llm, "spec", "") if llm is not None else ""
     transcript = getattr(llm, "transcript", None)
     opts = {"kernel_file": kernel_file, "shapes": [list(s) for s in shapes], "shapes_file": shapes_file,
-            "budget": total_evals, "strategy_options": dict(options or {}),
+            "budget": total_evals, "retime": retime, "strategy_options": dict(options or {}),
             "llm": redact(spec) if spec else None,
             "llm_transcript": str(Path(transcript).resolve()) if transcript else None}
     return store.create_run(PARENT_KIND, strategy=strategy, seed=seed, options=opts, evaluator=ident)
@@ -210,9 +211,26 @@ def tune_shapes(make_evaluator: Callable[[Shape], Evaluator], shapes: Sequence[S
     could be slower than the package's own choice.
 
     ``parent_id``: the parent run (``create_parent``) whose children the shapes' runs are; a parent
-    that holds children already is resumed (see the module's docstring) and is finished here."""
+    that holds children already is resumed (see the module's docstring) and is finished here.  It is
+    held by this process throughout (``Store.lock_run``): two processes on one parent each tuned every
+    shape left (twice the budget, duplicate children), and the second, refused a child, marked the
+    parent failed while the first still ran; the second is now refused before it touches anything."""
     if total_evals < len(shapes):
         raise KerntuneError(f"a budget of {total_evals} evaluations cannot cover {len(shapes)} shapes")
+    lock = store.lock_run(parent_id) if parent_id is not None else None  # refused here: the parent untouched
+    try:
+        return _tune_shapes(make_evaluator, shapes, strategy, total_evals, store, seed, options, llm, warm,
+                            versions, on_shape, parent_id, retime)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _tune_shapes(make_evaluator: Callable[[Shape], Evaluator], shapes: Sequence[Shape], strategy: str,
+                 total_evals: int, store: Store, seed: int, options: dict[str, Any] | None, llm: Any, warm: bool,
+                 versions: str, on_shape: Callable[[ShapeResult], None] | None, parent_id: str | None,
+                 retime: int) -> list[ShapeResult]:
+    """``tune_shapes`` once the parent is held."""
     results: list[ShapeResult] = []
     with errors_end_the_run(store, parent_id):  # a killed or interrupted parent says so in the store
         order = tuning_order(shapes)

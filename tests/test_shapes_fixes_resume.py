@@ -1,0 +1,185 @@
+"""``tune --resume`` of a ``tune --shapes`` run: one process at a time on a parent, ``--retime`` kept with the
+run and checked on its resume, and the messages of a resume given ``--shape`` or a shape's own run.  Real
+``kerntune`` processes on CPU kernel files (plain Python launchers in the measuring workers), real SQLite
+stores."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cli_runs import PACKAGE_ROOT, no_llm_env, one_line, run_cli
+
+_SUM = '''
+import time
+from kerntune.space import Choice, Space
+name = "{name}"
+description = "sum of a vector"
+space = Space([Choice("work", options=(1, 2, 3, 4, 5, 6, 7, 8)), Choice("unroll", options=(1, 2, 3, 4))],
+              default={{"work": 8, "unroll": 1}})
+def make_inputs(shape):
+    return ([float(i % 7) for i in range(shape[0])],)
+def reference(inputs):
+    return [sum(inputs[0])]
+def launch(config, inputs):
+    time.sleep({sleep})
+    total = 0.0
+    for _ in range(config["work"] + config["unroll"] - 1):
+        total = sum(inputs[0])
+    return [total]
+'''
+
+
+def _kernel(tmp: Path, name: str, sleep: float = 0.0) -> Path:
+    path = tmp / f"{name}.py"
+    path.write_text(_SUM.format(name=name, sleep=sleep))
+    return path
+
+
+def _shapes(tmp: Path, text: str) -> Path:
+    path = tmp / "shapes.txt"
+    path.write_text(text)
+    return path
+
+
+def _rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+def _status(db: Path, run_id: str) -> str:
+    return _rows(db, "SELECT status FROM runs WHERE id=?", (run_id,))[0][0]
+
+
+def _start(tmp: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    """``kerntune tune ARGS`` started in ``tmp`` (store ``tmp/store.db``), and the run id it prints first."""
+    env = dict(no_llm_env(), PYTHONPATH=str(PACKAGE_ROOT), KERNTUNE_STORE=str(tmp / "store.db"))
+    proc = subprocess.Popen([sys.executable, "-m", "kerntune", "tune", *args], cwd=tmp, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    first = proc.stdout.readline()
+    if not first.startswith("run id: "):
+        proc.kill()
+        raise AssertionError(first + proc.communicate()[1][-2000:])
+    return proc, first.split()[2]
+
+
+def _wait_for(proc: subprocess.Popen, db: Path, parent: str, done: int, trials: int) -> None:
+    """Until ``done`` children of ``parent`` are finished and the next one has ``trials`` trials stored."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        states = _rows(db, "SELECT status, (SELECT count(*) FROM trials t WHERE t.run_id=runs.id) FROM runs"
+                       " WHERE parent_id=? ORDER BY created", (parent,)) if db.exists() else []
+        if len(states) == done + 1 and all(s == "done" for s, _ in states[:done]) and states[done][1] >= trials:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the run ended or stalled first (exit code {proc.poll()})")
+
+
+def _killed_after_first_shape(tmp: Path, *args: str) -> str:
+    """A ``tune --shapes`` run SIGKILLed once its first shape is done and its second has a trial: its id."""
+    db = tmp / "store.db"
+    proc, parent = _start(tmp, *args)
+    try:
+        _wait_for(proc, db, parent, done=1, trials=1)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    return parent
+
+
+def test_a_second_process_on_a_live_shapes_run_is_refused_and_the_run_keeps_its_budget(tmp_path: Path) -> None:
+    """Two processes on one ``--shapes`` run (a resume of a run still alive, or two resumes) both tuned every
+    shape left: each measured twice (20 trials for a budget of 12), duplicate children, the last writer won
+    the dispatch entry; a second process refused on a child's lock marked the live parent failed.  Now the
+    parent is held for the whole run: a second process, with or without ``--shapes``, gets one line and
+    touches nothing, and the first finishes within its budget with one child per shape."""
+    kernel = _kernel(tmp_path, "held_sum", sleep=0.05)
+    shapes = _shapes(tmp_path, "1000\n2000\n4000\n")
+    db = tmp_path / "store.db"
+    proc, parent = _start(tmp_path, str(kernel), "--shapes", str(shapes), "--budget", "12", "--strategy", "random",
+                          "--retime", "0")
+    try:
+        _wait_for(proc, db, parent, done=0, trials=1)
+        for extra in ([], [str(kernel), "--shapes", str(shapes)]):
+            one_line(run_cli(tmp_path, "tune", "--resume", parent, *extra, timeout=300),
+                     f"run {parent} is in use by another kerntune process")
+            assert proc.poll() is None, "the first process ended before the second was refused"
+            assert _status(db, parent) == "running"
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    labels = [label for (label,) in _rows(db, "SELECT label FROM runs WHERE parent_id=?", (parent,))]
+    assert sorted(labels) == ["shapes 1000", "shapes 2000", "shapes 4000"]
+    [(trials,)] = _rows(db, "SELECT count(*) FROM trials t JOIN runs r ON t.run_id=r.id WHERE r.parent_id=?",
+                        (parent,))
+    assert trials == 12
+    assert _status(db, parent) == "done"
+
+
+def test_retime_is_kept_with_a_shapes_run_and_its_resume_keeps_or_checks_it(tmp_path: Path) -> None:
+    """``--retime`` was neither stored with a ``--shapes`` run nor checked on its resume: a run started with
+    ``--retime 0`` and resumed without it re-timed the shapes left (the default 16), so one dispatch table
+    mixed re-timed and screening-only winners, and a resume typed with another ``--retime`` was taken.  Now
+    the parent keeps it: a resume without ``--retime`` uses the run's own, one with another is refused."""
+    kernel = _kernel(tmp_path, "retime_sum", sleep=0.02)
+    shapes = _shapes(tmp_path, "1000\n2000\n")
+    db = tmp_path / "store.db"
+    parent = _killed_after_first_shape(tmp_path, str(kernel), "--shapes", str(shapes), "--budget", "8",
+                                       "--strategy", "random", "--retime", "0")
+    one_line(run_cli(tmp_path, "tune", "--resume", parent, "--retime", "16"),
+             f"cannot resume {parent}: it was started with --retime 0, not 16")
+    resumed = run_cli(tmp_path, "tune", "--resume", parent, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "(re-timed)" not in resumed.stderr and "over the default config" not in resumed.stderr, resumed.stderr
+    summaries = [json.loads(s)["shape_result"] for (s,) in
+                 _rows(db, "SELECT summary_json FROM runs WHERE parent_id=?", (parent,))]
+    assert len(summaries) == 2 and not any(s["retimed"] for s in summaries)
+    again = run_cli(tmp_path, "tune", "--resume", parent, "--retime", "0", timeout=300)  # the run's own: taken
+    assert again.returncode == 0, again.stderr[-3000:]
+
+
+def test_a_new_shapes_run_keeps_the_default_retime_and_a_single_shape_still_retimes(tmp_path: Path) -> None:
+    """``--retime`` is None where it is not typed (so that a resume can tell): a new ``--shapes`` run stores
+    the default 16 and re-times, as a single shape's ``tune`` still does by default."""
+    kernel = _kernel(tmp_path, "default_sum")
+    shapes = _shapes(tmp_path, "1000\n")
+    out = run_cli(tmp_path, "tune", str(kernel), "--shapes", str(shapes), "--budget", "2", "--strategy", "random",
+                  timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [(options,)] = _rows(tmp_path / "store.db", "SELECT options_json FROM runs WHERE kind='shapes'")
+    assert json.loads(options)["retime"] == 16
+    assert "(re-timed)" in out.stderr, out.stderr[-2000:]
+    single = run_cli(tmp_path, "tune", str(kernel), "--shape", "1000", "--budget", "2", "--strategy", "random",
+                     "--no-report", timeout=300)
+    assert single.returncode == 0, single.stderr[-3000:]
+    assert "re-timed" in single.stdout + single.stderr, (single.stdout + single.stderr)[-2000:]
+
+
+def test_a_resume_of_a_shapes_run_given_shape_or_of_its_shape_given_shapes_says_what_to_do(tmp_path: Path) -> None:
+    """``tune --resume PARENT --shape 1000`` said "--shapes needs a kernel file and no --shape or --replay",
+    though --shapes was not typed; ``tune --resume CHILD --shapes FILE`` said to continue it without
+    --shapes, and that then said to resume the parent.  Now the first says a --shapes run takes no --shape
+    and the second names the parent at once."""
+    kernel = _kernel(tmp_path, "msg_sum")
+    shapes = _shapes(tmp_path, "1000\n2000\n")
+    out = run_cli(tmp_path, "tune", str(kernel), "--shapes", str(shapes), "--budget", "2", "--strategy", "random",
+                  "--retime", "0", timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [(parent,)] = _rows(tmp_path / "store.db", "SELECT id FROM runs WHERE kind='shapes'")
+    child = _rows(tmp_path / "store.db", "SELECT id FROM runs WHERE parent_id=?", (parent,))[0][0]
+    line = one_line(run_cli(tmp_path, "tune", "--resume", parent, "--shape", "1000"),
+                    f"run {parent} is a --shapes run: it takes no --shape")
+    assert "needs a kernel file" not in line
+    line = one_line(run_cli(tmp_path, "tune", "--resume", child, "--shapes", str(shapes)),
+                    f"run {child} is one shape of the --shapes run {parent}", f"kerntune tune --resume {parent}")
+    assert "without --shapes" not in line
