@@ -66,7 +66,8 @@ def test_an_llm_spec_string_is_made_into_its_model_and_tunes_the_first_launch_sc
     transcript.write_text("".join(json.dumps({"response": answer({"BLOCK": 64}, {"BLOCK": 32})}) + "\n"
                                   for _ in range(4)))
     db = tmp_path / "k.db"
-    k = _tuner(ScriptedKernel(), strategy="llm", llm=f"replay:{transcript}", budget=3, store=str(db))
+    # budget past llm's 3 warm-up configs: with none left after them the model is no longer asked
+    k = _tuner(ScriptedKernel(), strategy="llm", llm=f"replay:{transcript}", budget=5, store=str(db))
     k[(1,)](*_args())
     assert k.tuned_keys and next(iter(k.best.values()))[0] == {"BLOCK": 64}
     st = Store(db)

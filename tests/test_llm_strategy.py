@@ -72,20 +72,24 @@ def test_scripted_outage_with_fallback_error_stops_with_one_clear_line(tmp_path)
     store = Store(tmp_path / "k.db")
     with pytest.raises(KerntuneError, match=r"^the model failed in round 1: .*scripted outage$"):
         run_search(ev, "llm", Budget(max_evals=30), seed=1,
-                   run=RunOptions(llm=client, store=store, strategy_options={"fallback": "error"}))
+                   run=RunOptions(llm=client, store=store, strategy_options={"fallback": "error", "initial": 2,
+                                                                             "refine": 2}))
     (run,) = store.list_runs()
     assert run.status == "failed" and "scripted outage" in run.summary["error"]
     measured = len(list(store.trials(run.id)))
-    good, _ = _client(lambda n, m: json.dumps({"configs": [{"reasoning": "r", "config": BEST}]}))
+    fresh = [{"BM": bm, "W": w, "bs": [x, 64]} for bm in (32, 64, 128) for w in (4, 8) for x in (16, 64)]
+    good, _ = _client(lambda n, m: answer(*fresh[2 * (n - 1): 2 * n]))
     res = run_search(ev, "llm", Budget(max_evals=30), seed=1,
-                     run=RunOptions(llm=good, store=store, run_id=run.id, strategy_options={"fallback": "error"}))
+                     run=RunOptions(llm=good, store=store, run_id=run.id,
+                                    strategy_options={"fallback": "error", "initial": 2, "refine": 2}))
     assert res.resumed_trials == measured > 0
     assert store.get_run(run.id).status == "done"
     exchanges = store.llm_exchanges(run.id)
     assert exchanges and not any(ex["error"] for ex in exchanges)  # the failure that ended it was asked again
     # a later resume replays the stored answers (the model is down again) and measures nothing new
     again = run_search(ev, "llm", Budget(max_evals=30), seed=1,
-                       run=RunOptions(llm=client, store=store, run_id=run.id, strategy_options={"fallback": "error"}))
+                       run=RunOptions(llm=client, store=store, run_id=run.id,
+                                      strategy_options={"fallback": "error", "initial": 2, "refine": 2}))
     assert again.resumed_trials == len(res.history) and len(again.history) == len(res.history)
 
 
@@ -231,7 +235,7 @@ def test_llm_seeded_stops_when_its_llm_phase_reaches_target_ms(tmp_path) -> None
         sources, ctx = _sources(ev, "llm-seeded", lambda n, m: answer(BEST, {"BM": 32}), 40,
                                 {"initial": 2, "target_ms": 1.5, "then": then})
         assert ctx.stop_reason == "target reached"  # type: ignore[attr-defined]
-        assert sources == ["llm:warmup"] * 3 + ["llm:round1"] * 2  # no classical phase after it
+        assert sources == ["llm:warmup"] * 3 + ["llm:round1"]  # BEST met it: nothing after it
 
 
 def test_warmup_zero_measures_nothing_before_the_models_answer(tmp_path) -> None:

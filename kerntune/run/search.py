@@ -74,6 +74,12 @@ class RunOptions:
 #: memory).  A resume uses the stored ones, so that it re-walks the stored path.
 RESUME_PATH = "resume_path"
 
+#: The key of a failed run's summary that says its last model call ended it (``-o fallback=error``: the
+#: model failed or gave too few usable configs): the number of model calls stored then.  A resume asks
+#: that call again instead of replaying it; every other stored call, failed ones included, was handled
+#: (a fallback proposed its round) and is replayed.  Only such a call's exchange leaves the store.
+MODEL_CALL_ENDED_IT = "model_call_ended_it"
+
 
 @dataclass
 class SearchResult:
@@ -125,7 +131,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
     warm, warm_notes = warm_start_configs(evaluator.space, run.warm_start)
     parallelism: int | None = None
     lock = None
-    ended_by_error = False
+    ended_by_model = 0
     if store is not None:
         existing = None
         if run_id is not None:
@@ -134,7 +140,8 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
             except Exception:
                 existing = None
         if existing is not None:
-            ended_by_error = existing.status in ("failed", "interrupted")
+            if existing.status == "failed":  # (never an interrupted one: Ctrl-C during a call stores no exchange)
+                ended_by_model = int((existing.summary or {}).get(MODEL_CALL_ENDED_IT) or 0)
             lock = store.lock_run(run_id)  # type: ignore[arg-type]
             for key, trial, clock in store.trials(run_id):  # type: ignore[arg-type]
                 trial.config = evaluator.space.canonical(trial.config)
@@ -159,7 +166,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
     try:
         with errors_end_the_run(store, run_id):
             return _search(fn, evaluator, strategy, budget, seed, run, run_id, prior, options, time.perf_counter(),
-                           retry_last_error=ended_by_error, warm=warm, warm_notes=warm_notes,
+                           ended_by_model=ended_by_model, warm=warm, warm_notes=warm_notes,
                            parallelism=parallelism)
     finally:
         if lock is not None:
@@ -202,15 +209,27 @@ def errors_end_the_run(store: Store | None, run_id: str | None) -> Iterator[None
         if store is not None and run_id is not None:
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             try:
-                store.finish_run(run_id, status, summary={"error": redact(f"{type(exc).__name__}: {exc}")[:2000]})
+                summary: dict[str, Any] = {"error": redact(f"{type(exc).__name__}: {exc}")[:2000]}
+                if getattr(exc, "retry_model_call", False):  # the model call just stored ended the run
+                    calls = len(store.llm_exchanges(run_id))
+                    if calls:
+                        summary[MODEL_CALL_ENDED_IT] = calls
+                store.finish_run(run_id, status, summary=summary)
             except Exception:  # noqa: BLE001 - a store that cannot write must not hide the error itself
                 pass
         raise
 
 
+def _forget_ending_call(store: Store, run_id: str) -> None:
+    """Drop ``MODEL_CALL_ENDED_IT`` from a failed run's summary once a resume asks that call again."""
+    summary = dict(store.get_run(run_id).summary or {})
+    summary.pop(MODEL_CALL_ENDED_IT, None)
+    store.finish_run(run_id, "failed", summary=summary)
+
+
 def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget: Budget, seed: int,
             run: RunOptions, run_id: str | None, prior: dict[str, tuple[Trial, float]],
-            options: dict[str, Any], started: float, retry_last_error: bool = False,
+            options: dict[str, Any], started: float, ended_by_model: int = 0,
             warm: Sequence[Config] = (), warm_notes: Sequence[str] = (),
             parallelism: int | None = None) -> SearchResult:
     store, progress, llm = run.store, run.progress, run.llm
@@ -238,11 +257,12 @@ def _search(fn: Callable[..., None], evaluator: Evaluator, strategy: str, budget
     llm_log: list[dict[str, Any]] = []
     replayed = [0]
     stored = store.llm_exchanges(run_id) if llm is not None and store is not None else []  # type: ignore[arg-type]
-    if retry_last_error and stored and stored[-1].get("error"):
-        # the model error that ended the run is asked again, not replayed (and leaves the store,
-        # so that a later resume replays the new answer in its place)
-        while stored and stored[-1].get("error"):
-            stored.pop()
+    if ended_by_model and len(stored) == ended_by_model:
+        # the model call that ended the run (MODEL_CALL_ENDED_IT) is asked again, not replayed, and leaves
+        # the store, so that a later resume replays the new answer in its place.  The mark goes first: a
+        # resume killed after the new answer is stored must not take that one out as well.
+        _forget_ending_call(store, run_id)  # type: ignore[arg-type]
+        stored.pop()
         store.keep_llm_exchanges(run_id, len(stored))  # type: ignore[union-attr, arg-type]
     if stored:  # a resumed run (possibly killed before its first trial was stored)
         replayed[0] = len(stored)

@@ -86,7 +86,7 @@ class _Cooperation:
             messages = first_round(ctx.space, self.workload, self.device, n, self.opts, past=ctx.past_winners)
         else:
             messages = refine_round(ctx.space, self.workload, self.device, ctx.history, n, round_no - 1,
-                                    self.no_gain_calls > 0, self.opts)
+                                    self.no_gain_calls > 0, self.opts, past=ctx.past_winners)
         self.calls += 1
         ctx.charge(0.0)  # a real evaluator's clock catches up with the wall: the call starts now
         self.clock_at_submit = ctx.clock_s
@@ -116,6 +116,7 @@ class _Cooperation:
                 if waited is None:
                     while more() and self.surrogate_step(source):  # what a GPU measured meanwhile
                         pass
+                    self.abandoned(clock0)
                     ctx.charge(max(0.0, time.perf_counter() - self.wall_at_submit - (ctx.clock_s - clock0)))
                     ctx.note(f"auto: the time budget was spent while model call {self.calls} was out; "
                              "its answer is not used")
@@ -130,6 +131,7 @@ class _Cooperation:
             if ctx.done and not fut.done():
                 # the budget ended while the model thinks: no answer could be measured, so none is
                 # waited for (the call runs on a daemon thread, rounds.call_in_background)
+                self.abandoned(clock0)
                 ctx.note(f"auto: the budget ended while model call {self.calls} was out; its answer is not used")
                 ctx.stop_reason = ctx._why_done()
                 raise BudgetExhausted(ctx.stop_reason)
@@ -142,6 +144,16 @@ class _Cooperation:
         self.hidden_s += hidden
         ctx.charge(seconds - hidden)
         return answer
+
+    def abandoned(self, clock0: float) -> None:
+        """Count a call given up at the budget's end: its wall seconds so far as model time, hidden as far
+        as measurements since it began overlapped them (the clock as of the last one's end, before any
+        charge).  The report once said "0.0 s of model time, 100% hidden" for a run whose end went
+        waiting for the model."""
+        seconds = time.perf_counter() - self.wall_at_submit
+        hidden = min(seconds, max(self.ctx.clock_s - clock0, 0.0))
+        self.model_s += seconds
+        self.hidden_s += hidden
 
     def use(self, round_no: int, messages: list[Message], n: int, answer: Answer) -> None:
         ctx = self.ctx
@@ -205,12 +217,14 @@ class _Cooperation:
                     ctx.stop_reason = "space exhausted"
                     return
         finally:  # a call still out is left to its daemon thread (rounds.call_in_background)
-            share = self.hidden_s / self.model_s if self.model_s > 0 else 1.0
+            # no model time, no share (None, "n/a"): it once read 100%
+            share = self.hidden_s / self.model_s if self.model_s > 0 else None
             ctx.extra.update({"model_calls": self.calls, "model_seconds": self.model_s,
                               "model_hidden_seconds": self.hidden_s, "model_hidden_share": share,
                               "surrogate_restarts": self.engine.restarts})
+            shown = f"{share:.0%}" if share is not None else "n/a"
             ctx.note(f"auto: {self.calls} model call(s), {self.model_s:.1f} s of model time, "
-                     f"{self.hidden_s:.1f} s ({share:.0%}) hidden behind measurements")
+                     f"{self.hidden_s:.1f} s ({shown}) hidden behind measurements")
 
 
 def run_with_model(ctx: SearchContext, engine_opts: SurrogateOptions, batch_size: int | None = None,

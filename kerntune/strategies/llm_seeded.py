@@ -34,8 +34,10 @@ def search(ctx: SearchContext, rounds: int = 1, then: str = "bayes", then_option
     # classical phase should learn from, and a weak model then costs few evaluations.
     if llm_options.get("top_up") is None:
         llm_options["top_up"] = False
+    # The llm option target_ms is folded into the budget's target by the rounds: the stream stops on the
+    # trial that meets it, and the classical phase stops on it too (it once went on measuring).
     llm_search(ctx, max_rounds=rounds, tell_unspent=False, **llm_options)
-    if ctx.stop_reason == "target reached":  # the llm option target_ms: the search is over
+    if ctx.stop_reason == "target reached":  # the search is over
         return
     ctx.stop_reason = ""
     get_strategy(then)(ctx, **(then_options or {}))

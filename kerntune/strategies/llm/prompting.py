@@ -65,24 +65,31 @@ def _past(past: Sequence[Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _kernel_parts(workload: dict[str, Any], opts: PromptOptions, past: Sequence[Any]) -> dict[str, str]:
+    """The kernel's source, the hints (Helion's parameter guide among them) and past runs' winners, as
+    every round shows them (``include_source`` / ``include_hints`` leave the first two out).  Rounds
+    after the first once had none of them: the model refined configs of a kernel it no longer saw."""
+    source = workload.get("source") if opts.include_source else None
+    hints = workload.get("hints") if opts.include_hints else None
+    return {"source": f"\n```\n{source.strip()}\n```\n" if source else "",
+            "hints": f"\n## Hints\n\n{hints.strip()}\n" if hints else "", "past": _past(past)}
+
+
 def first_round(space: Space, workload: dict[str, Any], device: dict[str, Any], n: int,
                 opts: PromptOptions | None = None, past: Sequence[Any] = ()) -> list[Message]:
     opts = opts or PromptOptions()
-    source = workload.get("source") if opts.include_source else None
-    hints = workload.get("hints") if opts.include_hints else None
     user = template("first_round.md").substitute(
-        **_common(space, workload, device, opts), n=n,
-        source=f"\n```\n{source.strip()}\n```\n" if source else "",
-        hints=f"\n## Hints\n\n{hints.strip()}\n" if hints else "", past=_past(past),
-    )
+        **_common(space, workload, device, opts), n=n, **_kernel_parts(workload, opts, past))
     return [Message("system", template("system.md").substitute()), Message("user", user)]
 
 
 def refine_round(space: Space, workload: dict[str, Any], device: dict[str, Any], history: Sequence[Trial],
-                 n: int, round_done: int, stuck: bool, opts: PromptOptions | None = None) -> list[Message]:
+                 n: int, round_done: int, stuck: bool, opts: PromptOptions | None = None,
+                 past: Sequence[Any] = ()) -> list[Message]:
     opts = opts or PromptOptions()
     user = template("refine.md").substitute(
         **_common(space, workload, device, opts), n=n, round_done=round_done,
+        **_kernel_parts(workload, opts, past),
         state=feedback.search_state(space, history),
         anchors=feedback.anchors(space, history),
         results=feedback.results_table(space, history, opts.results_cap),

@@ -9,10 +9,13 @@ rounds show the ranked history, anchors and patterns.  Proposals are parsed,
 validated, normalised and de-duplicated against the whole history; rejects
 are kept with their reason.  When under half of a batch is usable the batch
 is topped up by the fallback so that no round is wasted; when the model
-fails, the fallback proposes the round (or, with ``fallback='error'``, the
-run stops with one clear line).  Convergence: no improvement for
+fails, the fallback proposes the round (with ``fallback='error'`` the run
+stops with one clear line instead, for a short round too).  The model is asked
+for no more configs than can be measured (evaluations and unmeasured configs
+left), and not at all when none can.  Convergence: no improvement for
 ``patience`` rounds, ``max_rounds``, a target time, or an improvement under
-``min_improvement`` over the last two rounds — and the budget always wins.
+``min_improvement`` over the last two rounds — and the budget always wins (a
+round it cuts stops the search with the budget's reason).
 
 Under a time budget the model is not waited for past it: when the clock the call
 will be charged to (the clock when it was made plus the wall seconds since, or
@@ -26,7 +29,7 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kerntune.errors import KerntuneError
@@ -41,6 +44,55 @@ from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine
 FALLBACKS = ("random", "pattern", "error")
 #: The stop reason of a run whose time budget ended while a model call was out.
 MODEL_OUT_OF_TIME = "time budget spent while the model was thinking"
+
+
+class ModelRoundFailed(KerntuneError):
+    """``fallback='error'``: the model failed or gave under half a round of usable configs, and the run
+    stops.  The round's exchange is stored before this is raised; ``retry_model_call`` tells the run
+    driver (``kerntune.run.search``) that this exchange ended the run, so a resume asks that call again
+    instead of replaying it (and only that one: every other stored call was handled and is replayed)."""
+
+    retry_model_call = True
+
+
+def _unmeasured_left(ctx: SearchContext) -> int | None:
+    """The valid configs not measured yet; None where the space is too large to count (plenty left).
+    The prompt counts the same spaces (``prompting._common``), so the count is cached by then."""
+    space = ctx.space
+    if not (space.materialised or not space.constraints or space.cartesian_size <= 5_000_000):
+        return None
+    try:
+        return max(space.count() - len(ctx.measured), 0)
+    except Exception:  # noqa: BLE001 - a space that cannot be counted is taken as large
+        return None
+
+
+def _askable(ctx: SearchContext, n: int, warm: int) -> tuple[int, str]:
+    """How many configs to ask the model for: ``n``, at most the evaluations and the unmeasured configs
+    left once the ``warm`` configs measured beside the call are counted; 0 with the reason where its
+    answer could not be measured (a call is paid for and waited for, and a structured-output model is
+    held by the schema's ``min_items`` to half of what it is asked for)."""
+    room, left = ctx.remaining_evals, _unmeasured_left(ctx)
+    if room is not None:
+        if room - warm <= 0:
+            return 0, "evaluation budget"
+        n = min(n, room - warm)
+    if left is not None:
+        if left - warm <= 0:
+            return 0, "space exhausted"
+        n = min(n, left - warm)
+    return n, ""
+
+
+def _short_round(round_no: int, n: int, usable: int, parsed: ParsedConfigs) -> str:
+    """The one line ``fallback='error'`` stops with when a round is short: the round and why the
+    model's configs were refused."""
+    reasons = list(dict.fromkeys(r.reason for r in parsed.rejected))
+    why = "; ".join(reasons[:3]) + (f"; and {len(reasons) - 3} more" if len(reasons) > 3 else "")
+    if not reasons:
+        why = "no configs in the answer" if not parsed.accepted else "no other config in the answer"
+    return redact(f"the model gave {usable} usable config(s) of the {n} asked for in round {round_no}"
+                  f" (fallback=error): {why}")[:1000]
 
 
 def _fallback_batch(ctx: SearchContext, kind: str, n: int, taken: set[str]) -> list[Config]:
@@ -249,11 +301,19 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
            fallback: str = "pattern", warmup: int = 3, max_tokens: int = 6000, top_up: bool = True) -> None:
     """``top_up=False`` (llm-seeded) measures only what the model proposed: a failed or thin
     round is not filled by the fallback, so a weak model costs few evaluations and the
-    classical phase that follows keeps its own random start."""
+    classical phase that follows keeps its own random start.
+
+    ``target_ms`` is folded into the budget's target at the start (the larger of the two: either
+    one met ends the search), so that the measurement stream stops on the trial that meets it, here
+    and in llm-seeded's classical phase; it once let the rest of the round be measured, and the
+    classical phase ignored it."""
     if fallback not in FALLBACKS:
         raise KerntuneError(f"unknown fallback {fallback!r} (known: {', '.join(FALLBACKS)})")
     if ctx.llm is None:
         raise KerntuneError("the llm strategy needs a model: pass --llm SPEC")
+    if target_ms is not None:
+        given = ctx.budget.target_ms
+        ctx.budget = replace(ctx.budget, target_ms=target_ms if given is None else max(given, target_ms))
     opts = PromptOptions(include_source, include_hardware, include_hints)
     workload, device = ctx.evaluator.workload(), ctx.evaluator.device()
     bests: list[float] = []
@@ -264,17 +324,28 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
         if why:  # no model call (paid for, and slow) for a round that could measure nothing
             ctx.stop_reason = why
             raise BudgetExhausted(why)
-        n = initial if round_no == 1 else refine
         if round_no == 1:
-            messages = first_round(ctx.space, workload, device, n, opts, past=ctx.past_winners)
             # Measure the default and a few random configs while the model thinks (_await_answer: more,
             # under a budget that counts no evaluations).
             default = ctx.unmeasured([ctx.space.default])
             warm = (default + ctx.sample_unmeasured(max(warmup - 1, 0), besides=default))[:warmup]
             exclude = {ctx.space.key(c) for c in warm} | set(ctx.measured)
         else:
-            messages = refine_round(ctx.space, workload, device, ctx.history, n, round_no - 1, no_gain > 0, opts)
             warm, exclude = [], set(ctx.measured)
+        n, why = _askable(ctx, initial if round_no == 1 else refine, len(warm))
+        if not n:  # the answer could not be measured: the model is not asked
+            if warm:
+                ctx.evaluate(warm, source="llm:warmup")
+            if why == "space exhausted":
+                ctx.stop_reason = why
+                return
+            ctx.stop_reason = ctx._why_done() or why
+            raise BudgetExhausted(ctx.stop_reason)
+        if round_no == 1:
+            messages = first_round(ctx.space, workload, device, n, opts, past=ctx.past_winners)
+        else:
+            messages = refine_round(ctx.space, workload, device, ctx.history, n, round_no - 1, no_gain > 0, opts,
+                                    past=ctx.past_winners)
         ctx.charge(0.0)  # a real evaluator's clock catches up with the wall: the call starts now
         clock0, t0 = ctx.clock_s, time.perf_counter()
         future = call_in_background(ctx, messages, temperature, max_tokens, exclude, n)
@@ -287,7 +358,7 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
         sources: list[str] | None = None
         if parsed is None:
             if fallback == "error":
-                raise KerntuneError(redact(f"the model failed in round {round_no}: {error}"))
+                raise ModelRoundFailed(redact(f"the model failed in round {round_no}: {error}"))
             if not top_up:
                 ctx.note(f"round {round_no}: the model failed ({error}); the LLM phase ends")
                 ctx.stop_reason = "the model failed"
@@ -303,25 +374,26 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
                 ctx.stop_reason = "no valid config from the model"
                 return
             if len(batch) < n / 2 and top_up:
+                if fallback == "error":  # no config the model did not propose is measured
+                    raise ModelRoundFailed(_short_round(round_no, n, len(batch), parsed))
                 ctx.note(f"round {round_no}: only {len(batch)} valid new configs of the {n} asked for"
                          f" ({len(parsed.accepted)} valid in the answer, {len(parsed.rejected)} refused);"
-                         f" topped up by {fallback if fallback != 'error' else 'random'}")
-                kind = fallback if fallback != "error" else "random"
-                extra = _fallback_batch(ctx, kind, n - len(batch), {ctx.space.key(c) for c in batch})
+                         f" topped up by {fallback}")
+                extra = _fallback_batch(ctx, fallback, n - len(batch), {ctx.space.key(c) for c in batch})
                 # The store and the report credit each config to whoever proposed it.
-                sources = [source] * len(batch) + [f"llm:fallback-{kind}"] * len(extra)
+                sources = [source] * len(batch) + [f"llm:fallback-{fallback}"] * len(extra)
                 batch += extra
         if not batch:
             ctx.stop_reason = "space exhausted"
             return
         before = ctx.best.time_ms if ctx.best else float("inf")
         ctx.evaluate(batch, source=source, sources=sources)
+        if ctx.done:  # the budget (or the target) ended the round: its reason, not a convergence rule's
+            ctx.stop_reason = ctx._why_done()
+            raise BudgetExhausted(ctx.stop_reason)
         best = ctx.best.time_ms if ctx.best else float("inf")
         bests.append(best)
         no_gain = no_gain + 1 if not best < before else 0
-        if target_ms is not None and best <= target_ms:
-            ctx.stop_reason = "target reached"
-            return
         if no_gain >= patience:
             ctx.stop_reason = f"no improvement for {patience} rounds"
             return
