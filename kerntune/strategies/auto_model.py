@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future
-from typing import Any
 
 from kerntune.llm.types import Message
 from kerntune.space import Config

@@ -173,26 +173,25 @@ def _poison_value(dtype: Any, torch: Any) -> Any:
     return torch.iinfo(dtype).max
 
 
-def exact_buffers_left_poisoned(out: Any, inputs: Any, originals: Any, torch: Any) -> list[int]:
-    """Positions in ``inputs`` of integer or bool output buffers that ``make_inputs`` left uninitialised.
+def exact_input_buffers_poisoned(inputs: Any, originals: Any, torch: Any) -> list[int]:
+    """Positions in ``inputs`` of integer or bool buffers that ``make_inputs`` left uninitialised.
 
     Why: an uninitialised buffer starts filled (``unwritten_poisoned``) with NaN for floats, which no
     right output holds, but with True or the type's largest value for bools and integers, which a right
     output may well hold (a mask that is all True where a config wrote it): a config leaving part of such
-    a buffer unwritten passed.  A buffer qualifies where the launch returns it (the same memory) and its
-    copy taken after ``make_inputs`` (``originals``) is the fill everywhere, so no kernel may read what
-    is in it: launching again over it zeroed shows what the config leaves unwritten.  Buffers holding
-    data (a counter incremented in place) are never touched."""
+    a buffer unwritten passed.  A buffer qualifies where its copy taken after ``make_inputs``
+    (``originals``) is the fill everywhere, whatever the launch returns: it may return the buffer, a view
+    of it at an offset or a converted copy (matched by pointer only, those passed half unwritten).  Which
+    of them may be zeroed is for ``ZeroedRelaunch`` to find out: an all-True mask given as data is
+    read by the kernel."""
     if torch is None:
         return []
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    ptrs = {o.data_ptr() for o in outs if isinstance(o, torch.Tensor) and o.numel()}
     found = []
     for i, (t, orig) in enumerate(zip(inputs, originals)):
-        if not isinstance(t, torch.Tensor) or not t.numel() or t.data_ptr() not in ptrs:
+        if not isinstance(t, torch.Tensor) or not t.numel() or not isinstance(orig, torch.Tensor):
             continue
         fill = _poison_value(t.dtype, torch)
-        if fill is not None and isinstance(orig, torch.Tensor) and bool((orig == fill).all()):
+        if fill is not None and bool((orig == fill).all()):
             found.append(i)
     return found
 
@@ -201,14 +200,39 @@ _EMPTY_OPS = ("empty.memory_format", "empty_strided.default", "empty_like.defaul
               "new_empty_strided.default")
 
 
+def _keys_below_mode(args: Any, kwargs: Any, torch: Any) -> Any | None:
+    """The dispatch keys an op's tensor arguments reach below a dispatch mode's own (Python) key, for
+    running the op's implementation with the mode on; None where there are none (no tensor argument)
+    or this torch lacks the calls."""
+    from torch.utils._pytree import tree_leaves
+
+    try:
+        tensors = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        if not tensors:
+            return None
+        keys = torch._C._dispatch_keys(tensors[0])
+        for t in tensors[1:]:
+            keys = keys | torch._C._dispatch_keys(t)
+        keys = keys & torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
+        return keys if keys.raw_repr() else None
+    except (AttributeError, RuntimeError, TypeError):
+        return None
+
+
 @contextlib.contextmanager
 def exact_allocations_zeroed(torch: Any) -> Iterator[None]:
-    """While it is active, a bool or integer tensor allocated uninitialised (``torch.empty`` and kin,
-    however the calling code reaches it: the dispatcher sees every one) starts zeroed; floats keep
-    ``unwritten_poisoned``'s NaN.  Why: an output that ``launch()`` itself allocates starts at True or
-    the type's largest value under ``unwritten_poisoned``, which a right output may hold (a mask that is
-    True where a config wrote it), so a config leaving part of it unwritten passed; launched once more
-    under this, what it leaves unwritten is False or 0 instead."""
+    """While it is active, a bool or integer tensor allocated uninitialised (``torch.empty`` and kin)
+    starts zeroed; floats keep ``unwritten_poisoned``'s NaN.  Why: an output that ``launch()`` itself
+    allocates starts at True or the type's largest value under ``unwritten_poisoned``, which a right
+    output may hold (a mask that is True where a config wrote it), so a config leaving part of it
+    unwritten passed; launched once more under this, what it leaves unwritten is False or 0 instead.
+
+    A dispatch mode sees the ops the calling code reaches, not those inside another op's kernel: a
+    custom op's (``torch.library``) implementation ran with the mode off, so its ``torch.empty`` kept
+    the fill.  So an op outside aten's own is run below the mode's key with the mode on again, and its
+    allocations start zeroed too (before the op writes them: what it writes still shows).  A custom op
+    without tensor arguments (nothing to dispatch it by) runs as it is, its allocations not zeroed;
+    allocations inside aten's own kernels (a converted copy) are those kernels' to write in full."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     ops = set()
@@ -217,10 +241,17 @@ def exact_allocations_zeroed(torch: Any) -> Iterator[None]:
         packet = getattr(torch.ops.aten, op, None)
         if packet is not None and hasattr(packet, overload):
             ops.add(getattr(packet, overload))
+    overload_type = getattr(torch._ops, "OpOverload", ())
 
     class _Zeroed(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            out = func(*args, **(kwargs or {}))
+            kwargs = kwargs or {}
+            if isinstance(func, overload_type) and func.namespace not in ("aten", "prim", "prims"):
+                keys = _keys_below_mode(args, kwargs, torch)
+                if keys is not None:
+                    with self:  # the mode is off inside its own handler: on again for the op's kernel
+                        return func.redispatch(keys, *args, **kwargs)
+            out = func(*args, **kwargs)
             if func in ops and isinstance(out, torch.Tensor) and not (out.is_floating_point() or out.is_complex()):
                 out.zero_()  # the mode is off inside its own handler: a plain fill
             return out
@@ -229,32 +260,52 @@ def exact_allocations_zeroed(torch: Any) -> Iterator[None]:
         yield
 
 
+def _storage(t: Any) -> int:
+    """Where ``t``'s memory block starts: the same for a view at any offset as for its base."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (AttributeError, RuntimeError, NotImplementedError):  # a tensor without a plain storage
+        return t.data_ptr()
+
+
 def fresh_exact_outputs(out: Any, inputs: Any, torch: Any) -> bool:
-    """Whether the launch returned a bool or integer tensor that is none of the inputs' memory (one
-    ``launch()`` allocated itself, so ``exact_buffers_left_poisoned`` cannot zero it beforehand)."""
+    """Whether the launch returned a bool or integer tensor that shares no input's storage (one
+    ``launch()`` allocated itself, which ``exact_input_buffers_poisoned`` cannot zero beforehand).  A
+    view of an input at an offset is the input's memory, not a fresh allocation."""
     if torch is None:
         return False
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    held = {t.data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
+    held = {_storage(t) for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
     return any(isinstance(o, torch.Tensor) and o.numel() and not (o.is_floating_point() or o.is_complex())
-               and o.data_ptr() not in held for o in outs)
+               and _storage(o) not in held for o in outs)
+
+
+def _holds_exact(x: Any, torch: Any) -> bool:
+    """Whether ``x`` (an output) holds a bool or integer tensor anywhere."""
+    if isinstance(x, (tuple, list)):
+        return any(_holds_exact(v, torch) for v in x)
+    return isinstance(x, torch.Tensor) and not (x.is_floating_point() or x.is_complex())
 
 
 class ZeroedRelaunch:
     """The second checked launch for outputs whose poison a right output may hold: the bool and integer
-    buffers ``make_inputs`` left uninitialised are zeroed (``exact_buffers_left_poisoned``), and those
+    buffers ``make_inputs`` left uninitialised are zeroed (``exact_input_buffers_poisoned``), and those
     the launch allocates itself start zeroed (``exact_allocations_zeroed``); what the config leaves
-    unwritten then shows.  Each is done only where the default config's output holds that way (checked
-    once per worker): an all-True mask a kernel reads and updates in place is data, not an unwritten
-    output, and a launch that cannot run under the dispatcher's mode is left to the first check."""
+    unwritten then shows.  Each is done only where a config trusted for it gives the reference's output
+    so (``trust``, once per worker, one launch per buffer): an all-True mask a kernel reads and updates
+    in place is data, not an unwritten output, and a launch that cannot run under the dispatcher's mode
+    is left to the first check.  The default config is trusted for it, launched by ``Reference.prepare``
+    between its reference messages (a crash or hang there is the default's, never the config's behind
+    it); where the default failed, the first config to pass its check in the worker is, in its own task."""
 
     FRESH = -1  # ``trusted``'s key for the allocations launch() makes
 
-    def __init__(self, module: Any, default: Any, inputs: list[Any], originals: list[Any], torch: Any,
-                 restore: Any, sync: Any, reference: Any) -> None:
-        self.module, self.default, self.inputs, self.originals = module, default, inputs, originals
+    def __init__(self, module: Any, inputs: list[Any], originals: list[Any], torch: Any, restore: Any,
+                 sync: Any, reference: Any) -> None:
+        self.module, self.inputs, self.originals = module, inputs, originals
         self.torch, self.restore, self.sync, self.reference = torch, restore, sync, reference
-        self.trusted: dict[int, bool] = {}  # buffer position (or FRESH) -> the default's output holds so
+        # buffer position (or FRESH) -> zeroing it keeps the trusted config's output right; None: not yet known
+        self.trusted: dict[int, bool] | None = None
 
     def _launch(self, cfg: Any, buffers: list[int], fresh: bool) -> str | None:
         from kerntune.evaluate.triton_backend.capture import no_grad
@@ -269,20 +320,37 @@ class ZeroedRelaunch:
         self.sync()
         return compare_outputs(again, self.reference.value, torch)
 
-    def _trust(self, key: int) -> bool:
-        if key not in self.trusted:
-            buffers, fresh = ([], True) if key == self.FRESH else ([key], False)
+    def keys(self) -> list[int]:
+        """What may be zeroed: each uninitialised bool or integer buffer of ``make_inputs``, and (where
+        the reference holds a bool or integer output) the launch's own allocations."""
+        keys = exact_input_buffers_poisoned(self.inputs, self.originals, self.torch)
+        if self.torch is not None and _holds_exact(self.reference.value, self.torch):
+            keys.append(self.FRESH)
+        return keys
+
+    def trial(self, cfg: Any, key: int) -> bool:
+        """Whether ``cfg``'s output stays right with ``key`` zeroed (exceptions propagate); inputs restored."""
+        try:
+            return self._launch(cfg, [] if key == self.FRESH else [key], key == self.FRESH) is None
+        finally:
+            self.restore()
+
+    def trust(self, cfg: Any) -> None:
+        """Find what may be zeroed by ``cfg``'s launches (an error: not that)."""
+        self.trusted = {}
+        for key in self.keys():
             try:
-                self.trusted[key] = self._launch(self.default, buffers, fresh) is None
-            except Exception:  # noqa: BLE001 - the default fails so: nothing to trust the zeroing by
+                self.trusted[key] = self.trial(cfg, key)
+            except Exception:  # noqa: BLE001 - the config fails so: nothing to trust the zeroing by
                 self.trusted[key] = False
-        return self.trusted[key]
 
     def check(self, out: Any, cfg: Any) -> str | None:
         """None, or why ``cfg``'s output is wrong once what it leaves unwritten is zero."""
-        buffers = [i for i in exact_buffers_left_poisoned(out, self.inputs, self.originals, self.torch)
-                   if self._trust(i)]
-        fresh = fresh_exact_outputs(out, self.inputs, self.torch) and self._trust(self.FRESH)
+        if self.trusted is None:  # the default failed: this config, right, is trusted instead
+            self.trust(cfg)
+        trusted = self.trusted or {}
+        buffers = [k for k, ok in trusted.items() if ok and k != self.FRESH]
+        fresh = trusted.get(self.FRESH, False) and fresh_exact_outputs(out, self.inputs, self.torch)
         wrong = self._launch(cfg, buffers, fresh) if buffers or fresh else None
         return f"{wrong} (launched again with its bool or integer output zeroed: part of it is left unwritten)" \
             if wrong else None

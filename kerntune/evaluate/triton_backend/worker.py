@@ -231,10 +231,12 @@ class Reference:
     blamed on the config alone.  Where the default did, the parent sends that config again, to a fresh
     worker that skips the default; ``reference()`` cannot be skipped, so where it did (or left the CUDA
     context unusable), the parent fails every config with its error from then on instead of meeting it
-    again in each fresh worker, each time charging the config behind it."""
+    again in each fresh worker, each time charging the config behind it.  The default's launches that
+    find what ``ZeroedRelaunch`` may zero are said so too (``_trust_default``): made in a config's task,
+    a default that crashed or hung there failed every right config with a bool or integer output."""
 
-    def __init__(self, module: Any, space: Any, inputs: Any, torch: Any, sync: Callable[[], None],
-                 restore: Callable[[], None], say: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, module: Any, space: Any, inputs: Any, originals: list[Any], torch: Any,
+                 sync: Callable[[], None], restore: Callable[[], None], say: Callable[[dict[str, Any]], None]) -> None:
         self.module, self.space, self.inputs, self.torch = module, space, inputs, torch
         self.sync, self.restore, self.say = sync, restore, say
         self.own = callable(getattr(module, "reference", None))
@@ -242,15 +244,25 @@ class Reference:
         self.error: str | None = None  # reference() failed: every config fails with it
         self.default_failed: str | None = None  # then the first config that runs is the reference
         self.told = False  # the parent knows the default failed
+        self.zeroed = ZeroedRelaunch(module, inputs, originals, torch, restore, sync, self)
 
     def prepare(self, use_default: bool) -> dict[str, Any] | None:
-        """Take the reference unless taken or failed already; the result to report where that left
-        the CUDA context unusable (the worker exits), else None."""
-        if self.have or self.error or self.default_failed:
+        """Take the reference unless taken or failed already, then (the default not failed) find what
+        may be zeroed; the result to report where that left the CUDA context unusable, else None."""
+        if self.error:
             return None
-        if not self.own and not use_default:
+        if not use_default and self.default_failed is None:
             self.default_failed, self.told = "the default config failed in another benchmark worker", True
-            return None
+        if not self.have and (self.own or self.default_failed is None):
+            failed = self._take()
+            if failed is not None or self.error:
+                return failed
+        if self.have and self.default_failed is None and self.zeroed.trusted is None:
+            return self._trust_default()
+        return None
+
+    def _take(self) -> dict[str, Any] | None:
+        """``prepare``'s reference: ``reference()``, or the default config's launch."""
         try:
             if self.own:
                 self.say({"reference": "own"})
@@ -287,6 +299,28 @@ class Reference:
             out.update(default_failed=self.default_failed, retry=True)
             self.told = True
         return out
+
+    def _trust_default(self) -> dict[str, Any] | None:
+        """The default's launches with each bool or integer buffer (or its own allocations) zeroed, each
+        said as the default's: a hang or crash there sends the config behind it again, to a fresh worker
+        that skips the default.  An error trusts nothing; one that breaks the CUDA context fails the default."""
+        zeroed = self.zeroed
+        zeroed.trusted = {}
+        for key in zeroed.keys():
+            self.say({"reference": "default"})
+            try:
+                zeroed.trusted[key] = zeroed.trial(self.space.default, key)
+            except Exception as exc:  # noqa: BLE001 - the default's failure, not a config's
+                text = classify(exc)[1]
+                broken = cuda_broken(self.torch) if not is_fatal(text) else text
+                if broken is not None:
+                    self.default_failed = f"the default config {dict(self.space.default)} failed: {text}"[-2000:]
+                    self.told = True
+                    return {"status": "runtime_error", "error": self.default_failed, "fatal": True,
+                            "default_failed": self.default_failed, "retry": True}
+                zeroed.trusted[key] = False
+            self.say({"reference": "taken"})
+        return None
 
     def check(self, out: Any) -> tuple[str | None, dict[str, Any]]:
         """Why ``out`` is wrong (None: right), and what to tell the parent along with the result."""
@@ -385,8 +419,7 @@ def main() -> None:
                 elif isinstance(t, list):
                     t[:] = clone(o)
 
-    reference = Reference(module, space, inputs, torch, sync, restore, say)
-    zeroed = ZeroedRelaunch(module, space.default, inputs, originals, torch, restore, sync, reference)
+    reference = Reference(module, space, inputs, originals, torch, sync, restore, say)
     say({"ready": True})  # start-up over: the parent's task timeouts start now
     on_gpu = torch is not None and torch.cuda.is_available()
     keep = KeepWarm(keep_warm_flag and on_gpu and not compile_only)
@@ -431,7 +464,7 @@ def main() -> None:
                 sync()
                 wrong, news = reference.check(out)
                 if not wrong:  # integer or bool buffers whose fill a right output may hold: zeroed, once more
-                    wrong = zeroed.check(out, config)
+                    wrong = reference.zeroed.check(out, config)
                 restore()
                 if wrong:
                     result = {"status": "wrong_result", "error": wrong, **news}

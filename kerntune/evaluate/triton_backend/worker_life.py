@@ -145,6 +145,29 @@ def _lock_within(fd: int, op: int, wait_s: float) -> bool:
         signal.signal(signal.SIGALRM, old)
 
 
+_lock_failed = False  # a lock that cannot be taken was said once (``_locked``)
+
+
+def _locked(fd: int, op: int, path: str, wait_s: float | None = None) -> bool | None:
+    """``flock(fd, op)`` (blocking at most ``wait_s`` seconds where given): True where held, False where
+    busy or timed out, None where the lock cannot be taken at all (said once on stderr; the worker goes
+    on without it).  Why: only BlockingIOError was caught, and any other error of flock (NFS, which
+    emulates it with fcntl locks: EBADF, ENOLCK; ENOSYS) killed every benchmark worker at start-up."""
+    global _lock_failed
+    try:
+        if wait_s is None:
+            fcntl.flock(fd, op)
+            return True
+        return _lock_within(fd, op, wait_s)
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        if not _lock_failed:
+            _lock_failed = True
+            print(f"kerntune: GPU lock {path} cannot be taken ({exc}); going on without it", file=sys.stderr)
+        return None
+
+
 @contextlib.contextmanager
 def gpu_turn(path: str | None, exclusive: bool, say: Callable[[dict[str, Any]], None],
              wait_s: float = TURN_WAIT_S) -> Iterator[None]:
@@ -162,20 +185,20 @@ def gpu_turn(path: str | None, exclusive: bool, say: Callable[[dict[str, Any]], 
     lock (a worker started by other code)."""
     fd = -1
     if path:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:  # the evaluator was closed: no one to share the GPU with
-            fd = -1
+        # open for writing: NFS emulates flock with fcntl locks, whose exclusive lock needs it (EBADF)
+        for mode in (os.O_RDWR, os.O_RDONLY):
+            try:
+                fd = os.open(path, mode)
+                break
+            except OSError:  # the evaluator was closed: no one to share the GPU with
+                fd = -1
     try:
         op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-        if fd >= 0:
-            try:
-                fcntl.flock(fd, op | fcntl.LOCK_NB)
-            except BlockingIOError:
-                say({"gpu": "waiting"})
-                if not _lock_within(fd, op, wait_s):
-                    print(f"kerntune: GPU lock not free after {wait_s:g} s; going on without it", file=sys.stderr)
-                say({"gpu": "held"})
+        if fd >= 0 and _locked(fd, op | fcntl.LOCK_NB, path) is False:
+            say({"gpu": "waiting"})
+            if _locked(fd, op, path, wait_s) is False:
+                print(f"kerntune: GPU lock not free after {wait_s:g} s; going on without it", file=sys.stderr)
+            say({"gpu": "held"})
         yield
     finally:
         if fd >= 0:
