@@ -60,7 +60,7 @@ def launch(config, inputs):
                          ids=["own_reference_segv", "default_reference_segv", "own_reference_hang",
                               "default_reference_hang"])
 def test_right_bool_configs_pass_where_the_default_config_crashes_or_hangs(tmp_path: Path, own: bool,
-                                                                            how: str) -> None:
+                                                                            how: str, caplog) -> None:
     """The default's launches that find which bool buffers may be zeroed ran inside each config's own task,
     after the default had failed as the reference (or never ran as one, the file having ``reference()``):
     every right config with a bool output was failed with the default's crash or hang.  Now they run as
@@ -74,6 +74,9 @@ def test_right_bool_configs_pass_where_the_default_config_crashes_or_hangs(tmp_p
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT, Status.OK, Status.WRONG_RESULT], got
     assert "left unwritten" in trials[1].error and "2048 of 4096" in trials[1].error, got
     assert ev._default_failed is not None  # the default was blamed, not the configs
+    said = " ".join(r.getMessage() for r in caplog.records)
+    # a file with reference() is still checked against it: the warning said it had none
+    assert ("still checked against reference()" in said) == own and ("has no reference()" in said) == (not own)
 
 
 # One uninitialised bool workspace of two rows; each mode writes a row (all of it, or half) and returns it

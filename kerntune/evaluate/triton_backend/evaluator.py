@@ -337,8 +337,12 @@ class TritonEvaluator(Evaluator):
         with self._news:
             if why and self._default_failed is None:
                 self._default_failed = why
-                log.warning("%s has no reference(), and %s; from now on each benchmark worker checks configs"
-                            " against the output of the first config it runs", Path(self.path).name, why)
+                if callable(getattr(self.module, "reference", None)):  # only the zeroed check's trust leaned on it
+                    log.warning("%s: %s; configs are still checked against reference(), and the zeroed check of a"
+                                " bool or integer output trusts the first config that passes", Path(self.path).name, why)
+                else:
+                    log.warning("%s has no reference(), and %s; from now on each benchmark worker checks configs"
+                                " against the output of the first config it runs", Path(self.path).name, why)
             if own and self._reference_failed is None:
                 self._reference_failed = own
                 log.warning("%s: fix it or remove it; no config is measured from now on, each fails with this", own)
