@@ -11,7 +11,7 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from kerntune.cli.common import console, err_console, open_store, parse_options
+from kerntune.cli.common import check_output, console, err_console, open_store, parse_options, write_output
 from kerntune.errors import KerntuneError
 
 
@@ -47,9 +47,10 @@ def write_result(result: Any, output: Optional[Path], json_out: Optional[Path]) 
     """The best kernel to ``-o`` and the whole result to ``--json``, each written atomically (after every
     accepted step too: a killed run used to lose every rewrite it had accepted)."""
     if output is not None:
-        write_atomically(output, result.kernel_source)
+        write_output("-o", output, lambda: write_atomically(output, result.kernel_source))
     if json_out is not None:
-        write_atomically(json_out, json.dumps(result.to_dict(), indent=1) + "\n")
+        write_output("--json", json_out, lambda: write_atomically(json_out, json.dumps(result.to_dict(), indent=1)
+                                                                  + "\n"))
 
 
 def transform(
@@ -95,14 +96,15 @@ def transform(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the best kernel's source here"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the whole result (steps included) as JSON"),
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Triton: where variants, harnesses and the "
-                                           "combined file go (default .kerntune/transform/NAME-TIME)"),
+                                           "combined file go (default a fresh .kerntune/transform/NAME-TIME-XXXX; "
+                                           "one holding another run's files gets a fresh subfolder)"),
     fix_rounds: int = typer.Option(1, "--fix-rounds", min=0, help="Triton: times a rewrite rejected as wrong, "
                                    "unloadable or crashing goes back to the model with the reason"),
     retime_rounds: Optional[int] = typer.Option(None, "--retime-rounds", help="Rounds re-timing kernels side by "
                                                 "side (0: none). Kernel Tuner: every correct rewrite against the "
                                                 "current and original kernels, default 6 (more when "
-                                                "inconclusive); Triton: the winner against "
-                                                "the original, default the protocol's"),
+                                                "inconclusive); Triton: the same, then the winner against "
+                                                "the original at the end, default the protocol's"),
     rep_ms: Optional[int] = typer.Option(None, "--rep-ms", help="Triton: timing window per config in ms "
                                          "(default the protocol's)"),
 ) -> None:
@@ -117,6 +119,8 @@ def transform(
 
     if not kernel.is_file():
         raise KerntuneError(f"kernel file not found: {kernel}")
+    check_output("-o", output)  # before any measurement: an unwritable path once failed after the whole run
+    check_output("--json", json_out)
     if backend_of(kernel) == "triton":  # Kernel Tuner's options would be ignored silently on a Triton file
         given = [flag for flag, value in (("--backend", backend), ("--kernel-name", kernel_name),
                                           ("--args-generator", args_generator), ("--params", params),
@@ -185,14 +189,14 @@ def _triton(kernel: Path, shape: Optional[str], problem_size: Optional[str], str
         tt = TritonTransformer(kernel, parse_shape(shape or problem_size or ""), strategy=strat, llm=client,
                                search=search, budget=budget, budget_seconds=seconds, performance_threshold=threshold,
                                timeout_s=timeout, memory_mb=memory_mb, rep_ms=rep_ms, retime_rounds=retime_rounds,
-                               store=st, seed=seed, workdir=workdir, on_event=events, fix_rounds=fix_rounds)
-        result = tt.run()
+                               store=st, seed=seed, workdir=workdir, on_event=events, fix_rounds=fix_rounds,
+                               checkpoint=(lambda r: write_result(r, output, json_out)) if output is not None
+                               or json_out is not None else None)
+        result = tt.run()  # writes -o and --json after every accepted step and at the end
     finally:
         st.close()
     console.print(result.summary(), markup=False, highlight=False, soft_wrap=True)
     if output is not None:
-        output.write_text(result.kernel_source)
         console.print(f"kernel file: {output}")
     if json_out is not None:
-        json_out.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
         console.print(f"result: {json_out}")

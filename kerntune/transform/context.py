@@ -202,11 +202,18 @@ class TransformContext:
             return problems if problems else (validate(value) if validate else [])
 
         t0 = time.perf_counter()
+        exchanges: Any = None
         try:
             resp = self.llm.complete([Message("system", system), Message("user", user)], schema=schema,
                                      temperature=self.temperature, max_tokens=self.max_tokens, validate=check)
+            exchanges = getattr(resp, "calls", None)
+        except LLMError as exc:
+            exchanges = getattr(exc, "calls", None)
+            raise
         finally:
-            self.llm_calls += 1
+            # the provider exchanges (``LLMClient.complete``'s list: a repair round is a second one), not
+            # the asks: "model calls" left repair rounds out and disagreed with the transcript
+            self.llm_calls += len(exchanges) if isinstance(exchanges, list) and exchanges else 1
             self.llm_seconds += time.perf_counter() - t0
         problems = check(resp.parsed) if resp.parsed is not None else ["no JSON"]
         if problems:

@@ -10,7 +10,8 @@ the user's code) and a shape.  A model-written variant is never imported in this
 - ``check`` runs ``triton_check`` under a memory limit and a time limit: a judge process that never
   imports the variant takes the original's reference, a runner process it starts imports the harness,
   returns the space as data and the default config's outputs, and the judge compares them; the whole
-  process group is killed when the check ends, however it ends (``kerntune.procs``);
+  process group is killed when the check ends, however it ends (``kerntune.procs``), and by the judge
+  itself once this process is gone (a SIGKILLed tuner);
 - ``evaluator`` is the ``TritonEvaluator`` of ``kerntune tune`` on the harness, with a stand-in module
   (``module=``) so the evaluator does not import the variant here either: compile and benchmark
   workers (memory limit, compile and benchmark time limits) are the only places it runs.
@@ -31,7 +32,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
 
-from kerntune.errors import KerntuneError
 from kerntune.space import Space, space_from_dict
 from kerntune.transform.kt_backend import default_memory_mb
 from kerntune.procs import end_group, exited
@@ -105,7 +105,11 @@ class TritonSession:
     def write_variant(self, label: str, code: str) -> TritonVariant:
         """The variant's kernel file and its harness, under ``variants/``."""
         safe = re.sub(r"[^A-Za-z0-9_]", "_", label)
-        path = self.dir / "variants" / f"step_{safe}.py"
+        path, n = self.dir / "variants" / f"step_{safe}.py", 1
+        while path.exists():  # two labels of one spelling ("a.b", "a_b"): an accepted file is never replaced
+            n += 1
+            safe = f"{re.sub(r'[^A-Za-z0-9_]', '_', label)}_{n}"
+            path = self.dir / "variants" / f"step_{safe}.py"
         path.write_text(code)
         harness = self.write_harness(f"step_{safe}_harness.py", [path], [label])
         return TritonVariant(label, code, path, harness)
@@ -136,13 +140,16 @@ class TritonSession:
         env = dict(os.environ, **{LIMITS_ENV: json.dumps({"memory_mb": self.memory_mb, "memory_kind": "data"})})
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["KERNTUNE_WORKER_PARENT"] = str(os.getpid())  # the judge ends its group once this process is gone
         log = self.dir / "variants" / f"{variant.path.stem}.check.log"
         t0 = time.perf_counter()
         self.checks += 1
         limit = self.timeout_s + 60  # + the imports of two processes
+        runner_s = self.timeout_s + 30  # the judge's wait for the runner (its imports, the variant's, a launch)
         with open(log, "wb") as err:
             proc = subprocess.Popen([sys.executable, "-m", "kerntune.transform.triton_check", str(self.original_path),
-                                     str(variant.harness), "x".join(map(str, self.shape))], stdin=subprocess.DEVNULL,
+                                     str(variant.harness), "x".join(map(str, self.shape)), f"{runner_s:g}"],
+                                    stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=err, cwd=self.dir, env=env, start_new_session=True)
             try:
                 out = _read_until_exit(proc, limit)

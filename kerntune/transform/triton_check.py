@@ -19,7 +19,10 @@ judge: the check then fails); stronger isolation needs another user or a sandbox
 
 Both print one JSON line on their own stdout (``results_pipe``); both run under the limits in
 ``KERNTUNE_TRANSFORM_LIMITS``.  The runner is in the judge's process group, which the session kills as
-a whole when the check ends (``kerntune.procs``).
+a whole when the check ends (``kerntune.procs``).  The judge leads that group in a session of its own,
+which a SIGKILL of the tuner does not reach: it watches the tuner (``worker_life.exit_with_parent``) and
+kills the group once the tuner is gone, and it waits for the runner at most ``TIMEOUT`` seconds (an
+optional fourth argument; a hung variant once kept both processes alive after the tuner was killed).
 """
 
 from __future__ import annotations
@@ -73,8 +76,14 @@ def run_variant(harness: str, shape: tuple[int, ...], folder: Path, out: dict[st
     return out
 
 
-def judge(original: str, harness: str, shape: tuple[int, ...], out: dict[str, Any]) -> dict[str, Any]:
-    """Reference first, then the runner, then the comparison, all without importing the variant."""
+#: The judge's wait for its runner when no TIMEOUT is given (the session's own limit is the hard bound).
+RUNNER_TIMEOUT_S = 600.0
+
+
+def judge(original: str, harness: str, shape: tuple[int, ...], out: dict[str, Any],
+          timeout_s: float = RUNNER_TIMEOUT_S) -> dict[str, Any]:
+    """Reference first, then the runner (for at most ``timeout_s`` seconds), then the comparison, all
+    without importing the variant."""
     import torch
 
     from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module, module_space
@@ -99,9 +108,13 @@ def judge(original: str, harness: str, shape: tuple[int, ...], out: dict[str, An
     with tempfile.TemporaryDirectory(prefix="kerntune-check-") as tmp:
         folder = Path(tmp)
         torch.save(inputs, folder / "inputs.pt")
-        proc = subprocess.run([sys.executable, "-m", "kerntune.transform.triton_check", "--run", harness,
-                               "x".join(map(str, shape)), str(folder)], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, check=False)
+        try:
+            proc = subprocess.run([sys.executable, "-m", "kerntune.transform.triton_check", "--run", harness,
+                                   "x".join(map(str, shape)), str(folder)], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, check=False, timeout=timeout_s)
+        except subprocess.TimeoutExpired:  # run() killed the runner; the session ends the rest of the group
+            out.update(stage="timeout", error=f"the variant did not finish within {timeout_s:g} s")
+            return out
         lines = [ln for ln in proc.stdout.decode(errors="replace").splitlines() if ln.strip()]
         try:
             ran = json.loads(lines[-1])
@@ -136,18 +149,22 @@ def judge(original: str, harness: str, shape: tuple[int, ...], out: dict[str, An
 
 def main() -> None:
     from kerntune.evaluate.triton_backend.worker import results_pipe
+    from kerntune.evaluate.triton_backend.worker_life import exit_with_parent
     from kerntune.transform.worker import LIMITS_ENV, apply_limits
 
+    runner = sys.argv[1] == "--run"
+    if not runner:  # the judge leads the check's process group: it ends the group once the tuner is gone
+        exit_with_parent()
     apply_limits(json.loads(os.environ.get(LIMITS_ENV) or "{}"))
     pipe = results_pipe()
-    runner = sys.argv[1] == "--run"
     args = sys.argv[2:] if runner else sys.argv[1:]
     result: dict[str, Any] = {}
     try:
         if runner:
             run_variant(args[0], tuple(int(x) for x in args[1].split("x")), Path(args[2]), result)
         else:
-            judge(args[0], args[1], tuple(int(x) for x in args[2].split("x")), result)
+            judge(args[0], args[1], tuple(int(x) for x in args[2].split("x")), result,
+                  float(args[3]) if len(args) > 3 else RUNNER_TIMEOUT_S)
     except MemoryError:
         result.update(ok=False, error="out of memory (the worker's memory limit)")
     except BaseException as exc:  # noqa: BLE001 - model-written code may raise anything
