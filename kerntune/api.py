@@ -324,10 +324,9 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
 
                 found = confirm(evaluator, res.history, n_leaders=retime, baseline=shipped or evaluator.space.default)
                 best = found.winner or best
-                # the winner's speedup over the baseline: 1 where the baseline stayed the winner (the
-                # search's pick re-timed slower: ``found.pick``, its figure in the notes)
-                speedup = 1.0 if found.pick is not None else (found.speedup.median if found.speedup is not None
-                                                               else None)
+                # the winner's speedup over the baseline; none where the baseline stayed the winner (the
+                # search's pick re-timed slower: ``found.pick``, its figure in the notes), as `tune` prints it
+                speedup = found.speedup.median if found.speedup is not None and found.pick is None else None
                 notes += found.notes  # what `tune` prints as notes: a failed re-time, no speedup
             if best is not None and kernel is not None:  # what the decorator and `tune` look up later
                 dev, ident = evaluator.device(), evaluator.describe()

@@ -217,3 +217,20 @@ def test_scripted_re_timing_keeps_the_pick_only_where_it_is_not_slower_than_the_
     assert found.speedup is not None and found.speedup.median == pytest.approx(ratio, rel=0.01)
     assert (found.pick is not None) == (winner == 0)
     assert json.loads(json.dumps(found.to_dict()))["winner"]["config"] == {"n": winner}
+
+
+@pytest.mark.parametrize("ratio, shown", [(0.89, False), (1.3, True)])
+def test_scripted_tune_prints_no_speedup_line_where_the_baseline_stayed_the_winner(
+        ratio: float, shown: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """``tune`` printed "speedup over the default config: 0.890x (slower)" beside a best that was the
+    baseline's own config: the pick's figure, where the note already says the baseline stays.  A faster
+    pick's speedup is still printed."""
+    from kerntune.cli.tune_cmd import _confirm
+    from kerntune.space import Choice, Space
+
+    space = Space([Choice("n", options=(0, 1, 2))], default={"n": 0})
+    history = [Trial({"n": 1}, Status.OK, 1.0, [1.0]), Trial({"n": 2}, Status.OK, 1.05, [1.05])]
+    winner = _confirm(_ScriptedEvaluator(space, ratio), history, 5)
+    out = capsys.readouterr()
+    assert winner is not None and winner.config == {"n": 0 if not shown else 1}
+    assert ("speedup over the default config" in out.out + out.err) == shown, out

@@ -398,7 +398,7 @@ def _confirm(evaluator, history, n: int):  # noqa: ANN001, ANN202 - Evaluator, l
                               f"{f' ({what})' if t is found.baseline else ''}")
     for note in found.notes:
         err_console.print(f"[yellow]note:[/yellow] {note}")
-    if found.speedup is not None:
+    if found.speedup is not None and found.pick is None:  # else the note gives the pick's figure: the baseline won
         s = found.speedup
         console.print(f"speedup over {what}: {s.median:.3f}x [{s.lo:.3f}, {s.hi:.3f}] "
                       f"({found.verdict}, {s.n} paired rounds)")
