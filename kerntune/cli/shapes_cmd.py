@@ -87,15 +87,14 @@ def shapes_command(kernel: Optional[Path], shape: Optional[str], shapes: Optiona
                     llm=client, retime=DEFAULT_RETIME if retime is None else retime)
 
 
-def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: Optional[int], seed: int,
+def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: int, seed: int,
                     store: Optional[str], compile_timeout: float, gpus: int | None, option: list[str],
                     llm: Any = None, retime: int = DEFAULT_RETIME) -> None:
-    """``llm``: an ``LLMClient`` for the strategies that take a model (each shape is a run of its own)."""
+    """A new ``--shapes`` run: one parent run, each shape's run its child.  ``llm``: an ``LLMClient`` for
+    the strategies that take a model."""
     from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module
 
     lines = read_shape_lines(shapes_file)
-    if budget is None:
-        raise KerntuneError("--shapes needs --budget: the total number of evaluations over all shapes")
     if budget < len(lines):
         raise KerntuneError(f"a budget of {budget} evaluations cannot cover {len(lines)} shapes")
     options = own_options(strategy, parse_options(option))

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,25 +25,11 @@ def _json_arg(text: Optional[str], what: str) -> dict:
     return value
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename: a run killed
-    while writing leaves the previous file whole, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # the mode write_text gives (mkstemp's is 0600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_result(result: Any, output: Optional[Path], json_out: Optional[Path]) -> None:
     """The best kernel to ``-o`` and the whole result to ``--json``, each written atomically (after every
     accepted step too: a killed run used to lose every rewrite it had accepted)."""
+    from kerntune.transform.triton_rounds import write_atomically
+
     if output is not None:
         write_output("-o", output, lambda: write_atomically(output, result.kernel_source))
     if json_out is not None:

@@ -109,7 +109,8 @@ GUARDED = {"torch": ("allclose", "isnan", "isfinite", "nan_to_num", "equal", "Te
            "builtins": ("isinstance", "len", "max", "float", "zip", "type", "all", "any", "abs"),
            "kerntune.evaluate.triton_backend.output_check": ("compare_outputs", "clone", "_is_plain_numbers",
                                                              "_relative_error", "_holds_values", "unwritten_poisoned"),
-           "kerntune.evaluate.triton_backend.worker": ("compare_outputs", "clone", "timer", "unwritten_poisoned")}
+           "kerntune.evaluate.triton_backend.worker": ("compare_outputs", "clone", "timer", "unwritten_poisoned"),
+           "kerntune.evaluate.triton_backend.reference": ("compare_outputs", "clone", "unwritten_poisoned")}
 
 
 class ComparisonGuard:
@@ -180,6 +181,7 @@ def bind(namespace: dict[str, Any], original: str, variants: Sequence[str], labe
     base = Path(namespace.get("__file__") or ".").resolve().parent
     # the original, its reference and the guard's snapshot come before any variant's code runs
     orig = _load(original, base)
+    import kerntune.evaluate.triton_backend.reference  # noqa: F401 - its functions are guarded
     import kerntune.evaluate.triton_backend.worker  # noqa: F401 - its functions are guarded
     guard = ComparisonGuard()
     for key in ("make_inputs", "reference", "launch"):

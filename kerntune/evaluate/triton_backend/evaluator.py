@@ -145,7 +145,7 @@ class TritonEvaluator(Evaluator):
             w._start()
         self._device: dict[str, Any] | None = None
         self._dead: dict[int, str] = {}  # benchers whose worker could not start: index -> the error
-        self._default_failed: str | None = None  # the default config failed as the reference (worker.Reference)
+        self._default_failed: str | None = None  # the default config failed as the reference (reference.Reference)
         self._reference_failed: str | None = None  # the file's reference() hung or killed a worker: every config fails
         self._news = threading.Lock()  # benchmark threads of several GPUs take reference news at once: said once
 
