@@ -20,6 +20,7 @@ from kerntune.run.dispatch import Shape
 from kerntune.run.shapes import (DEFAULT_RETIME, PARENT_KIND, ShapeResult, create_parent, read_shape_lines,
                                  tune_shapes)
 from kerntune.store import Store
+from kerntune.store.resume import check_kind
 from kerntune.strategies.options import own_options
 
 #: Builds the model client of a strategy from a spec and a transcript path (None: no model).
@@ -65,10 +66,7 @@ def shapes_command(kernel: Optional[Path], shape: Optional[str], shapes: Optiona
             st = open_store(store)
             resume = st.resolve_run_id(resume)
         if not is_shapes_run(st, resume):
-            parent = st.get_run(resume).parent_id
-            if parent is not None and is_shapes_run(st, parent):  # one of its shapes: the parent continues it
-                raise KerntuneError(f"run {resume} is one shape of the --shapes run {parent}: continue that with"
-                                    f" `kerntune tune --resume {parent}`")
+            check_kind(st.get_run(resume), "tune")  # one of a --shapes run's shapes (or a comparison's): says whose
             raise KerntuneError(f"run {resume} is not a --shapes run: continue it without --shapes")
         resume_shapes_cli(st, store, resume, kernel, shapes, strategy, budget, seed, option, llm, llm_transcript,
                           lambda strat, spec, transcript: _model_client(strat, spec, llm_base_url, transcript,

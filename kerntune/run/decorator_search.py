@@ -290,15 +290,13 @@ def unfinished_run(store: Store, evaluator: LaunchEvaluator, label: str, budget:
     ``interrupted``: Ctrl-C) and that no process holds, with its lock held: the same kernel, space,
     problem key, device, versions, outputs checked, strategy, seed, budget, options and model.  Why:
     every first-call search started a new run, so a killed one was measured again from scratch."""
-    from kerntune.llm.secrets import redact
-    from kerntune.run.search import RESUME_PATH, evaluator_identity
+    from kerntune.run.search import RESUME_PATH, evaluator_identity, stored_options
     from kerntune.store.resume import plain
     from kerntune.strategies.options import validate_options
 
     tuner = evaluator.tuner
     options = validate_options(tuner.strategy, dict(tuner.options), with_model=tuner.llm is not None)
-    spec = getattr(tuner.llm, "spec", "") if tuner.llm is not None else ""
-    want = plain({"budget": budget.to_dict(), **options, "llm": redact(spec) if spec else None})
+    want = plain(stored_options(budget, options, tuner.llm))  # as run_search stored them
     identity = plain(evaluator_identity(evaluator))
     rows = store._read(  # the store's own reader: a damaged file is one line, not a traceback
         "SELECT id, strategy, seed, device, options_json, evaluator_json FROM runs WHERE kind='tune' AND"

@@ -114,6 +114,14 @@ def evaluator_identity(evaluator: Evaluator) -> dict[str, Any]:
             "problem_size": workload.get("problem_size")}
 
 
+def stored_options(budget: Budget, options: Mapping[str, Any], llm: Any) -> dict[str, Any]:
+    """What a run's options are stored as, its resume path aside: the budget, the strategy's checked
+    options and the model's spec (redacted: a cmd: line may hold a key; None: no model), so that a resume
+    without --llm asks the same model, and the decorator finds its own unfinished run again by them."""
+    spec = getattr(llm, "spec", "") if llm is not None else ""
+    return {"budget": budget.to_dict(), **options, "llm": redact(spec) if spec else None}
+
+
 def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 0,
                run: RunOptions | None = None) -> SearchResult:
     """Search with ``strategy``; with a store (``run.store``), every trial is committed as it ends.
@@ -151,13 +159,10 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
                 warm, warm_notes = warm_start_configs(evaluator.space, path.get("warm_start") or ())
                 parallelism = path.get("parallelism")
         else:
-            # the model's spec beside the options (redacted: a cmd: line may hold a key), so that a
-            # resume without --llm asks the same model instead of leaving the stored path
-            spec = getattr(run.llm, "spec", "") if run.llm is not None else ""
             run_id = store.create_run(
                 run.kind or ("compare-child" if run.parent_id else "tune"), parent_id=run.parent_id, label=run.label,
                 strategy=strategy, seed=seed,
-                options={"budget": budget.to_dict(), **options, **({"llm": redact(spec)} if spec else {}),
+                options={**stored_options(budget, options, run.llm),
                          RESUME_PATH: {"warm_start": [{k: jsonable(v) for k, v in c.items()} for c in warm],
                                        "parallelism": evaluator.parallelism}},
                 space=evaluator.space.to_dict(), evaluator=evaluator_identity(evaluator),
