@@ -4,30 +4,12 @@ entries lacking a tuned parameter were dropped without a word, the optimum among
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from kerntune.errors import FormatError
 from kerntune.evaluate import load_recording
+from test_recorded_formats import refused, write
 
 PARAMS = {"block_size_x": [32, 64, 128], "tile": [1, 2]}
-
-
-def write(path: Path, data: dict) -> Path:
-    path.write_text(json.dumps(data))
-    return path
-
-
-def refused(path: Path, *needles: str) -> str:
-    with pytest.raises(FormatError) as info:
-        load_recording(path)
-    message = str(info.value)
-    assert message and "\n" not in message, message
-    for needle in needles:
-        assert needle in message, message
-    return message
 
 
 def kt_results() -> list[dict]:

@@ -7,57 +7,19 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from cli_runs import PACKAGE_ROOT, no_llm_env, one_line, run_cli
+from cli_runs import one_line, run_cli
 from kerntune.errors import KerntuneError
+from shapes_cli import kernel_file as _kernel
+from shapes_cli import rows as _rows
+from shapes_cli import shapes_file as _shapes
+from shapes_cli import start, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
-
-_SUM = '''
-import time
-from kerntune.space import Choice, Space
-name = "{name}"
-description = "sum of a vector"
-space = Space([Choice("work", options=(1, 2, 3, 4, 5, 6, 7, 8)), Choice("unroll", options=(1, 2, 3, 4))],
-              default={{"work": 8, "unroll": 1}})
-def make_inputs(shape):
-    return ([float(i % 7) for i in range(shape[0])],)
-def reference(inputs):
-    return [sum(inputs[0])]
-def launch(config, inputs):
-    time.sleep({sleep})
-    total = 0.0
-    for _ in range(config["work"] + config["unroll"] - 1):
-        total = sum(inputs[0])
-    return [total]
-'''
-
-
-def _kernel(tmp: Path, name: str, sleep: float = 0.0, extra: str = "") -> Path:
-    path = tmp / f"{name}.py"
-    path.write_text(_SUM.format(name=name, sleep=sleep) + extra)
-    return path
-
-
-def _shapes(tmp: Path, text: str, name: str = "shapes.txt") -> Path:
-    path = tmp / name
-    path.write_text(text)
-    return path
-
-
-def _rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
 
 
 def _children(db: Path, parent: str) -> dict[str, list[tuple]]:
@@ -78,22 +40,10 @@ def test_a_sigkilled_shapes_run_resumes_and_measures_no_finished_shape_or_trial_
     kernel = _kernel(tmp_path, "slow_sum", sleep=0.01)
     shapes = _shapes(tmp_path, "1000\n2000\n")
     db = tmp_path / "store.db"
-    env = dict(no_llm_env(), PYTHONPATH=str(PACKAGE_ROOT), KERNTUNE_STORE=str(db))
-    proc = subprocess.Popen([sys.executable, "-m", "kerntune", "tune", str(kernel), "--shapes", str(shapes),
-                             "--budget", "8", "--strategy", "random", "--retime", "0"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc, parent = start(tmp_path, str(kernel), "--shapes", str(shapes), "--budget", "8", "--strategy", "random",
+                         "--retime", "0")
     try:
-        first = proc.stdout.readline()
-        assert first.startswith("run id: "), first + proc.stderr.read()[-2000:]
-        parent = first.split()[2]
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and proc.poll() is None:  # into the second shape's trials
-            states = _rows(db, "SELECT status, (SELECT count(*) FROM trials t WHERE t.run_id=runs.id) FROM runs"
-                           " WHERE parent_id=? ORDER BY created", (parent,)) if db.exists() else []
-            if len(states) == 2 and states[0][0] == "done" and states[1][1] >= 1:
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None and len(states) == 2, ("the run ended first", states)
+        wait_for(proc, db, parent, done=1, trials=1)  # into the second shape's trials
         proc.kill()
         proc.communicate(timeout=60)
     finally:
@@ -130,14 +80,9 @@ def test_sigterm_on_a_shapes_run_says_how_to_resume_and_a_resume_refuses_other_s
     says how to continue, as ``tune`` does; a resume given another budget, kernel or shapes is refused."""
     kernel = _kernel(tmp_path, "sum_term", sleep=0.02)
     shapes = _shapes(tmp_path, "1000\n2000\n")
-    env = dict(no_llm_env(), PYTHONPATH=str(PACKAGE_ROOT), KERNTUNE_STORE=str(tmp_path / "store.db"))
-    proc = subprocess.Popen([sys.executable, "-m", "kerntune", "tune", str(kernel), "--shapes", str(shapes),
-                             "--budget", "20", "--strategy", "random", "--retime", "0"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc, parent = start(tmp_path, str(kernel), "--shapes", str(shapes), "--budget", "20", "--strategy", "random",
+                         "--retime", "0")
     try:
-        first = proc.stdout.readline()
-        assert first.startswith("run id: "), first + proc.stderr.read()[-2000:]
-        parent = first.split()[2]
         time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)

@@ -6,80 +6,18 @@ stores."""
 from __future__ import annotations
 
 import json
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from cli_runs import PACKAGE_ROOT, no_llm_env, one_line, run_cli
-
-_SUM = '''
-import time
-from kerntune.space import Choice, Space
-name = "{name}"
-description = "sum of a vector"
-space = Space([Choice("work", options=(1, 2, 3, 4, 5, 6, 7, 8)), Choice("unroll", options=(1, 2, 3, 4))],
-              default={{"work": 8, "unroll": 1}})
-def make_inputs(shape):
-    return ([float(i % 7) for i in range(shape[0])],)
-def reference(inputs):
-    return [sum(inputs[0])]
-def launch(config, inputs):
-    time.sleep({sleep})
-    total = 0.0
-    for _ in range(config["work"] + config["unroll"] - 1):
-        total = sum(inputs[0])
-    return [total]
-'''
-
-
-def _kernel(tmp: Path, name: str, sleep: float = 0.0) -> Path:
-    path = tmp / f"{name}.py"
-    path.write_text(_SUM.format(name=name, sleep=sleep))
-    return path
-
-
-def _shapes(tmp: Path, text: str) -> Path:
-    path = tmp / "shapes.txt"
-    path.write_text(text)
-    return path
-
-
-def _rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
+from cli_runs import one_line, run_cli
+from shapes_cli import kernel_file as _kernel
+from shapes_cli import rows as _rows
+from shapes_cli import shapes_file as _shapes
+from shapes_cli import start as _start
+from shapes_cli import wait_for as _wait_for
 
 
 def _status(db: Path, run_id: str) -> str:
     return _rows(db, "SELECT status FROM runs WHERE id=?", (run_id,))[0][0]
-
-
-def _start(tmp: Path, *args: str) -> tuple[subprocess.Popen, str]:
-    """``kerntune tune ARGS`` started in ``tmp`` (store ``tmp/store.db``), and the run id it prints first."""
-    env = dict(no_llm_env(), PYTHONPATH=str(PACKAGE_ROOT), KERNTUNE_STORE=str(tmp / "store.db"))
-    proc = subprocess.Popen([sys.executable, "-m", "kerntune", "tune", *args], cwd=tmp, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    first = proc.stdout.readline()
-    if not first.startswith("run id: "):
-        proc.kill()
-        raise AssertionError(first + proc.communicate()[1][-2000:])
-    return proc, first.split()[2]
-
-
-def _wait_for(proc: subprocess.Popen, db: Path, parent: str, done: int, trials: int) -> None:
-    """Until ``done`` children of ``parent`` are finished and the next one has ``trials`` trials stored."""
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and proc.poll() is None:
-        states = _rows(db, "SELECT status, (SELECT count(*) FROM trials t WHERE t.run_id=runs.id) FROM runs"
-                       " WHERE parent_id=? ORDER BY created", (parent,)) if db.exists() else []
-        if len(states) == done + 1 and all(s == "done" for s, _ in states[:done]) and states[done][1] >= trials:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the run ended or stalled first (exit code {proc.poll()})")
 
 
 def _killed_after_first_shape(tmp: Path, *args: str) -> str:

@@ -18,6 +18,9 @@ from kerntune.errors import StoreError
 from kerntune.store import Store
 from cli_runs import PACKAGE_ROOT
 
+#: a child interpreter's environment: this checkout's kerntune, nothing else of this process's
+CHILD_ENV = {"PYTHONPATH": str(PACKAGE_ROOT), "PATH": "/usr/bin:/bin"}
+
 CHILD = textwrap.dedent("""
     import sys
     from kerntune.errors import StoreError
@@ -33,7 +36,7 @@ CHILD = textwrap.dedent("""
 
 def _from_another_process(db: Path, run_id: str) -> str:
     out = subprocess.run([sys.executable, "-c", CHILD, str(db), run_id], capture_output=True, text=True,
-                         timeout=120, env={"PYTHONPATH": str(PACKAGE_ROOT), "PATH": "/usr/bin:/bin"})
+                         timeout=120, env=CHILD_ENV)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip()
 
@@ -61,7 +64,7 @@ def test_a_refused_acquire_keeps_the_processes_other_runs_locked(tmp_path: Path)
         print("ready", flush=True)
         sys.stdin.readline()
     """), str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env={"PYTHONPATH": str(PACKAGE_ROOT), "PATH": "/usr/bin:/bin"})
+        env=CHILD_ENV)
     try:
         assert holder.stdout.readline().strip() == "ready"
         with pytest.raises(StoreError, match="in use"):

@@ -28,12 +28,8 @@ from kerntune.transform.scripted import ScriptedTransformProvider  # noqa: E402
 from kerntune.transform.triton_backend import TritonSession  # noqa: E402
 from kerntune.transform.triton_context import TritonTransformContext, TritonTransformer  # noqa: E402
 from processes import alive  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data" / "triton_transform"
-ORIG = (DATA / "matmul_small.py").read_text()
-TILES = (DATA / "rewrite_tiles.py").read_text()
-SHAPE = (32, 32, 32)
+from test_transform_triton_check import DATA, ORIG, ROOT, SHAPE  # noqa: E402
+from test_transform_triton_check import GOOD as TILES  # noqa: E402
 LAUNCH = "def launch(config, inputs):\n    a, b, c = inputs\n"
 #: the original, whose launch runs the kernel on its first call per config only, then returns the output
 #: buffer it is given, unwritten: correct when screened (one checked launch), no work when timed

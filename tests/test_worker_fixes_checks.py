@@ -351,20 +351,24 @@ def launch(config, inputs):
 '''
 
 
+def _modes_checked(path: Path, text: str, modes: list[str]) -> list:
+    """The kernel file ``text`` (written to ``path``; shape 4096) evaluated at each ``mode``: its trials."""
+    path.write_text(text)
+    ev = TritonEvaluator(path, (4096,), compile_workers=1, compile_timeout=60.0, bench_timeout=60.0, rep_ms=2,
+                         memory_limit_mb=0)
+    try:
+        return ev.evaluate([{"mode": m} for m in modes])
+    finally:
+        ev.close()
+
+
 def test_a_bool_output_buffer_left_partly_unwritten_fails_though_its_fill_is_the_right_value(tmp_path: Path) -> None:
     """Uninitialised bool (and integer) memory is filled with True (the largest value) while a config is
     checked, not NaN: a mask that is rightly all True passed with half of it never written.  Now such a
     buffer of make_inputs is zeroed and the config launched again; an all-True mask the kernel reads and
     updates in place (data, not an unwritten output) is left alone, and right configs pass."""
-    path = tmp_path / "masks.py"
-    path.write_text(MASKS)
-    ev = TritonEvaluator(path, (4096,), compile_workers=1, compile_timeout=60.0, bench_timeout=60.0, rep_ms=2,
-                         memory_limit_mb=0)
-    try:
-        modes = ["full", "half", "chunks", "half"]
-        trials = ev.evaluate([{"mode": m} for m in modes])
-    finally:
-        ev.close()
+    modes = ["full", "half", "chunks", "half"]
+    trials = _modes_checked(tmp_path / "masks.py", MASKS, modes)
     got = [(m, t.status, t.error) for m, t in zip(modes, trials)]
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT, Status.OK, Status.WRONG_RESULT], got
     assert "left unwritten" in trials[1].error and "2048 of 4096" in trials[1].error, got
@@ -401,15 +405,8 @@ def test_a_bool_or_integer_output_launch_allocates_left_partly_unwritten_fails(t
     """Outputs ``launch()`` allocates itself start at True or the largest integer while a config is checked:
     a mask rightly all True (or a count rightly at the maximum) passed with half of it never written, since
     only make_inputs' buffers were zeroed for the second launch.  Now those allocations start zeroed in it."""
-    path = tmp_path / "masks_in_launch.py"
-    path.write_text(MASKS_IN_LAUNCH)
-    ev = TritonEvaluator(path, (4096,), compile_workers=1, compile_timeout=60.0, bench_timeout=60.0, rep_ms=2,
-                         memory_limit_mb=0)
-    try:
-        modes = ["full", "half", "chunks", "half_counts"]
-        trials = ev.evaluate([{"mode": m} for m in modes])
-    finally:
-        ev.close()
+    modes = ["full", "half", "chunks", "half_counts"]
+    trials = _modes_checked(tmp_path / "masks_in_launch.py", MASKS_IN_LAUNCH, modes)
     got = [(m, t.status, t.error) for m, t in zip(modes, trials)]
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT, Status.OK, Status.WRONG_RESULT], got
     assert "left unwritten" in trials[1].error and "2048 of 4096" in trials[1].error, got
