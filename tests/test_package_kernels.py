@@ -235,7 +235,11 @@ def test_tune_a_package_kernel_where_it_lives_end_to_end(tmp_path: Path) -> None
     blocks come back wrong_result, the package's own choice is the baseline of the speedup."""
     proc = _tune_exhaustive(tmp_path, "row_sum_where_it_lives.py", "32x200")
     assert 'baseline: {"BLOCK_SIZE": 256, "num_warps": 4}' in proc.stderr
-    assert "speedup over the package's own choice" in proc.stdout and "best:" in proc.stdout
+    # On the CPU interpreter the re-time is noise: the pick either shows its speedup over the package's
+    # choice or, timed slower beyond noise, leaves that choice the winner.  Both name it as the baseline.
+    assert "best:" in proc.stdout
+    assert ("speedup over the package's own choice" in proc.stdout
+            or "slower beyond noise: the baseline stays the winner" in proc.stderr), proc.stdout + proc.stderr
     rows = _trial_rows(tmp_path)
     status = {c["BLOCK_SIZE"]: s for c, s in rows}
     assert len(rows) == 4 * 4 + 0  # every config of the space, the baseline among them
