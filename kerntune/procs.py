@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 
@@ -63,3 +64,46 @@ def end_group(proc: subprocess.Popen, timeout: float = 5.0) -> bool:
     except subprocess.TimeoutExpired:
         pass
     return ok
+
+
+#: The group watchdog's program (``watch_group``): argv = the group's id, the tuner's pid.
+_GROUP_WATCH = """
+import os, signal, sys, time
+group, parent = int(sys.argv[1]), int(sys.argv[2])
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the tuner's to handle; it ends this watchdog
+while os.getppid() == parent:
+    time.sleep(0.5)
+try:
+    os.killpg(group, signal.SIGKILL)
+except OSError:
+    pass
+"""
+
+
+def watch_group(proc: subprocess.Popen) -> subprocess.Popen | None:
+    """Start a watchdog that SIGKILLs the process group ``proc`` leads once this process is gone.
+
+    Why: a child started in a session of its own is reached by no signal sent to the tuner, so a
+    tuner killed with SIGKILL left it running (a ``cmd:`` model stuck on a network call, for as
+    long as the call took).  The watchdog is a fresh interpreter (``-S``: milliseconds) outside the
+    group, watching its own parent; the caller ends it with ``end_watch`` *before* it ends the group,
+    so it can never act on a group id the system has handed out again.  None where no process can
+    be started: the child then outlives a killed tuner, as before."""
+    if not hasattr(os, "killpg"):
+        return None
+    try:
+        return subprocess.Popen([sys.executable, "-S", "-c", _GROUP_WATCH, str(proc.pid), str(os.getpid())],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def end_watch(watch: subprocess.Popen | None) -> None:
+    """End a ``watch_group`` watchdog and reap it; never raises."""
+    if watch is None:
+        return
+    try:
+        watch.kill()
+        watch.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        pass

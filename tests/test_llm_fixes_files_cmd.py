@@ -1,5 +1,6 @@
 """``files:`` takes only whole answers (a paused writer of a .md answer too) and never a finished run's
-used answer; ``cmd:`` takes the answer of a command whose background child keeps stdout open.
+used answer; ``cmd:`` takes the answer of a command whose background child keeps stdout open, and its
+command dies with a tuner killed by SIGKILL.
 
 Real files written by a helper thread or process, real subprocesses."""
 
@@ -7,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -146,3 +150,24 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return "\nState:\tZ" not in status
+
+
+def test_a_cmd_model_dies_with_a_sigkilled_tuner(tmp_path: Path) -> None:
+    """The command runs in a session of its own (so Ctrl-C reaches the tuner alone): a tuner killed
+    with SIGKILL left it running, a model stuck on a network call for as long as the call took."""
+    pidfile = tmp_path / "model.pid"
+    tuner = subprocess.Popen([sys.executable, "-c", (
+        "from kerntune.llm import LLMClient, Message, make_provider\n"
+        f"spec = 'cmd:sh -c \\'echo $$ > {pidfile}; exec sleep 300\\''\n"
+        "LLMClient(make_provider(spec), timeout=600, retries=0).complete([Message('user', 'configs?')])\n")])
+    try:
+        _wait_for(pidfile)
+        model = int(pidfile.read_text())
+        assert _alive(model)
+    finally:
+        tuner.send_signal(signal.SIGKILL)
+        tuner.wait()
+    deadline = time.monotonic() + 10
+    while _alive(model) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(model), "the cmd: model outlived its SIGKILLed tuner"

@@ -25,7 +25,7 @@ from kerntune.llm.providers.base import Provider
 from kerntune.llm.providers.embedded import _LEAKED, LocalModelProvider, default_model_path  # noqa: F401 - re-exported
 from kerntune.llm.secrets import redact
 from kerntune.llm.types import LLMError, Message, RawReply, TransientError, Usage
-from kerntune.procs import end_group, exited
+from kerntune.procs import end_group, end_watch, exited, watch_group
 
 log = logging.getLogger("kerntune.llm")
 
@@ -72,8 +72,9 @@ class CommandProvider(Provider):
                                     stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise LLMError(f"cmd: cannot run {self.argv[0]!r}: {exc.strerror}") from None
+        watch = watch_group(proc)  # a SIGKILLed tuner takes the command's group along
         with _RUNNING_LOCK:
-            _RUNNING.add(proc)
+            _RUNNING[proc] = watch
         out = _CappedReader(proc.stdout, MAX_OUTPUT_CHARS)  # type: ignore[arg-type]
         err = _CappedReader(proc.stderr, 4096, keep_tail=True)  # type: ignore[arg-type]
         feeder = threading.Thread(target=_feed, args=(proc.stdin, render_prompt(messages, schema)), daemon=True)
@@ -99,9 +100,9 @@ class CommandProvider(Provider):
             if not exited(proc, max(deadline - time.monotonic(), 0.5)):
                 raise TransientError(f"cmd: no answer within {timeout:g} s")
         finally:
-            _end_group(proc)
+            _end_group(proc, watch)
             with _RUNNING_LOCK:
-                _RUNNING.discard(proc)
+                _RUNNING.pop(proc, None)
         code = proc.returncode
         if code is None:  # killed but not reaped within end_group's wait (a process stuck in the kernel)
             raise TransientError("cmd: did not exit (its process could not be reaped after it was ended)")
@@ -170,21 +171,24 @@ class _CappedReader:
 
 
 #: The cmd: models running now; ended at exit (a model call on a daemon thread is abandoned at exit,
-#: and its command runs in a process group of its own, which Ctrl-C does not reach).
-_RUNNING: set[subprocess.Popen] = set()
+#: and its command runs in a process group of its own, which Ctrl-C does not reach), each with the
+#: watchdog that ends its group if the tuner is killed.
+_RUNNING: dict[subprocess.Popen, subprocess.Popen | None] = {}
 _RUNNING_LOCK = threading.Lock()
 
 
 @atexit.register
 def _end_running() -> None:
     with _RUNNING_LOCK:
-        running = list(_RUNNING)
-    for proc in running:
-        _end_group(proc)
+        running = list(_RUNNING.items())
+    for proc, watch in running:
+        _end_group(proc, watch)
 
 
-def _end_group(proc: subprocess.Popen) -> None:
-    """End the command's whole process group (its children too), reap it, close its pipes."""
+def _end_group(proc: subprocess.Popen, watch: subprocess.Popen | None = None) -> None:
+    """End the command's whole process group (its children too), reap it, close its pipes; its
+    watchdog first, so that it never acts on the group's id once that id is free."""
+    end_watch(watch)
     end_group(proc, timeout=0)
     for pipe in (proc.stdout, proc.stderr):
         try:
