@@ -98,6 +98,14 @@ class Param:
         keyed apart from it (measured twice) and handed to the kernel as a float.  An exact-type match
         wins (1.0 stays 1.0 beside an option 1); True never becomes 1; a value not allowed is returned
         unchanged, for ``validate`` to refuse."""
+        # the exact-type look-up first: a value found there is canonical already (an int, a string, a
+        # tuple of them), and this is on every config's key (a fifth of a replayed search's time)
+        try:
+            hit = self._own_map.get((type(value), value), _MISSING)
+        except TypeError:  # unhashable: a list, canonical() makes it a tuple
+            hit = _MISSING
+        if hit is not _MISSING:
+            return hit
         value = canonical(value)
         try:
             hit = self._own_map.get((type(value), value), _MISSING)
