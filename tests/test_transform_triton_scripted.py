@@ -84,36 +84,27 @@ def test_scripted_model_triton_explicit_accepts_tiles_rejects_wrong_split_k(tmp_
     assert len(transcript.read_text().splitlines()) == 9
     assert json.loads((tmp_path / "work" / "result.json").read_text())["counts"] == c
 
+    # the transcript, replayed with ``--llm replay:`` through the CLI (a smaller budget: the replay
+    # answers by position), gives the same steps and the same kernel, with every model call answered
+    out, res = tmp_path / "best.py", tmp_path / "replayed.json"
+    cmd = [sys.executable, "-m", "kerntune", "transform", str(DATA / "matmul_small.py"), "--shape", "32x32x32",
+           "--strategy", "explicit", "--llm", f"replay:{transcript}", "--llm-transcript",
+           str(tmp_path / "replayed.jsonl"), "--budget", "2", "--rep-ms", "2", "--retime-rounds", "0",
+           "--workdir", str(tmp_path / "w3"), "--store", str(tmp_path / "replayed.db"), "-o", str(out),
+           "--json", str(res)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = json.loads(res.read_text())
+    assert "model calls" in proc.stdout and out.read_text() == result.kernel_source
+    assert [(s["id"], s["status"]) for s in again["steps"]] == [(s.id, s.status) for s in result.steps]
+    assert again["kernel_source"] == result.kernel_source and again["counts"]["model_calls"] == 9
 
-def test_scripted_model_triton_transcript_replays_through_the_cli(tmp_path, interpreter):
-    """The transcript of a scripted run, replayed with ``--llm replay:`` through the CLI, gives the same steps."""
-    script = DATA / "scripted_explicit.yaml"
-    transcript = tmp_path / "t.jsonl"
-    client = LLMClient(ScriptedTransformProvider(script), transcript=transcript)
+
+def test_scripted_model_without_a_rule_for_one_prompt_fails_the_step_and_keeps_the_original(tmp_path, interpreter):
+    client = LLMClient(ScriptedTransformProvider(DATA / "scripted_explicit.yaml"))
     first = TritonTransformer(DATA / "matmul_small.py", SHAPE, strategy="one-prompt", llm=client, budget=2,
                               rep_ms=2, retime_rounds=0, workdir=tmp_path / "w1")
-    # one-prompt: the scripted model has no rule for it, so the step fails and the original stays
     r1 = first.run()
     assert [s.status for s in r1.steps] == ["failed"] and r1.speedup == 1.0 and r1.accepted == []
 
-    out, res = tmp_path / "best.py", tmp_path / "result.json"
-    cmd = [sys.executable, "-m", "kerntune", "transform", str(DATA / "matmul_small.py"), "--shape", "32x32x32",
-           "--strategy", "explicit", "--llm", f"cmd:{sys.executable} -m kerntune.transform.scripted {script}",
-           "--llm-transcript", str(transcript.with_name("cli.jsonl")), "--budget", "2", "--rep-ms", "2",
-           "--retime-rounds", "0", "--workdir", str(tmp_path / "w2"), "--store", str(tmp_path / "kt.db"),
-           "-o", str(out), "--json", str(res)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    live = json.loads(res.read_text())
-    assert "model calls" in proc.stdout and out.read_text() == (DATA / "rewrite_tiles.py").read_text()
 
-    replay = [a if a != f"cmd:{sys.executable} -m kerntune.transform.scripted {script}"
-              else f"replay:{transcript.with_name('cli.jsonl')}" for a in cmd]
-    replay[replay.index("--llm-transcript") + 1] = str(tmp_path / "replayed.jsonl")
-    replay[replay.index("--workdir") + 1] = str(tmp_path / "w3")
-    replay[replay.index("--json") + 1] = str(tmp_path / "replayed.json")
-    proc = subprocess.run(replay, capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    again = json.loads((tmp_path / "replayed.json").read_text())
-    assert [(s["id"], s["status"]) for s in again["steps"]] == [(s["id"], s["status"]) for s in live["steps"]]
-    assert again["kernel_source"] == live["kernel_source"] and again["counts"]["model_calls"] == 9  # with the fix
