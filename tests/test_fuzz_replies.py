@@ -14,7 +14,8 @@ reasons — the contract is:
   injected code would create never appears).
 
 Profiles are derandomized and database-less, so CI sees the same examples every run.
-Budget: about 11,000 examples in well under a minute on two cores.
+Budget: about 11,800 examples, most of them where one costs least (arbitrary text: half a millisecond;
+a damaged answer or a round into the store: several), in about half a minute on one core.
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ def parse_and_check(text: str) -> None:
     check(parsed, MEASURED)
 
 
-@fuzz(1500)
+@fuzz(800)
 @given(replies)
 def test_structured_replies(text: str) -> None:
     parse_and_check(text)
@@ -202,7 +203,7 @@ def test_token_soup(text: str) -> None:
     parse_and_check(text)
 
 
-@fuzz(2000)
+@fuzz(5000)
 @given(st.text(any_char, max_size=400))
 def test_arbitrary_unicode_text(text: str) -> None:
     parse_and_check(text)
@@ -241,14 +242,14 @@ def _mutate(text: str, rng: random.Random) -> str:
     return "".join(chars)
 
 
-@fuzz(2500)
+@fuzz(1500)
 @given(st.randoms(use_true_random=False))
 def test_damaged_valid_answers(rng: random.Random) -> None:
     """Mutation fuzzing: realistic answers, damaged; those still valid must give valid configs."""
     parse_and_check(_mutate(_valid_answer(rng), rng))
 
 
-@fuzz(1000)
+@fuzz(600)
 @given(answer)
 def test_decoded_values_never_raise(value: Any) -> None:
     """``configs_from_answer`` takes the decoded value (the client parsed it already): no
@@ -257,7 +258,7 @@ def test_decoded_values_never_raise(value: Any) -> None:
     check(configs_from_answer(value, SPACE, exclude=set(MEASURED)), MEASURED)
 
 
-@fuzz(150)
+@fuzz(100)
 @given(monsters())
 def test_huge_and_deep_replies(text: str) -> None:
     parse_and_check(text)
@@ -299,7 +300,7 @@ def round_setup(tmp_path_factory: pytest.TempPathFactory) -> Any:
 whole_replies = st.one_of(replies, token_soup, st.sampled_from(INJECTIONS))
 
 
-@fuzz(700)
+@fuzz(350)
 @given(text=whole_replies)
 def test_replies_through_the_round_search_into_the_store(round_setup: Any, text: str) -> None:
     """One LLM round per reply (the same reply for the repair round too): the run ends
