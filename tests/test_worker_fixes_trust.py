@@ -69,7 +69,7 @@ def test_right_bool_configs_pass_where_the_default_config_crashes_or_hangs(tmp_p
     path = tmp_path / "crashing_default.py"
     path.write_text(f"OWN = {own!r}\nHOW = {how!r}\n" + CRASHING_DEFAULT)
     modes = ["good", "half", "good2", "half"]
-    trials, ev = _evaluate(path, [{"mode": m} for m in modes], timeout=10.0)
+    trials, ev = _evaluate(path, [{"mode": m} for m in modes], timeout=5.0)
     got = [(m, t.status, t.error) for m, t in zip(modes, trials)]
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT, Status.OK, Status.WRONG_RESULT], got
     assert "left unwritten" in trials[1].error and "2048 of 4096" in trials[1].error, got
