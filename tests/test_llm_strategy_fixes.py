@@ -8,7 +8,8 @@
   ``llm-seeded``;
 * the model is asked for no more configs than can be measured, and not at all when none can;
 * ``auto`` counts a call abandoned at the budget's end as model time, and no model time as no share;
-* a round the budget cut stops ``llm`` with the budget's reason, not a convergence rule's.
+* a round the budget cut stops ``llm`` with the budget's reason, not a convergence rule's;
+* the pattern fallback proposes each config once per batch.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from kerntune.space import Choice, Space
 from kerntune.store import Store
 from kerntune.strategies import Budget
 from kerntune.strategies.base import SearchContext
+from kerntune.strategies.llm.rounds import _fallback_batch
 from scripted import ScriptedProvider, answer, synthetic_evaluator, wall_clock_evaluator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -367,3 +369,19 @@ def test_scripted_a_round_the_budget_ends_stops_with_the_budgets_reason(tmp_path
     res = run_search(ev, "llm", Budget(max_evals=13), seed=0,
                      run=RunOptions(llm=client, strategy_options={"initial": 6, "refine": 4, "patience": 1}))
     assert len(res.history) == 13 and res.stop_reason == "evaluation budget"
+
+
+# -- 8. the pattern fallback -----------------------------------------------------------------------------
+
+def test_the_pattern_fallback_proposes_each_config_once_per_batch() -> None:
+    """The neighbours of the two best configs were joined with duplicates removed per list only: a
+    config near both took two places in the batch (one of them then went unmeasured)."""
+    ev = ReplayEvaluator.from_file(ROOT / "examples" / "spaces" / "convolution_A100.json.gz")
+    for seed in (1, 19, 21, 29):
+        ctx = SearchContext(ev.space, ev, Budget(max_evals=1000), seed=seed)
+        ctx.evaluate(ctx.startup(20))
+        for _ in range(3):
+            batch = _fallback_batch(ctx, "pattern", 15, set())
+            keys = [ev.space.key(c) for c in batch]
+            assert len(keys) == 15 and len(set(keys)) == 15, f"seed {seed}: {len(keys) - len(set(keys))} repeated"
+            ctx.evaluate(batch)

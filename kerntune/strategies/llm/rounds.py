@@ -99,10 +99,16 @@ def _fallback_batch(ctx: SearchContext, kind: str, n: int, taken: set[str]) -> l
     """Configs from the classical fallback: neighbours of the best, else random."""
     out: list[Config] = []
     if kind == "pattern" and ctx.best is not None:
+        # de-duplicated across the two bases too: a config near both once filled two of the batch's places
+        seen = set(taken)
         for base in [t.config for t in ctx.ranked()[:2]]:
             near = ctx.unmeasured(ctx.space.neighbours(base, "adjacent") + ctx.space.neighbours(base, "hamming"))
             ctx.rng.shuffle(near)
-            out.extend(c for c in near if ctx.space.key(c) not in taken)
+            for c in near:
+                key = ctx.space.key(c)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(c)
     out = out[:n]
     keys = taken | {ctx.space.key(c) for c in out}
     if len(out) < n:
