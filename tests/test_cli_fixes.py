@@ -258,7 +258,7 @@ def test_compare_ctrl_c_hint_names_its_store_and_a_missing_store_is_refused(tmp_
     store before saying the run was not in it."""
     other = tmp_path / "my runs" / "cmp.db"
     rid, err, code = interrupt(tmp_path, "compare", "--space", str(DEDISP), "--strategies", "random", "--budget",
-                               "100000", "--repeats", "5", "--no-report", "--store", str(other))
+                               "100000", "--repeats", "5", "--no-report", "--store", str(other), progress=0)
     assert code == 130 and rid is not None, err
     hint = err.strip().splitlines()[-1].split("continue with: ")[1]
     assert hint == f"kerntune compare --resume {rid} --store {shlex.quote(str(other))}", hint
