@@ -167,9 +167,9 @@ def test_first_contact_review_items(tmp_path, conv_path) -> None:
     """What a newcomer's review found (2026-11-29): --seconds alone was capped at 100 evaluations,
     tune never said which strategy ran, a space file given to --replay read as broken JSON, -h was
     no help option, a bayes option error named gp, and compare took an unused --llm silently."""
-    proc = run(["tune", "--replay", str(conv_path), "--seconds", "600", "--no-report"], tmp_path)
+    proc = run(["tune", "--replay", str(conv_path), "--seconds", "400", "--no-report"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "strategy: auto (the default) without a model; budget: 600 s" in proc.stdout
+    assert "strategy: auto (the default) without a model; budget: 400 s" in proc.stdout
     best = next(line for line in proc.stdout.splitlines() if line.startswith("best:"))
     assert "(time budget)" in best and int(best.split(" after ")[1].split()[0]) > 100, best
     proc = run(["tune", "--replay", str(conv_path), "--budget", "7", "--strategy", "gp", "--no-report"], tmp_path)
