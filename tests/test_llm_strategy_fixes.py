@@ -368,6 +368,16 @@ def test_scripted_auto_with_no_model_time_reports_no_hidden_share(tmp_path: Path
     assert any("(n/a) hidden" in n for n in res.notes) and not any("100%" in n for n in res.notes), res.notes
 
 
+
+def test_compare_with_no_model_time_reports_no_hidden_share() -> None:
+    """``compare``'s model-time figure over repeats with no model time read a share of 1.0 ("100% hidden")."""
+    from kerntune.compare.harness import _model_time
+
+    none = _model_time([{"model_seconds": 0.0, "model_hidden_seconds": 0.0, "model_calls": 1}])
+    assert none["model_time"]["hidden_share"] is None
+    some = _model_time([{"model_seconds": 4.0, "model_hidden_seconds": 3.0, "model_calls": 1}])
+    assert some["model_time"]["hidden_share"] == pytest.approx(0.75)
+
 # -- 7. stop reason --------------------------------------------------------------------------------------
 
 def test_scripted_a_round_the_budget_ends_stops_with_the_budgets_reason(tmp_path: Path) -> None:

@@ -189,8 +189,9 @@ def compare(
                           f" {_failed_calls(s.llm, s.repeats)}; valid configs {shares or 'n/a'}")
         mt = s.extra.get("model_time")
         if mt:
+            share = "n/a" if mt["hidden_share"] is None else f"{mt['hidden_share']:.0%}"
             console.print(f"{name}: {mt['seconds_per_repeat']:.1f} s of model time per repeat, "
-                          f"{mt['hidden_seconds_per_repeat']:.1f} s ({mt['hidden_share']:.0%}) hidden behind measurements")
+                          f"{mt['hidden_seconds_per_repeat']:.1f} s ({share}) hidden behind measurements")
     console.print(f"run id: {result.run_id} (store {st.path})")
     if json_out:
         text = json.dumps(result.to_dict(), indent=1) + "\n"

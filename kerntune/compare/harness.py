@@ -242,7 +242,8 @@ def _model_time(extras: list[dict[str, Any]]) -> dict[str, Any]:
     hidden = sum(e["model_hidden_seconds"] for e in runs)
     return {"model_time": {"repeats": len(runs), "calls_per_repeat": sum(e["model_calls"] for e in runs) / len(runs),
                            "seconds_per_repeat": total / len(runs), "hidden_seconds_per_repeat": hidden / len(runs),
-                           "hidden_share": hidden / total if total > 0 else 1.0}}
+                           # no model time, no share (as auto's own summary says): it read 100%
+                           "hidden_share": hidden / total if total > 0 else None}}
 
 
 def _llm_stats(exchanges: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
