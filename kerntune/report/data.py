@@ -20,6 +20,7 @@ from kerntune.compare.metrics import Reference
 from kerntune.errors import KerntuneError
 from kerntune.space.params import jsonable
 from kerntune.store import Store
+from kerntune.store.resume import SHAPES_PARENT_KIND
 
 
 @dataclass
@@ -145,7 +146,7 @@ def load_report(store: Store, run: str) -> ReportData:
     """Read a run (a ``compare`` run brings all its repeats) and its recording's yardsticks."""
     run_id = store.resolve_run_id(run)
     top = store.conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
-    if top["kind"] == "shapes":  # one problem per child: no curve or optimum is shared, so one shape at a time
+    if top["kind"] == SHAPES_PARENT_KIND:  # one problem per child: no curve or optimum is shared, so one shape at a time
         children = store.conn.execute("SELECT id, label FROM runs WHERE parent_id=? ORDER BY created, id",
                                       (run_id,)).fetchall()
         listed = "; ".join(f"{c['id']} ({str(c['label'] or '').removeprefix('shapes ')})" for c in children)

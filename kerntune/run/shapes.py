@@ -31,6 +31,7 @@ from kerntune.llm.secrets import redact
 from kerntune.run.search import RunOptions, errors_end_the_run, run_search
 from kerntune.run.warm_start import nearby_runs, past_winners, shape_distance, transfer_data
 from kerntune.store import Store
+from kerntune.store.resume import SHAPES_PARENT_KIND
 from kerntune.strategies import Budget
 
 #: Strategies whose model learns from all past measurements (``ctx.transfer``); the others get
@@ -41,7 +42,7 @@ TRANSFER_STRATEGIES = ("bayes", "gp")
 DEFAULT_RETIME = 16
 
 #: The kind of a ``tune --shapes`` parent run in the store; its children are ``tune`` runs.
-PARENT_KIND = "shapes"
+PARENT_KIND = SHAPES_PARENT_KIND
 
 #: The key of a finished child's stored summary that keeps its ``ShapeResult`` once its winner is in
 #: the dispatch table: a resume reads such a shape back instead of re-timing it.

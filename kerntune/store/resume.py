@@ -20,6 +20,10 @@ from kerntune.store.sqlite import RunRecord, Store
 #: compared where both runs have it (``kernel_source_hash``: a replay's --source, where the evaluator keeps one).
 _IDENTITY_KEYS = ("evaluator", "kernel_name", "shape", "source_hash", "recording_hash", "problem_size")
 
+#: The kind of a ``tune --shapes`` parent run in the store; its children are ``tune`` runs.  Kept here,
+#: beneath the run layer, so that the store and the report name it without importing ``run.shapes``.
+SHAPES_PARENT_KIND = "shapes"
+
 
 def _short(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
@@ -37,7 +41,7 @@ def check_kind(run: RunRecord, kind: str) -> None:
     if run.kind == "compare-child":
         raise StoreError(f"run {run.id} is one repeat of comparison {run.parent_id}: continue that with"
                          f" `kerntune compare --resume {run.parent_id}`")
-    command = "tune" if run.kind == "shapes" else run.kind  # a `tune --shapes` run's parent
+    command = "tune" if run.kind == SHAPES_PARENT_KIND else run.kind  # a `tune --shapes` run's parent
     raise StoreError(f"run {run.id} is a {run.kind} run, not a {kind} run: continue it with"
                      f" `kerntune {command} --resume {run.id}`")
 
