@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 
 def compare_outputs(out: Any, ref: Any, torch: Any) -> str | None:
@@ -335,14 +335,15 @@ class ZeroedRelaunch:
         finally:
             self.restore()
 
-    def trust(self, cfg: Any) -> None:
-        """Find what may be zeroed by ``cfg``'s launches (an error: not that)."""
+    def trust(self, cfg: Any, each: Callable[[Callable[[], bool]], bool] | None = None) -> None:
+        """Find what may be zeroed by ``cfg``'s launches (an error: not that).  ``each`` runs one of them
+        (a call that returns ``trial``'s answer) and returns whether it trusts the zeroing: the reference's
+        says the launch is the default's and ends the loop where the CUDA context broke
+        (``Reference._trust_default``)."""
         self.trusted = {}
         for key in self.keys():
-            try:
-                self.trusted[key] = self.trial(cfg, key)
-            except Exception:  # noqa: BLE001 - the config fails so: nothing to trust the zeroing by
-                self.trusted[key] = False
+            launch = lambda key=key: self.trial(cfg, key)  # noqa: E731 - bound per key
+            self.trusted[key] = each(launch) if each is not None else _trusted_unless_it_fails(launch)
 
     def check(self, out: Any, cfg: Any) -> str | None:
         """None, or why ``cfg``'s output is wrong once what it leaves unwritten is zero."""
@@ -354,3 +355,11 @@ class ZeroedRelaunch:
         wrong = self._launch(cfg, buffers, fresh) if buffers or fresh else None
         return f"{wrong} (launched again with its bool or integer output zeroed: part of it is left unwritten)" \
             if wrong else None
+
+
+def _trusted_unless_it_fails(launch: Callable[[], bool]) -> bool:
+    """``launch()``'s answer; False where it raised (the config fails so: nothing to trust the zeroing by)."""
+    try:
+        return launch()
+    except Exception:  # noqa: BLE001 - a config's own failure
+        return False

@@ -12,6 +12,10 @@ from kerntune.evaluate.triton_backend.output_check import (ZeroedRelaunch, _hold
 from kerntune.evaluate.triton_backend.worker import classify, cuda_broken, is_fatal
 
 
+class _DefaultBroke(Exception):
+    """Raised out of ``ZeroedRelaunch.trust`` where a launch of the default broke the CUDA context."""
+
+
 class _NoOutput(TypeError):
     """The kernel file's ``reference()`` returned no tensor or number (None, a string, a dict)."""
 
@@ -103,22 +107,26 @@ class Reference:
         """The default's launches with each bool or integer buffer (or its own allocations) zeroed, each
         said as the default's: a hang or crash there sends the config behind it again, to a fresh worker
         that skips the default.  An error trusts nothing; one that breaks the CUDA context fails the default."""
-        zeroed = self.zeroed
-        zeroed.trusted = {}
-        for key in zeroed.keys():
+        def each(launch: Callable[[], bool]) -> bool:
             self.say({"reference": "default"})
             try:
-                zeroed.trusted[key] = zeroed.trial(self.space.default, key)
+                ok = launch()
             except Exception as exc:  # noqa: BLE001 - the default's failure, not a config's
                 text = classify(exc)[1]
                 broken = cuda_broken(self.torch) if not is_fatal(text) else text
                 if broken is not None:
-                    self.default_failed = f"the default config {dict(self.space.default)} failed: {text}"[-2000:]
-                    self.told = True
-                    return {"status": "runtime_error", "error": self.default_failed, "fatal": True,
-                            "default_failed": self.default_failed, "retry": True}
-                zeroed.trusted[key] = False
+                    raise _DefaultBroke(text) from None
+                ok = False
             self.say({"reference": "taken"})
+            return ok
+
+        try:
+            self.zeroed.trust(self.space.default, each)
+        except _DefaultBroke as exc:
+            self.default_failed = f"the default config {dict(self.space.default)} failed: {exc}"[-2000:]
+            self.told = True
+            return {"status": "runtime_error", "error": self.default_failed, "fatal": True,
+                    "default_failed": self.default_failed, "retry": True}
         return None
 
     def check(self, out: Any) -> tuple[str | None, dict[str, Any]]:
