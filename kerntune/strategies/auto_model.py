@@ -36,7 +36,7 @@ from kerntune.llm.types import Message
 from kerntune.space import Config
 from kerntune.strategies.base import BudgetExhausted, SearchContext
 from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine_round
-from kerntune.strategies.llm.rounds import (MODEL_OUT_OF_TIME, Answer, _askable, accept, call_in_background,
+from kerntune.strategies.llm.rounds import (MODEL_OUT_OF_TIME, Answer, accept, askable, call_in_background,
                                             wait_within_budget)
 from kerntune.strategies.surrogate import SurrogateOptions, SurrogateSearch
 
@@ -83,7 +83,7 @@ class _Cooperation:
         ctx = self.ctx
         # never more than could be measured: a budget of 12 evaluations was asked for 25 configs (the later
         # calls are made only with room for their configs and a surrogate batch, ``run``)
-        n = max(1, _askable(ctx, self.initial if round_no == 1 else self.refine, 0)[0])
+        n = max(1, askable(ctx, self.initial if round_no == 1 else self.refine, 0)[0])
         if round_no == 1:
             messages = first_round(ctx.space, self.workload, self.device, n, self.opts, past=ctx.past_winners)
         else:

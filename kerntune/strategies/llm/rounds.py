@@ -67,7 +67,7 @@ def _unmeasured_left(ctx: SearchContext) -> int | None:
         return None
 
 
-def _askable(ctx: SearchContext, n: int, warm: int) -> tuple[int, str]:
+def askable(ctx: SearchContext, n: int, warm: int) -> tuple[int, str]:
     """How many configs to ask the model for: ``n``, at most the evaluations and the unmeasured configs
     left once the ``warm`` configs measured beside the call are counted; 0 with the reason where its
     answer could not be measured (a call is paid for and waited for, and a structured-output model is
@@ -338,7 +338,7 @@ def _rounds(ctx: SearchContext, initial: int = 25, refine: int = 15, max_rounds:
             exclude = {ctx.space.key(c) for c in warm} | set(ctx.measured)
         else:
             warm, exclude = [], set(ctx.measured)
-        n, why = _askable(ctx, initial if round_no == 1 else refine, len(warm))
+        n, why = askable(ctx, initial if round_no == 1 else refine, len(warm))
         if not n:  # the answer could not be measured: the model is not asked
             if warm:
                 ctx.evaluate(warm, source="llm:warmup")
