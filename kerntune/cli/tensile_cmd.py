@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kerntune.cli.common import console
+from kerntune.cli.common import check_output, console, write_output
 from kerntune.tensile import TensileConfig, TensileError
 from kerntune.tensile.evaluate import Evaluation
 
@@ -28,13 +28,17 @@ def _client(llm: Optional[str], llm_base_url: Optional[str]) -> Any:
 
 @app.command("count")
 def count(config: Path = typer.Argument(..., help="Tensile benchmark config YAML")) -> None:
-    """Kernels per benchmark step, by Tensile's permutation rule."""
+    """Kernels per benchmark step, by Tensile's permutation rule.  Multi-valued
+    BenchmarkCommonParameters fork too and multiply the count, so they are listed, marked (common):
+    left out, the column did not explain the total."""
     cfg = TensileConfig.load(config)
     table = Table(title=f"{config.name}: {cfg.kernel_count():,} kernels")
     for col in ("problem", "step", "fork parameters", "groups", "kernels"):
         table.add_column(col)
     for s in cfg.steps():
-        table.add_row(str(s.problem), str(s.step), ", ".join(f"{k}×{len(v)}" for k, v in s.fork_params().items()),
+        forks = [f"{k}×{len(v)}" for k, v in s.fork_params().items()]
+        forks += [f"{k}×{len(v)} (common)" for k, v in s.common_forks().items()]
+        table.add_row(str(s.problem), str(s.step), escape(", ".join(forks)),
                       " × ".join(str(len(g)) for g in s.groups()) or "-", f"{s.kernel_count():,}")
     console.print(table)
 
@@ -115,11 +119,16 @@ def _print_evaluation(ev: Evaluation, json_out: Optional[Path]) -> None:
         _skipped_note("the original's results", ev.runs[0].original_skipped_rows)
     for r in ev.runs:
         _skipped_note(r.label, r.skipped_rows)
+        if r.only_here:  # a crashed original run: these sizes are in no number above
+            shown = ", ".join(r.only_here[:3]) + (", ..." if len(r.only_here) > 3 else "")
+            console.print(f"[yellow]note:[/yellow] {escape(r.label)}: {len(r.only_here)} problem size(s) not in the "
+                          f"original's results, left out of PR and WC ({escape(shown)})")
     if s["TR"] is None:
         console.print("[yellow]note:[/yellow] TR needs Tensile's wall times: run through `kerntune tensile run` "
                       "(kerntune_run.json) or give --time-original and --time-pruned")
     if json_out is not None:
-        json_out.write_text(json.dumps(ev.to_dict(), indent=1, default=str) + "\n")
+        text = json.dumps(ev.to_dict(), indent=1, default=str) + "\n"
+        write_output("--json", json_out, lambda: json_out.write_text(text))
         console.print(f"numbers: {json_out}")
 
 
@@ -141,9 +150,11 @@ def evaluate(config: Optional[Path] = typer.Argument(None, help="Config to evalu
              json_out: Optional[Path] = typer.Option(None, "--json", help="Write every size's numbers here"),
              llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL")) -> None:
     """TR, PR and WC over every problem size, from CSVWinner results: of finished output folders
-    (--original DIR --pruned DIR...), or end to end (CONFIG OUT --runs N --llm SPEC)."""
-    from kerntune.tensile.autotune import evaluate_folders, evaluate_runs
+    (--original DIR --pruned DIR...), or end to end (CONFIG OUT --runs N --llm SPEC; finished
+    run_N folders are reused, so the same command continues after a failure)."""
+    from kerntune.tensile.autotune import EvaluationStopped, evaluate_folders, evaluate_runs
 
+    check_output("--json", json_out)  # before the runs (hours of Tensile), not after them
     if config is not None:
         if original is not None or pruned:
             raise TensileError("give either CONFIG [OUT] (end to end) or --original DIR --pruned DIR (finished runs)")
@@ -152,7 +163,12 @@ def evaluate(config: Optional[Path] = typer.Argument(None, help="Config to evalu
             raise TensileError("choose one source of edits: --llm SPEC or --edits FILE")
         if runs < 1:
             raise TensileError(f"--runs must be at least 1, got {runs}")
-        ev = evaluate_runs(config, out, runs, _client(llm, llm_base_url), edits, gpu, logic_yaml, prebuilt_client)
+        try:
+            ev = evaluate_runs(config, out, runs, _client(llm, llm_base_url), edits, gpu, logic_yaml,
+                               prebuilt_client)
+        except EvaluationStopped as exc:
+            _print_evaluation(exc.evaluation, None)  # the finished runs, then the error
+            raise
     else:
         if original is None or not pruned:
             raise TensileError("give --original DIR and at least one --pruned DIR (or CONFIG OUT --runs N --llm SPEC)")
@@ -166,7 +182,8 @@ def autotune(config: Path = typer.Argument(..., help="Tensile benchmark config Y
              llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model that edits the config"),
              edits: Optional[Path] = typer.Option(None, "--edits", help='JSON {"edits":[...]} instead of a model'),
              validate: Optional[Path] = typer.Option(None, "--validate", help="Golden folder: Tensile's results of the "
-                                                     "original config (run there first when it holds none)"),
+                                                     "original config (run there first when it holds none, or "
+                                                     "kerntune's run there did not finish)"),
              tolerance: float = typer.Option(0.02, "--tolerance", help="Validation: GFLOPS below the golden best allowed"),
              gpu: str = typer.Option("MI300X", "--gpu"),
              logic_yaml: Optional[Path] = typer.Option(None, "--logic-yaml"),
@@ -198,6 +215,9 @@ def autotune(config: Path = typer.Argument(..., help="Tensile benchmark config Y
         for p in rep.problems:
             console.print(f"[red]validation:[/red] {escape(p)}")
         if rep.problems:
-            console.print(f"validation failed: {len(rep.problems)} problem size(s) lost performance")
+            missing = len(rep.comparison.only_here)
+            why = ("lost performance" if not missing else "are not in the golden results"
+                   if missing == len(rep.problems) else "lost performance or are not in the golden results")
+            console.print(f"validation failed: {len(rep.problems)} problem size(s) {why}")
             raise typer.Exit(1)
         console.print(f"validation passed: every size kept its winner or stayed within {tolerance:.0%}")

@@ -4,6 +4,8 @@ results -> validate against a golden run -> TR, PR, WC.
 Every step leaves its files in the output folder, so a step that fails (no
 Tensile on this machine, a Tensile crash) keeps what came before it: the
 edited config and its explanation are written before Tensile is looked for.
+A run folder is reused only when the run there finished (``kerntune_run.json`` with exit code 0): a
+crashed golden run's partial results were reused, and validated the edited run over a subset of sizes.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kerntune.errors import KerntuneError
 from kerntune.tensile.config import TensileConfig, TensileError
 from kerntune.tensile.edits import TensileEdit, apply
-from kerntune.tensile.evaluate import Evaluation, RunComparison, check_original, compare, validate
-from kerntune.tensile.results import Results, read_results, run_seconds, summary_text
+from kerntune.tensile.evaluate import (Evaluation, RunComparison, check_original, compare, not_in_golden,
+                                      validate)
+from kerntune.tensile.results import Results, model_seconds, read_results, run_seconds, summary_text
 from kerntune.tensile.runner import find_tensile, run_tensile
 
 
@@ -103,11 +107,42 @@ def _run(config: Path, out: Path, prebuilt_client: Path | None, quiet: bool, bef
     return read_results(out)
 
 
-def golden_results(config: Path, golden: Path, prebuilt_client: Path | None = None, quiet: bool = False) -> Results:
-    """The golden (full config) results: read from ``golden`` when Tensile already ran there,
-    else Tensile runs the original config into it."""
-    if list((golden / "2_BenchmarkData").glob("*_CSVWinner.csv")):
+RUN_RECORD = "kerntune_run.json"
+
+
+def _has_results(folder: Path) -> bool:
+    return any((folder / "2_BenchmarkData").glob("*_CSVWinner.csv"))
+
+
+def finished(folder: Path) -> bool:
+    """Tensile finished there: CSVWinner files and a ``kerntune_run.json`` with exit code 0.  A crash
+    (a non-zero code) or a kill (the "started" record :func:`golden_results` writes first) is not."""
+    try:
+        record = json.loads((folder / RUN_RECORD).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("returncode") == 0 and _has_results(folder)
+
+
+def reusable(golden: Path, given: bool = False) -> bool:
+    """Whether ``golden``'s results are read instead of running Tensile there: a finished run, or,
+    for a folder the user gave (``given``), results of a Tensile run kerntune did not start (no
+    ``kerntune_run.json`` at all), accepted as finished results."""
+    if given and _has_results(golden) and not (golden / RUN_RECORD).exists():
+        return True
+    return finished(golden)
+
+
+def golden_results(config: Path, golden: Path, prebuilt_client: Path | None = None, quiet: bool = False,
+                   given: bool = False) -> Results:
+    """The golden (full config) results: read from ``golden`` when :func:`reusable`, else Tensile runs
+    the original config into it.  A "started" record is written first, so a run killed part way
+    (which writes no record of its own) is run again, not reused."""
+    if reusable(golden, given):
         return read_results(golden)
+    golden.mkdir(parents=True, exist_ok=True)
+    (golden / RUN_RECORD).write_text(json.dumps({"config": str(config), "returncode": None,
+                                                 "state": "started; Tensile has not finished"}, indent=1) + "\n")
     return _run(config, golden, prebuilt_client, quiet)
 
 
@@ -134,36 +169,58 @@ def autotune(config: Path, out: Path, client: Any = None, edits: Path | None = N
     where = f"the edited config is in {gen.path} ({gen.before:,} -> {gen.after:,} kernels); "
     try:
         find_tensile()
-        if golden is not None and list((golden / "2_BenchmarkData").glob("*_CSVWinner.csv")):
+        if golden is not None and reusable(golden, given=True):
             check_original(read_results(golden))  # before Tensile runs for hours, not after
     except TensileError as exc:
         raise TensileError(where + str(exc)) from None
     res = _run(gen.path, out, prebuilt_client, quiet, where)
     report = AutotuneReport(gen, res)
     if golden is not None:
-        gold = golden_results(config, golden, prebuilt_client, quiet)
-        report.problems = validate(gold, res, tolerance)
+        gold = golden_results(config, golden, prebuilt_client, quiet, given=True)
         report.comparison = compare(gold, res, str(out), run_seconds(golden), run_seconds(out), gen.llm_s)
+        report.problems = validate(gold, res, tolerance) + not_in_golden(report.comparison, gold)
     (out / "kerntune_autotune.json").write_text(json.dumps(report.to_dict(), indent=1, default=str) + "\n")
     return report
+
+
+class EvaluationStopped(TensileError):
+    """A run of :func:`evaluate_runs` failed after others finished: those (``evaluation``, also in
+    evaluation.json) are shown with the error instead of being lost."""
+
+    def __init__(self, message: str, evaluation: Evaluation) -> None:
+        super().__init__(message)
+        self.evaluation = evaluation
 
 
 def evaluate_runs(config: Path, out: Path, runs: int, client: Any = None, edits: Path | None = None,
                   gpu: str = "MI300X", logic: Path | None = None, prebuilt_client: Path | None = None,
                   quiet: bool = True) -> Evaluation:
-    """The baseline (``out/baseline``, reused when Tensile already ran there) and ``runs`` edited
-    configs (``out/run_N``), each generated, benchmarked and compared over every size."""
+    """The baseline (``out/baseline``, reused when Tensile finished there) and ``runs`` edited
+    configs (``out/run_N``), each generated, benchmarked and compared over every size.  A run_N that
+    finished before (generated, Tensile exit code 0) is compared from disk, not redone, and
+    evaluation.json is written after every run: a failure at run k lost runs 1..k-1, and the next
+    attempt paid for all of them again."""
     find_tensile()
     base = out / "baseline"
     gold = golden_results(config, base, prebuilt_client, quiet)
     t0 = run_seconds(base)
     ev = Evaluation()
+    saved = out / "evaluation.json"
     for i in range(1, runs + 1):
         folder = out / f"run_{i}"
-        gen = generate(config, folder, client, edits, gpu, logic=logic)
-        res = _run(gen.path, folder, prebuilt_client, quiet)
-        ev.runs.append(compare(gold, res, folder.name, t0, run_seconds(folder), gen.llm_s))
-    (out / "evaluation.json").write_text(json.dumps(ev.to_dict(), indent=1, default=str) + "\n")
+        try:
+            if finished(folder) and (folder / "kerntune_generate.json").is_file():
+                res, llm_s = read_results(folder), model_seconds(folder) or 0.0
+            else:
+                gen = generate(config, folder, client, edits, gpu, logic=logic)
+                res, llm_s = _run(gen.path, folder, prebuilt_client, quiet), gen.llm_s
+            ev.runs.append(compare(gold, res, folder.name, t0, run_seconds(folder), llm_s))
+        except KerntuneError as exc:
+            if not ev.runs:
+                raise
+            raise EvaluationStopped(f"{exc} ({len(ev.runs)} finished run(s) in {saved}; the same command "
+                                    f"continues from {folder.name})", ev) from None
+        saved.write_text(json.dumps(ev.to_dict(), indent=1, default=str) + "\n")
     return ev
 
 

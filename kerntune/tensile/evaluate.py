@@ -11,7 +11,9 @@ confgen prototype read only the first CSV row; a config tuned for many sizes is 
 on all of them.  A size where every original solution failed has no best to measure against:
 it is left out of PR and WC and counted apart (``unmeasurable_sizes``); scored PR 1.0, it
 inflated PR and WC whatever the edited run found there.  Original results with no size to measure
-against are an error: they compared as "0 problem sizes" and validation passed.
+against are an error: they compared as "0 problem sizes" and validation passed.  Sizes the edited run
+benchmarked and the original lacks (``only_here``: an original run that crashed part way) are named,
+and validation fails on them: it passed "over 1 problem sizes" of 4.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class RunComparison:
     unmeasurable: list[SizeComparison] = field(default_factory=list)  # no valid kernel in the original
     original_skipped_rows: int = 0  # truncated CSV rows (a killed run) that could not be read
     skipped_rows: int = 0
+    only_here: list[str] = field(default_factory=list)  # labels of the ``sizes_only_here``
 
     @property
     def pr(self) -> float:
@@ -72,6 +75,7 @@ class RunComparison:
         return {"label": self.label, "TR": self.tr, "PR": self.pr, "PR_min": self.pr_min,
                 "winners_kept": self.winners_kept, "t_original_s": self.t_original_s,
                 "t_pruned_s": self.t_pruned_s, "llm_s": self.llm_s, "sizes_only_here": self.sizes_only_here,
+                "only_here": self.only_here,
                 "unmeasurable_sizes": len(self.unmeasurable), "original_skipped_rows": self.original_skipped_rows,
                 "skipped_rows": self.skipped_rows, "sizes": [asdict(s) for s in self.sizes],
                 "unmeasurable": [asdict(s) for s in self.unmeasurable]}
@@ -115,9 +119,10 @@ def compare(original: Results, edited: Results, label: str = "", t_original_s: f
         out.append(SizeComparison(o.benchmark, list(o.size), o.winner, e.winner if e else None, o.gflops, g,
                                   (g / o.gflops) if g else 0.0, e is not None and e.winner == o.winner, note,
                                   o.label))
-    extra = len(set(theirs) - {(r.benchmark, r.size, r.strides) for r in original.sizes.values()})
-    return RunComparison(label, out, t_original_s, t_pruned_s, llm_s, extra, unmeasurable, original.skipped_rows,
-                         edited.skipped_rows)
+    ours = {(r.benchmark, r.size, r.strides) for r in original.sizes.values()}
+    extra = [f"{r.benchmark} {r.label}" for k, r in sorted(theirs.items()) if k not in ours]
+    return RunComparison(label, out, t_original_s, t_pruned_s, llm_s, len(extra), unmeasurable,
+                         original.skipped_rows, edited.skipped_rows, extra)
 
 
 @dataclass
@@ -143,7 +148,8 @@ class Evaluation:
 
 def validate(golden: Results, results: Results, tolerance: float = 0.02) -> list[str]:
     """Problems found comparing a run with a golden (full) run: per size, the winner must be the
-    golden winner or its GFLOPS within ``tolerance`` of the golden best.  Empty: it passes."""
+    golden winner or its GFLOPS within ``tolerance`` of the golden best.  Empty: it passes (sizes
+    the golden lacks are :func:`not_in_golden`'s)."""
     problems = []
     run = compare(golden, results)
     for s in run.sizes:
@@ -154,3 +160,10 @@ def validate(golden: Results, results: Results, tolerance: float = 0.02) -> list
             problems.append(f"{where}: winner {s.winner} at {s.gflops:.1f} GFLOPS is {1 - s.pr:.1%} below the golden "
                             f"{s.original_winner} at {s.original_gflops:.1f}")
     return problems
+
+
+def not_in_golden(run: RunComparison, golden: Results) -> list[str]:
+    """Validation problems for the sizes the run benchmarked and the golden run lacks: nothing
+    validates them, and a crashed golden run's subset otherwise "passed" over 1 size of 4."""
+    return [f"{where}: not in the golden results ({golden.source}), nothing to validate against"
+            for where in run.only_here]
