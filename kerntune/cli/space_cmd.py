@@ -11,25 +11,10 @@ from rich.table import Table
 from kerntune.cli.common import console, print_unwrapped, tie_note
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import load_recording
-from kerntune.evaluate.recorded import TABLE_FORMAT
+from kerntune.prune.spacefile import is_space_file
 from kerntune.space import jsonable, load_space
 
 app = typer.Typer(no_args_is_help=True, help="Inspect search spaces and recorded spaces.")
-
-
-def _is_space_file(path: Path) -> bool:
-    """A space file (YAML, or JSON with top-level ``params``) rather than a recording.  kerntune's
-    own table (``store export --table``) holds a space too, but it is a recording: its format says so."""
-    if path.suffix in (".yaml", ".yml"):
-        return True
-    if path.suffix != ".json":
-        return False
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4096).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    return '"params"' in head and TABLE_FORMAT not in head
 
 
 @app.command("info")
@@ -38,7 +23,7 @@ def info(file: Path = typer.Argument(..., help="A recording (Kernel Tuner cache,
     """Parameters, counts, valid share, optimum and median/optimum of a space."""
     if not file.exists():
         raise KerntuneError(f"file not found: {file}")
-    if file.is_file() and _is_space_file(file):
+    if file.is_file() and is_space_file(file):
         space = load_space(file)
         facts = {"params": len(space.params), "cartesian": space.cartesian_size, "valid": space.count(),
                  "valid_share": space.count() / space.cartesian_size}
@@ -81,7 +66,7 @@ def info(file: Path = typer.Argument(..., help="A recording (Kernel Tuner cache,
 @app.command("schema")
 def schema(file: Path = typer.Argument(..., help="Space YAML/JSON or recording")) -> None:
     """Print the JSON schema a model's answer must follow for this space."""
-    space = load_space(file) if file.is_file() and _is_space_file(file) else load_recording(file).space
+    space = load_space(file) if file.is_file() and is_space_file(file) else load_recording(file).space
     console.print_json(json.dumps(space.json_schema()))
 
 

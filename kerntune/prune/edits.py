@@ -121,6 +121,26 @@ def group_constraint(space: Space, names: Sequence[str], bases: Mapping[str, Any
     return " + ".join(terms) + " <= 1"
 
 
+def group_combinations(space: Space, names: Sequence[str], bases: Mapping[str, Any] | None = None) -> int:
+    """How many value combinations of its parameters an additive group admits, counted as
+    ``group_constraint`` restricts them: ``1 + sum(|values| - 1)`` while every parameter holds its base;
+    a parameter that lacks its base (base removed) is always off it and pins the others to theirs, so
+    its values alone; two lacking theirs admit none.  The diff once counted ``1 + sum(|values| - 1)``
+    regardless, and stated 6 where a group with a removed base held 2."""
+    sizes, lacking = [], []
+    for n in names:
+        param = space.by_name[n]
+        size = len(param.values())
+        sizes.append(size)
+        if not param.contains((bases or {}).get(n, space.default[n])):
+            lacking.append(size)
+    if len(lacking) > 1:
+        return 0
+    if lacking:
+        return lacking[0]
+    return 1 + sum(s - 1 for s in sizes)
+
+
 @dataclass
 class SpaceState:
     """A space as edits see it: the space without its group constraints (``base``), the groups and
@@ -222,7 +242,8 @@ class EditOutcome:
         for g in self.state.groups:
             if g not in old_state.groups:
                 sizes = [len(self.state.base.by_name[n].values()) for n in g]
-                lines.append(f"  +group ({', '.join(g)}): additive, {1 + sum(s - 1 for s in sizes)} combinations "
+                count = group_combinations(self.state.base, g, self.state.bases)
+                lines.append(f"  +group ({', '.join(g)}): additive, {count} combinations "
                              f"instead of {' x '.join(map(str, sizes))}")
         for g in old_state.groups:
             if g not in self.state.groups:

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from kerntune.errors import KerntuneError, SpaceError
 from kerntune.evaluate import ReplayEvaluator
+from kerntune.evaluate.recorded import TABLE_FORMAT
 from kerntune.prune.edits import SpaceState, group_constraint
 from kerntune.space import Space, jsonable, space_from_dict
 from kerntune.space.io import read_space_dict, space_yaml
@@ -43,17 +44,31 @@ def _yaml() -> Any:
     return y
 
 
+#: A JSON space file is parsed whole to tell it from a recording; recordings are the big JSON files.
+SPACE_FILE_MAX_BYTES = 4_000_000
+
+
 def is_space_file(path: Path) -> bool:
+    """A space file (YAML, or JSON with top-level ``params``) rather than a recording: the one test
+    ``space info``, ``space schema`` and ``space prune``/``expand`` share.  It parses the whole file:
+    ``space info`` once read only its first 4096 bytes and took a valid space file whose ``params`` came
+    later for a recording.  Its top-level test is the recording reader's, so what one calls a space file
+    the other does too (a kerntune table holds its space under ``space``, beside ``trials``).  JSON that
+    does not parse is a space file when it names ``params`` and is no kerntune table, so the error
+    names the JSON fault."""
     if path.suffix in (".yaml", ".yml"):
         return True
-    if path.suffix != ".json" or path.stat().st_size > 4_000_000:  # recordings are the big JSON files
+    try:
+        if path.suffix != ".json" or not path.is_file() or path.stat().st_size > SPACE_FILE_MAX_BYTES:
+            return False
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
         return False
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
-    # A kerntune table holds its space under "space"; a space file has "params" at the top.
-    return isinstance(data, dict) and "params" in data and "format" not in data
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return '"params"' in text and TABLE_FORMAT not in text
+    return isinstance(data, dict) and "params" in data and not ({"cache", "results", "trials"} & set(data))
 
 
 def state_from_dict(data: Mapping[str, Any], allow_new: Sequence[str] = ()) -> SpaceState:
