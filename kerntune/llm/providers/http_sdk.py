@@ -12,6 +12,7 @@ import datetime
 import email.utils
 import inspect
 import json
+import logging
 import os
 import time
 from typing import Any
@@ -19,6 +20,8 @@ from typing import Any
 from kerntune.llm.providers.base import Provider
 from kerntune.llm.secrets import MissingAPIKey, api_key as lookup_key, redact, register_secret
 from kerntune.llm.types import LLMError, Message, RawReply, TransientError, Usage
+
+log = logging.getLogger(__name__)
 
 
 def _count(value: Any) -> int:
@@ -61,6 +64,18 @@ def _out_of_quota(exc: Any) -> str | None:
     return redact(str(message if isinstance(message, str) and message else getattr(exc, "message", "")))[:300]
 
 
+def _unsupported(exc: Any, param: str) -> bool:
+    """Whether a 400 says the request parameter ``param`` is not supported by the model.  Why: OpenAI's
+    reasoning models (o1, o3, o4-mini, gpt-5) refuse ``max_tokens`` and any temperature but 1, and every
+    call of a run failed with that 400 ("unsupported_parameter" / "unsupported_value")."""
+    if getattr(exc, "status_code", None) != 400:
+        return False
+    message = str(getattr(exc, "message", "") or "")
+    code = str(getattr(exc, "code", "") or "").lower()
+    named = getattr(exc, "param", None) == param or f"'{param}'" in message or f"`{param}`" in message
+    return named and ("unsupported" in code or "unsupported" in message.lower() or "not supported" in message.lower())
+
+
 class OpenAIProvider(Provider):
     name = "openai"
     structured = True
@@ -78,6 +93,32 @@ class OpenAIProvider(Provider):
         register_secret(key)  # a key given in code is redacted like one from the environment
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
         self.endpoint = str(self.client.base_url)
+        # OpenAI's own API deprecated max_tokens for max_completion_tokens (its reasoning models refuse
+        # max_tokens); other OpenAI-compatible servers (vLLM, llama.cpp) may know only max_tokens.
+        self._tokens_param = ("max_completion_tokens" if self.client.base_url.host == "api.openai.com"
+                              else "max_tokens")
+        self._send_temperature = True
+
+    def _limits(self, temperature: float, max_tokens: int) -> dict[str, Any]:
+        """The answer-length limit, and the temperature unless the model refused one."""
+        limits: dict[str, Any] = {self._tokens_param: max_tokens}
+        if self._send_temperature:
+            limits["temperature"] = temperature
+        return limits
+
+    def _adapt(self, exc: Any) -> bool:
+        """Change, for this call and the later ones, a parameter the 400 ``exc`` names as unsupported
+        (max_tokens becomes max_completion_tokens; temperature is left to the model's default), so the
+        call is sent once more instead of failing every round; False when there is nothing to change."""
+        if self._tokens_param == "max_tokens" and _unsupported(exc, "max_tokens"):
+            self._tokens_param = "max_completion_tokens"
+        elif self._send_temperature and _unsupported(exc, "temperature"):
+            self._send_temperature = False
+        else:
+            return False
+        log.info("openai: %s refuses a parameter; sending %s from now on", self.model,
+                 ", ".join(sorted(self._limits(0.0, 0))))
+        return True
 
     def send(self, messages: list[Message], schema: dict[str, Any] | None, temperature: float,
              max_tokens: int, timeout: float) -> RawReply:
@@ -87,9 +128,15 @@ class OpenAIProvider(Provider):
             kwargs["response_format"] = {"type": "json_schema",
                                          "json_schema": {"name": "answer", "schema": schema}}
         try:
-            resp = self.client.chat.completions.create(
-                model=self.model, messages=[m.to_dict() for m in messages], temperature=temperature,
-                max_tokens=max_tokens, timeout=timeout, **kwargs)
+            while True:  # each change of _adapt is made once: at most two more requests
+                try:
+                    resp = self.client.chat.completions.create(
+                        model=self.model, messages=[m.to_dict() for m in messages], timeout=timeout,
+                        **self._limits(temperature, max_tokens), **kwargs)
+                    break
+                except oa.BadRequestError as exc:
+                    if not self._adapt(exc):
+                        raise
         except oa.RateLimitError as exc:
             quota = _out_of_quota(exc)
             if quota is not None:
@@ -202,7 +249,11 @@ class OllamaProvider(Provider):
             if exc.status_code == 429 or exc.status_code >= 500:
                 raise TransientError(f"ollama: server error {exc.status_code}") from None
             raise LLMError(redact(f"ollama: {exc.error}")) from None
-        except (httpx.TimeoutException, httpx.TransportError, ConnectionError) as exc:
+        except (httpx.DecodingError, httpx.TooManyRedirects) as exc:
+            # a body that is not what its headers say, a redirect loop: asking again gets the same
+            # answer, so the call fails (the round falls back) without retries; they ended the run
+            raise LLMError(f"ollama: {type(exc).__name__}: {redact(str(exc))[:100]}") from None
+        except (httpx.HTTPError, ConnectionError) as exc:
             raise TransientError(f"ollama: {type(exc).__name__}") from None
         try:
             usage = Usage(_count(resp.get("prompt_eval_count")), _count(resp.get("eval_count")))
