@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -14,12 +15,30 @@ from kerntune.strategies.llm.prompting import PromptOptions, first_round, refine
 
 app = typer.Typer(no_args_is_help=True, help="Prompts of the LLM strategies.")
 
+#: What a stored refinement prompt shows of its round, to rebuild it with other options: the trials it
+#: reported on (its search state's count), the "stuck" rules (``feedback.next_step_rules``), past winners.
+_COUNT = re.compile(r"^- (?:Coverage: \d+ successful / (\d+) measured configurations"
+                    r"|No successful configuration yet: \d+ of (\d+) failed\.)$", re.M)
+STUCK = "- The last rounds brought no improvement: escape the current region."
+PAST = "## Past runs of this kernel on other shapes"
+
+
+def _reported(prompt: str) -> Optional[int]:
+    """How many trials a stored refinement prompt reported on (None: not found, all are used); the run
+    went on measuring after it, so its whole history is not what that round showed."""
+    state = prompt.find("## Search state")
+    found = _COUNT.search(prompt, state) if state >= 0 else None
+    return int(found.group(1) or found.group(2)) if found else None
+
 
 @app.command("show")
 def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel Tuner cache, T4, KTT results, kerntune table)"),
          round_no: int = typer.Option(1, "--round", help="1 = first batch; 2+ = refinement after a run's trials"),
          run: Optional[str] = typer.Option(None, "--run", help="Run whose trials feed a refinement prompt (an id,"
-                                            " a unique prefix, or 'last')"),
+                                            " a unique prefix, or 'last'), a run of this --space's recording;"
+                                            " the prompt it stored for that round is printed as sent, or rebuilt"
+                                            " from the trials that round reported on where --n, --no-source,"
+                                            " --source or --device is given (past runs' winners left out)"),
          n: Optional[int] = typer.Option(None, "--n", help="Configs asked for (default 25, later rounds 15)"),
          trials: Optional[int] = typer.Option(None, "--trials", help="Build the refinement prompt from the run's"
                                               " first N trials (default: the prompt the run stored for that"
@@ -42,6 +61,7 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
     kernel_source, device_info = replay_extras(source, device)
     ev = ReplayEvaluator.from_file(space, kernel_source=kernel_source, device_info=device_info)
     opts = PromptOptions(include_source=not no_source)
+    rebuild = n is not None or no_source or source is not None or device is not None  # not the stored prompt
     if round_no == 1:
         messages = first_round(ev.space, ev.workload(), ev.device(), n or 25, opts)
     else:
@@ -54,18 +74,11 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
             children = st.child_runs(run)
             raise KerntuneError(f"run {run} is a comparison of {len(children)} repeats: give one repeat's id"
                                 + (f", e.g. {children[0].id} ({children[0].label})" if children else ""))
-        if trials is None:
-            stored = [ex for ex in st.llm_exchanges(run) if ex["round"] == round_no and ex["prompt"]]
-            if stored:  # what was sent, exactly (redacted when stored)
-                err_console.print(f"(the prompt run {run} sent in round {round_no}, as stored)", style="dim")
-                console.print(stored[0]["prompt"], markup=False, highlight=False, soft_wrap=True)
-                return
         history = [t for _, t, _ in st.trials(run)]
         if not history:
             raise KerntuneError(f"run {run} has no trials")
-        whole, history = len(history), history[:trials]
-        names = set(ev.space.names)
-        other = next((t.config for t in history if set(t.config) != names), None)
+        names = set(ev.space.names)  # checked before a stored prompt too: it was printed for any --space
+        other = next((t.config for t in history[:trials] if set(t.config) != names), None)
         if other is not None:
             raise KerntuneError(f"run {run} measured another space (parameters {', '.join(sorted(other))}; this"
                                 f" recording's are {', '.join(ev.space.names)})")
@@ -74,12 +87,27 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
         if stored_hash and this_hash and stored_hash != this_hash:  # same parameter names, other times
             raise KerntuneError(f"run {run} replayed another recording than {space.name} (its times would be"
                                 " shown under this recording's kernel and device): give the run's own recording")
+        whole, stuck, note = len(history), False, ""
+        if trials is None:
+            stored = [ex for ex in st.llm_exchanges(run) if ex["round"] == round_no and ex["prompt"]]
+            if stored and not rebuild:  # what was sent, exactly (redacted when stored)
+                err_console.print(f"(the prompt run {run} sent in round {round_no}, as stored)", style="dim")
+                console.print(stored[0]["prompt"], markup=False, highlight=False, soft_wrap=True)
+                return
+            if stored:  # the options change the prompt: rebuilt from the trials that round reported on
+                trials, stuck = _reported(stored[0]["prompt"]), STUCK in stored[0]["prompt"]
+                note = (f"(rebuilt with the options given, not the prompt run {run} stored for round {round_no}:"
+                        f" from {'its first ' + str(trials) if trials else 'all ' + str(whole)} trials"
+                        + ("; past runs' winners left out" if PAST in stored[0]["prompt"] else "") + ")")
+        history = history[:trials]
         history = [t.__class__(ev.space.canonical(t.config), t.status, t.time_ms, t.times_ms, t.compile_s,
                                t.bench_s, t.error, t.extra) for t in history]
-        if trials is None:
+        if note:
+            err_console.print(note, style="dim")
+        elif trials is None:
             err_console.print(f"(no prompt stored for round {round_no} of run {run}: built from all {whole} of"
                               " its trials; --trials N uses the first N)", style="dim")
-        messages = refine_round(ev.space, ev.workload(), ev.device(), history, n or 15, round_no - 1, False, opts)
+        messages = refine_round(ev.space, ev.workload(), ev.device(), history, n or 15, round_no - 1, stuck, opts)
     for m in messages:
         console.rule(m.role)
         console.print(m.content, markup=False, highlight=False, soft_wrap=True)
