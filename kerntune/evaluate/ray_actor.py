@@ -87,6 +87,12 @@ class ReplayFactory:
     def local_describe(self) -> dict[str, Any]:
         return {"source": self.recording.path}
 
+    def local_recording(self) -> Any:
+        """The recording, loaded on the driver: a replay's report says how far the winner is from its optimum."""
+        from kerntune.evaluate.recorded import load_recording
+
+        return load_recording(self.recording.local())
+
 
 @dataclass
 class TritonFactory:
@@ -139,6 +145,7 @@ class EvalActor:
 
     def __init__(self, factory: EvaluatorFactory, cpus: int) -> None:
         self.ev = factory(cpus)
+        self.node = _node_id()
         self.cond = threading.Condition()
         self.busy = threading.Lock()  # the inner evaluator serves one batch (or retime) at a time
         self.inbox: list[tuple[int, int, Config]] = []
@@ -177,7 +184,7 @@ class EvalActor:
                     for j, trial in stream:
                         with self.cond:
                             if batch[j][0] > self.dropped:  # an abandoned batch's result is never handed out
-                                self.outbox.append((batch[j][0], batch[j][1], trial))
+                                self.outbox.append((batch[j][0], batch[j][1], self._label(trial)))
                                 self.cond.notify_all()
                             if self._stale():
                                 break
@@ -194,6 +201,15 @@ class EvalActor:
             with self.cond:
                 self.running = []
                 self.cond.notify_all()
+
+    def _label(self, trial: Trial) -> Trial:
+        """Prefix the trial's GPU with this actor's node: Ray gives each actor the GPUs of its own node,
+        so actors on two hosts both see ``CUDA_VISIBLE_DEVICES=0``, and ``retime.leading`` would merge
+        the rankings of two GPUs whose screening times do not compare."""
+        gpu = trial.extra.get("gpu")
+        if gpu is not None and self.node:
+            trial.extra = {**trial.extra, "gpu": f"{self.node}:{gpu}"}
+        return trial
 
     def _stale(self) -> bool:
         """The thread is measuring only configs of abandoned batches (call with ``cond`` held)."""
@@ -215,7 +231,8 @@ class EvalActor:
 
     def retime(self, configs: list[Config], rep_ms: int | None, rounds: int | None) -> list[Trial]:
         with self.busy:
-            return self.ev.retime(configs, rep_ms=rep_ms, rounds=rounds)  # type: ignore[attr-defined]
+            trials = self.ev.retime(configs, rep_ms=rep_ms, rounds=rounds)  # type: ignore[attr-defined]
+        return [self._label(t) for t in trials]
 
     def runoff(self, configs: list[Config], first_ms: list[float]) -> dict[str, Any] | None:
         runoff = getattr(self.ev, "runoff", None)
@@ -229,3 +246,13 @@ class EvalActor:
 
     def close(self) -> None:
         self.ev.close()
+
+
+def _node_id() -> str:
+    """The first 8 hex digits of this Ray node's id ("" outside Ray): enough to tell a cluster's hosts apart."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()[:8] if ray.is_initialized() else ""
+    except Exception:  # noqa: BLE001 - no label beats no actor
+        return ""

@@ -29,6 +29,7 @@ without it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -416,6 +417,12 @@ class RayEvaluator(Evaluator):
 
     def workload(self) -> dict[str, Any]:
         return dict(self.info["workload"])
+
+    @functools.cached_property
+    def recording(self) -> Any:
+        """The recording the actors replay, loaded on the driver (``tune`` ends with how far the winner is
+        from its optimum, as without Ray); None where they do not replay one."""
+        return getattr(self.factory, "local_recording", lambda: None)()
 
     def describe(self) -> dict[str, Any]:
         local = getattr(self.factory, "local_describe", dict)()
