@@ -39,7 +39,9 @@ def exec_(
     # the program's own checks, here: a bad option would only turn the switch off in the program
     check_exec_options(strategy=strategy, budget=budget, cut=cut, runoff=runoff, overlap=overlap)
     site = Path(__file__).resolve().parents[1] / "retune_site"
-    env = dict(os.environ, KERNTUNE_AUTOTUNE="1",
+    # KERNTUNE_EXEC_ANNOUNCE: a Python process whose switch turns on says so on stderr, unless its Python
+    # parent did (retune_site); no line: no process ran under the switch (its own PYTHONPATH, python -E or -I)
+    env = dict(os.environ, KERNTUNE_AUTOTUNE="1", KERNTUNE_EXEC_ANNOUNCE="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p))
     # absolute, whatever gave it: the program (or a process it starts) may change directory first
     env["KERNTUNE_STORE"] = str(Path(store or os.environ.get("KERNTUNE_STORE") or ".kerntune/kerntune.db").resolve())

@@ -14,6 +14,29 @@ except Exception as _exc:  # noqa: BLE001 - never stop the user's program from s
         print(f"kerntune exec: retuning is off ({type(_exc).__name__}: {_exc})", file=sys.stderr)
 
 
+def _say_on() -> None:
+    """One line on stderr from a Python process of the command whose switch turned on, unless a Python
+    process that started it said it: the request (``KERNTUNE_EXEC_ANNOUNCE``, which ``kerntune exec``
+    sets) is dropped from its environment, so its children (DataLoader workers, torchrun's ranks) stay
+    quiet.  Why: a program that sets its own PYTHONPATH, or runs ``python -E``/``-I``, never reaches
+    this file, and ran untuned with nothing said; the line's absence now says it."""
+    import os
+    import sys
+
+    retune = sys.modules.get("kerntune.retune")
+    if not os.environ.get("KERNTUNE_EXEC_ANNOUNCE") or getattr(retune, "_original_run", None) is None:
+        return  # not asked, or the switch is off here (a helper interpreter: a later process may say it)
+    os.environ.pop("KERNTUNE_EXEC_ANNOUNCE", None)
+    store = os.environ.get("KERNTUNE_STORE") or ".kerntune/kerntune.db"
+    print(f"kerntune exec: retuning triton.autotune kernels (winners in {store})", file=sys.stderr, flush=True)
+
+
+try:
+    _say_on()
+except Exception:  # noqa: BLE001 - a line not said never stops the program
+    pass
+
+
 def _chain() -> None:
     """Execute the next ``sitecustomize`` on ``sys.path`` past this file's folder, in place of this
     module (``sys.modules["sitecustomize"]`` becomes it, as a plain start-up would have it).  Its

@@ -23,6 +23,7 @@ from kerntune.llm.secrets import redact
 from kerntune.run.llm_resume import resumed_client
 from kerntune.space import Config, Space, jsonable
 from kerntune.store import Store
+from kerntune.store.resume import check_device
 from kerntune.strategies import Budget, BudgetExhausted, SearchContext, SearchStalled, get_strategy
 from kerntune.strategies.base import check_seed
 from kerntune.strategies.options import validate_options
@@ -148,6 +149,7 @@ def run_search(evaluator: Evaluator, strategy: str, budget: Budget, seed: int = 
             except Exception:
                 existing = None
         if existing is not None:
+            check_device(store, existing, evaluator.device().get("name"))  # before the run is held or touched
             if existing.status == "failed":  # (never an interrupted one: Ctrl-C during a call stores no exchange)
                 ended_by_model = int((existing.summary or {}).get(MODEL_CALL_ENDED_IT) or 0)
             lock = store.lock_run(run_id)  # type: ignore[arg-type]

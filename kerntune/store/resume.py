@@ -79,6 +79,26 @@ def check_evaluator(run: RunRecord, identity: Mapping[str, Any], space: Mapping[
                          " (other parameters, values or constraints)")
 
 
+#: Device names that say nothing (an evaluator's default, a failed GPU query): never compared.
+_UNKNOWN_DEVICES = ("", "unknown", "unknown gpu")
+
+
+def _known_device(name: Any) -> bool:
+    return isinstance(name, str) and name.strip().lower() not in _UNKNOWN_DEVICES
+
+
+def check_device(store: Store, run: RunRecord, device: Any) -> None:
+    """The same GPU as the stored run, where both names are known.  Why: a run resumed on another
+    GPU answered its stored configs with the first GPU's timings and measured the rest on this one,
+    one winner from two GPUs without a word.  (A replay's device is its recording's, checked with it.)
+    The run's device is read here: ``RunRecord`` does not carry it (this module is the store's own)."""
+    rows = store._read("SELECT device FROM runs WHERE id=?", (run.id,))
+    stored = rows[0]["device"] if rows else None
+    if _known_device(stored) and _known_device(device) and stored != device:
+        raise StoreError(f"cannot resume {run.id}: it measured on {stored}, this one measures on {device}"
+                         " (resume it on that GPU, or start a new run)")
+
+
 def asks_a_model(run: RunRecord) -> bool:
     """Whether a strategy of the run (a ``tune`` run's, or any of a comparison's) would ask a model given one."""
     from kerntune.strategies import ALIASES, LLM_STRATEGIES, MODEL_OPTIONAL
