@@ -433,6 +433,10 @@ def _winner(tuner: Any, key: tuple[Any, ...], args: Sequence[Any], kwargs: dict[
     ran = runoff(ev, res.history, _SETTINGS.get("runoff", "auto"))
     if ran is not None:
         best_cfg, best_ms = ran["config"], ran["ms"]
+        # the run keeps the runoff's winner (the report names it): its screening times may rank another first
+        from kerntune.run.winner import record_winner, winner_entry
+
+        record_winner(_store(), res.run_id, winner_entry(best_cfg, best_ms, runoff=True))
     STATS.measured += ev.measured
     t1 = time.perf_counter()
     # The whole config: the knobs every listed config shares (``st.fixed``) are no parameter of the space

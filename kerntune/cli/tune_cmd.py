@@ -196,7 +196,7 @@ def tune(
         res = run_search(evaluator, strategy, b, seed, run_options)
         best = res.best
         if best is not None and retime > 0 and getattr(evaluator, "can_retime", hasattr(evaluator, "retime")):
-            best = _confirm(evaluator, res.history, retime) or best
+            best = _confirm(evaluator, res.history, retime, st, res.run_id) or best
     except BaseException as exc:  # an error or Ctrl-C: the workers end now, not at interpreter exit
         evaluator.close()
         if isinstance(exc, KeyboardInterrupt):
@@ -374,9 +374,12 @@ def _resumed(st, run_id: str, evaluator, strategy: str | None, seed: int | None,
     return strategy or DEFAULT_STRATEGY, seed, Budget(**stored_budget) if stored_budget else budget, stored
 
 
-def _confirm(evaluator, history, n: int):  # noqa: ANN001, ANN202 - Evaluator, list[Trial] -> Trial | None
-    """Re-time the leaders beside the space's default and print what that found."""
+def _confirm(evaluator, history, n: int, st=None, run_id: Optional[str] = None):  # noqa: ANN001, ANN202
+    """Re-time the leaders beside the space's default, print what that found, and keep the winner in the
+    run's summary (``kerntune.run.winner.WINNER``): the report names it, not the screening's fastest,
+    which the runoff may have rejected.  Returns the winner's trial (None: no re-timed winner)."""
     from kerntune.evaluate.retime import confirm
+    from kerntune.run.winner import confirmed_winner, record_winner
 
     shipped, info = evaluator.baseline() if hasattr(evaluator, "baseline") else (None, {})
     what = "the package's own choice" if shipped is not None else "the default config"
@@ -402,6 +405,8 @@ def _confirm(evaluator, history, n: int):  # noqa: ANN001, ANN202 - Evaluator, l
         s = found.speedup
         console.print(f"speedup over {what}: {s.median:.3f}x [{s.lo:.3f}, {s.hi:.3f}] "
                       f"({found.verdict}, {s.n} paired rounds)")
+    if st is not None:
+        record_winner(st, run_id, confirmed_winner(found, what))
     return found.winner
 
 

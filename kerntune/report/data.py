@@ -18,6 +18,7 @@ from typing import Any
 from kerntune.budget_default import describe_budget
 from kerntune.compare.metrics import Reference
 from kerntune.errors import KerntuneError
+from kerntune.run.winner import WINNER
 from kerntune.space.params import jsonable
 from kerntune.store import Store
 from kerntune.store.resume import SHAPES_PARENT_KIND
@@ -81,8 +82,29 @@ class RunData:
 
     @property
     def best(self) -> TrialRow | None:
+        """The fastest screening time: the run's best where no re-time settled a winner (``winner``)."""
         ok = [t for t in self.trials if t.ok]
         return min(ok, key=lambda t: t.time_ms) if ok else None  # type: ignore[arg-type,return-value]
+
+    @property
+    def winner(self) -> dict[str, Any] | None:
+        """The winner a re-time settled (``kerntune.run.winner.WINNER``: its config and re-timed
+        ``time_ms``), None where the run has none (no re-time, a replay, a store written before).
+        Why: the runoff may reject the screening's fastest, and the report named that one as best."""
+        w = self.summary.get(WINNER)
+        if not isinstance(w, dict) or not isinstance(w.get("config"), dict):
+            return None
+        t = w.get("time_ms")
+        return w if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 else None
+
+    @property
+    def best_ms(self) -> float | None:
+        """The run's best time: its re-timed winner's, else its fastest screening time."""
+        w = self.winner
+        if w is not None:
+            return float(w["time_ms"])
+        b = self.best
+        return float(b.time_ms) if b is not None else None  # type: ignore[arg-type]
 
 
 @dataclass

@@ -117,6 +117,7 @@ def _llm_run(run: LLMRun) -> str:
 def render_html(rep: Report) -> str:
     d = rep.data
     ref = d.reference is not None
+    top = tables.top(rep.top, ref)
     sections = [
         _section("summary", "Summary",
                  '<dl class="facts">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in tables.facts(d))
@@ -127,7 +128,7 @@ def render_html(rep: Report) -> str:
         _section("parameters", "Parameter effects",
                  render_plot(rep.plot("parameters")) or "<p>too few distinct configs to show an effect.</p>"),
         _section("top", "Top configurations",
-                 render_table(tables.top(rep.top, ref), code_columns=[3 if ref else 2]) if rep.top
+                 render_table(top, code_columns=[top.headers.index("config")]) if rep.top
                  else "<p>no successful trial.</p>"),
         _section("failures", "Failures by status",
                  (render_plot(rep.plot("failures")) + render_table(tables.failure_counts(rep.failures))

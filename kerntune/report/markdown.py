@@ -81,7 +81,8 @@ def write_markdown(rep: Report, md_path: Path) -> list[Path]:
     out.append("## Parameter effects\n")
     out.append(_image(rep.plot("parameters"), md_path, images) or "Too few distinct configs to show an effect.\n")
     out.append("## Top configurations\n")
-    out.append(md_table(tables.top(rep.top, ref), code_columns=(3 if ref else 2,)) or "No successful trial.\n")
+    top = tables.top(rep.top, ref)
+    out.append(md_table(top, code_columns=(top.headers.index("config"),)) or "No successful trial.\n")
     out.append("## Failures by status\n")
     if rep.failures.total:
         out.append(_image(rep.plot("failures"), md_path, images))

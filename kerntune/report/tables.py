@@ -38,7 +38,9 @@ def when(ts: float) -> str:
 
 def facts(data: ReportData) -> list[tuple[str, str]]:
     """The header's key facts: what ran, where, and the yardsticks."""
-    out = [("run", f"{data.run_id} ({data.kind}, {data.status})"), ("created", when(data.created))]
+    out = [("run", f"{data.run_id} ({data.kind}, {data.status})")]
+    out += winners(data)
+    out.append(("created", when(data.created)))
     if data.label:
         out.append(("label", data.label))
     # a real run names its kernel, its file and shape; a replayed one its recording
@@ -63,6 +65,26 @@ def facts(data: ReportData) -> list[tuple[str, str]]:
         if ref.optimum_ties and ref.optimum_ties > 1:
             out.append(("optimum within noise", f"{ref.optimum_ties - 1} other config(s) within two standard errors "
                                                 "of its runs: near the top a score measures which one the noise favoured"))
+    return out
+
+
+def winners(data: ReportData) -> list[tuple[str, str]]:
+    """Each run's re-timed winner (``RunData.winner``), named first: the config ``tune`` printed and
+    cached, which the screening's fastest (the top configurations' ranking) may not be."""
+    out = []
+    many = len(data.runs) > 1
+    for run in data.runs:
+        w = run.winner
+        if w is None:
+            continue
+        text = f"{ms(float(w['time_ms']))} {config(w['config'])}"
+        s = w.get("speedup")
+        if isinstance(s, dict) and all(isinstance(s.get(k), (int, float)) for k in ("median", "lo", "hi")):
+            text += (f"; {s['median']:.3f}x [{s['lo']:.3f}, {s['hi']:.3f}] over {s.get('over') or 'the baseline'}"
+                     + (f" ({s['verdict']})" if s.get("verdict") else ""))
+        elif w.get("baseline"):
+            text += f"; {w['baseline']}: the search's pick re-timed slower"
+        out.append((f"winner (re-timed){f', {run.name}' if many else ''}", text))
     return out
 
 
@@ -92,7 +114,7 @@ def strategies(rows: list[StrategyRow], with_reference: bool) -> Table:
     for r in rows:
         # a repeat a kill or Ctrl-C cut short is counted in the figures, and said to be
         row = [r.strategy, f"{r.repeats} ({r.partial} unfinished)" if r.partial else str(r.repeats),
-               f"{r.evaluations:.0f}", ms(r.best_ms) + found_share(r)]
+               f"{r.evaluations:.0f}", ms(r.best_ms) + retimed_share(r) + found_share(r)]
         if with_reference:
             row += [ratio(r.best_over_opt) + found_share(r),
                     "–" if r.found_optimum is None else f"{r.found_optimum:.0%}",
@@ -117,6 +139,14 @@ def score_spread(r: StrategyRow) -> list[str]:
     return ["n/a" if se is None or not math.isfinite(se) else f"{se:.3f}", f"{interval} ({n})"]
 
 
+def retimed_share(r: StrategyRow) -> str:
+    """" (re-timed)" beside a best that is the re-timed winner's time (" (k re-timed)" where only k of the
+    repeats had one); "" where every best is a screening time."""
+    if not r.retimed:
+        return ""
+    return " (re-timed)" if r.retimed == r.repeats else f" ({r.retimed} re-timed)"
+
+
 def found_share(r: StrategyRow) -> str:
     """" (k of n repeats found one)" beside a mean over only the k repeats that found a successful config,
     as ``compare`` prints it; "" where all did (or none: the mean is then "–")."""
@@ -125,10 +155,16 @@ def found_share(r: StrategyRow) -> str:
 
 
 def top(configs: list[TopConfig], with_reference: bool) -> Table:
-    headers = ["#", "time", *(["/opt"] if with_reference else []), "config", "found by", "at evaluation", "proposed by"]
-    rows = [[str(c.rank), ms(c.time_ms), *([ratio(c.over_opt)] if with_reference else []), config(c.config),
-             c.found_by, str(c.at_evaluation), c.source or "–"] for c in configs]
-    return Table(headers, rows, [h in ("#", "time", "/opt", "at evaluation") for h in headers])
+    """The top configurations; where a run has a re-timed winner, its row (first) says "winner" and a
+    "re-timed" column gives its time beside the screening time."""
+    retimed = any(c.retimed_ms is not None for c in configs)
+    headers = ["#", "time", *(["re-timed"] if retimed else []), *(["/opt"] if with_reference else []), "config",
+               "found by", "at evaluation", "proposed by"]
+    rows = [[f"{c.rank} (winner)" if c.retimed_ms is not None else str(c.rank), ms(c.time_ms),
+             *([ms(c.retimed_ms)] if retimed else []), *([ratio(c.over_opt)] if with_reference else []),
+             config(c.config), c.found_by, str(c.at_evaluation) if c.at_evaluation else "–", c.source or "–"]
+            for c in configs]
+    return Table(headers, rows, [h in ("#", "time", "re-timed", "/opt", "at evaluation") for h in headers])
 
 
 def failure_counts(fails: Failures) -> Table:

@@ -30,6 +30,7 @@ from kerntune.run.dispatch import Shape
 from kerntune.llm.secrets import redact
 from kerntune.run.search import RunOptions, errors_end_the_run, run_search
 from kerntune.run.warm_start import nearby_runs, past_winners, shape_distance, transfer_data
+from kerntune.run.winner import WINNER, confirmed_winner
 from kerntune.store import Store
 from kerntune.store.resume import SHAPES_PARENT_KIND
 from kerntune.strategies import Budget
@@ -283,12 +284,13 @@ def _tune_one(ev: Evaluator, shape: Shape, strategy: str, per: int, store: Store
                                  llm=llm, label=_label(shape), warm_start=first, transfer=transfer,
                                  past_winners=winners)
         res = run_search(ev, strategy, Budget(max_evals=per), seed, run_options)
-        best, found = res.best, None
+        best, found, winner = res.best, None, None
         if best is not None and retime > 0 and getattr(ev, "can_retime", hasattr(ev, "retime")):
             from kerntune.evaluate.retime import confirm
 
             found = confirm(ev, res.history, n_leaders=retime, baseline=shipped or ev.space.default)
             best = found.winner or best
+            winner = confirmed_winner(found, "the package's own choice" if shipped else "the default config")
         if best is not None:
             ident = ev.describe()
             store.put_best(ident.get("source_hash") or name or "kernel", "x".join(map(str, shape)), device,
@@ -308,7 +310,8 @@ def _tune_one(ev: Evaluator, shape: Shape, strategy: str, per: int, store: Store
                       notes=list(found.notes) if found is not None else [])
     if res.run_id is not None:  # the winner is in the dispatch table: a resume reads this shape back
         run = store.get_run(res.run_id)
-        store.finish_run(res.run_id, run.status, summary={**(run.summary or {}), SHAPE_RESULT: _plain(asdict(out))})
+        store.finish_run(res.run_id, run.status, summary={**(run.summary or {}), SHAPE_RESULT: _plain(asdict(out)),
+                                                          **({WINNER: winner} if winner else {})})
     return out
 
 
