@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import random
+import re
 import threading
 import time
 from concurrent.futures import Future, wait
@@ -31,9 +32,14 @@ log = logging.getLogger("kerntune.llm")
 
 #: USD per million tokens (input, output); override with ``prices=``.
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1": (2.0, 8.0), "gpt-4o": (2.5, 10.0), "gpt-4o-mini": (0.15, 0.6),
+    "gpt-4.1-nano": (0.1, 0.4), "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1": (2.0, 8.0), "gpt-4o": (2.5, 10.0),
+    "gpt-4o-mini": (0.15, 0.6),
     "claude-sonnet-4-5": (3.0, 15.0), "claude-haiku-4-5": (1.0, 5.0), "claude-opus-4-1": (15.0, 75.0),
 }
+
+#: What may follow a priced model's name in a served one: a date (-2025-04-14, -20250929, -0613, Vertex's
+#: @20250929), perhaps with a version (-v1:0); anything else names another model.
+_DATED = re.compile(r"[-@](\d{4}-\d{2}-\d{2}|\d{8}|\d{4})(-v\d+(:\d+)?)?")
 
 Validator = Callable[[Any], list[str]]
 
@@ -212,10 +218,12 @@ class LLMClient:
         raise LLMError(f"{self.provider.spec}: gave up after {self.retries + 1} attempts: {redact(str(last))}")
 
     def _price(self, raw: RawReply) -> float:
-        model = raw.model or self.provider.model
-        # the longest prefix: "gpt-4o-mini-2024-07-18" is gpt-4o-mini's, not gpt-4o's (16.7x the price)
-        match = max((k for k in self.prices if str(model).startswith(k)), key=len, default=None)
-        price = self.prices.get(model) or (self.prices[match] if match is not None else None)
+        """The call's cost, 0 where the model's price is unknown: its own name, or a priced name followed
+        by a date or version only ("gpt-4o-mini-2024-07-18" is gpt-4o-mini's).  Any other prefix is another
+        model: gpt-4.1-nano was priced as gpt-4.1 (20x)."""
+        model = str(raw.model or self.provider.model)
+        price = self.prices.get(model) or next((self.prices[k] for k in self.prices
+                                                if model.startswith(k) and _DATED.fullmatch(model[len(k):])), None)
         if not price:
             return 0.0
         return (raw.usage.input_tokens * price[0] + raw.usage.output_tokens * price[1]) / 1e6

@@ -483,6 +483,14 @@ class ReplayProvider(Provider):
         other.warned = False
         return other
 
+    def after(self, calls: int) -> "ReplayProvider":
+        """A copy that goes on past ``calls`` more answers (at most to the transcript's end, and from there
+        to SPEC in ``replay:T|SPEC``).  Why: a resumed run answers its stored calls from the store; a replay
+        that then began again at answer #1 gave round 3 the answers of rounds 1 and 2."""
+        other = copy.copy(self)
+        other.position = min(self.position + max(calls, 0), len(self.entries))
+        return other
+
     def close(self) -> None:
         if self.then is not None:
             self.then.close()
