@@ -17,10 +17,9 @@ from kerntune.cli.common import check_store_exists, console, err_console, open_s
 from kerntune.cli.progress import RunLog
 from kerntune.errors import KerntuneError
 from kerntune.run.dispatch import Shape
-from kerntune.run.shapes import (DEFAULT_RETIME, PARENT_KIND, ShapeResult, create_parent, read_shape_lines,
-                                 tune_shapes)
+from kerntune.run.shapes import DEFAULT_RETIME, ShapeResult, create_parent, read_shape_lines, tune_shapes
 from kerntune.store import Store
-from kerntune.store.resume import check_kind
+from kerntune.store.resume import SHAPES_PARENT_KIND, check_kind
 from kerntune.strategies.options import own_options
 
 #: Builds the model client of a strategy from a spec and a transcript path (None: no model).
@@ -163,7 +162,7 @@ def resume_shapes_cli(st: Store, store: Optional[str], run_id: str, kernel: Opti
 
 def is_shapes_run(st: Store, run_id: str) -> bool:
     """Whether ``run_id`` is the parent run of a ``tune --shapes`` run (``tune --resume`` continues it)."""
-    return st.get_run(run_id).kind == PARENT_KIND
+    return st.get_run(run_id).kind == SHAPES_PARENT_KIND
 
 
 def check_shapes(module: Any, lines: Sequence[tuple[Shape, int]], shapes_file: Path | str) -> None:

@@ -42,9 +42,6 @@ TRANSFER_STRATEGIES = ("bayes", "gp")
 #: The leaders re-timed before a shape's winner is declared: ``tune``'s default (``--retime``).
 DEFAULT_RETIME = 16
 
-#: The kind of a ``tune --shapes`` parent run in the store; its children are ``tune`` runs.
-PARENT_KIND = SHAPES_PARENT_KIND
-
 #: The key of a finished child's stored summary that keeps its ``ShapeResult`` once its winner is in
 #: the dispatch table: a resume reads such a shape back instead of re-timing it.
 SHAPE_RESULT = "shape_result"
@@ -193,7 +190,7 @@ def create_parent(store: Store, kernel_file: str, ident: dict[str, Any], shapes:
             "budget": total_evals, "retime": retime, "strategy_options": dict(options or {}),
             "llm": redact(spec) if spec else None,
             "llm_transcript": str(Path(transcript).resolve()) if transcript else None}
-    return store.create_run(PARENT_KIND, strategy=strategy, seed=seed, options=opts, evaluator=ident)
+    return store.create_run(SHAPES_PARENT_KIND, strategy=strategy, seed=seed, options=opts, evaluator=ident)
 
 
 def tune_shapes(make_evaluator: Callable[[Shape], Evaluator], shapes: Sequence[Shape], strategy: str,
