@@ -328,11 +328,11 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
                 # search's pick re-timed slower: ``found.pick``, its figure in the notes), as `tune` prints it
                 speedup = found.speedup.median if found.speedup is not None and found.pick is None else None
                 notes += found.notes  # what `tune` prints as notes: a failed re-time, no speedup
-                from kerntune.run.winner import confirmed_winner, record_winner
+                from kerntune.run.winner import baseline_name, confirmed_winner, record_winner
 
                 # kept with the run, as `tune` keeps it: the report names it, not the screening's fastest
                 record_winner(st, res.run_id, confirmed_winner(
-                    found, "the package's own choice" if shipped else "the default config"))
+                    found, baseline_name(shipped)))
             if best is not None and kernel is not None:  # what the decorator and `tune` look up later
                 dev, ident = evaluator.device(), evaluator.describe()
                 st.put_best(ident["source_hash"], "x".join(map(str, ident["shape"])), dev.get("name", ""),

@@ -18,6 +18,7 @@ from kerntune.cli.progress import RunLog
 from kerntune.errors import KerntuneError
 from kerntune.run.dispatch import Shape
 from kerntune.run.shapes import DEFAULT_RETIME, ShapeResult, create_parent, read_shape_lines, tune_shapes
+from kerntune.run.winner import baseline_name
 from kerntune.store import Store
 from kerntune.store.resume import SHAPES_PARENT_KIND, check_kind
 from kerntune.strategies.options import own_options
@@ -258,7 +259,7 @@ def _line(r: ShapeResult) -> str:
         return f"{shape}: no config ran in {r.evaluations}/{r.budget} evaluations; {r.failure}{earlier}"
     warm = f", started from {', '.join(r.warm_from)}" if r.warm_from else ""
     retimed = " (re-timed)" if r.retimed else ""
-    over = "the package's own choice" if r.baseline else "the default config"
+    over = baseline_name(r.baseline)
     speedup = (f"; {r.speedup[0]:.3f}x [{r.speedup[1]:.3f}, {r.speedup[2]:.3f}] over {over}"
                if r.speedup else "")
     return (f"{shape}: {r.best_ms:.4g} ms{retimed} after {r.evaluations}/{r.budget} evaluations (within 2% of it"

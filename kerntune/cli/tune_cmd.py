@@ -379,10 +379,10 @@ def _confirm(evaluator, history, n: int, st=None, run_id: Optional[str] = None):
     run's summary (``kerntune.run.winner.WINNER``): the report names it, not the screening's fastest,
     which the runoff may have rejected.  Returns the winner's trial (None: no re-timed winner)."""
     from kerntune.evaluate.retime import confirm
-    from kerntune.run.winner import confirmed_winner, record_winner
+    from kerntune.run.winner import baseline_name, confirmed_winner, record_winner
 
     shipped, info = evaluator.baseline() if hasattr(evaluator, "baseline") else (None, {})
-    what = "the package's own choice" if shipped is not None else "the default config"
+    what = baseline_name(shipped)
     if shipped is not None:
         err_console.print(f"baseline: {json.dumps(shipped)} (launched by the package's own code"
                           + (f"; its first call took {info['autotune_s']:.1f} s" if info.get("autotune_s") else "")

@@ -30,7 +30,7 @@ from kerntune.run.dispatch import Shape
 from kerntune.llm.secrets import redact
 from kerntune.run.search import RunOptions, errors_end_the_run, run_search
 from kerntune.run.warm_start import nearby_runs, past_winners, shape_distance, transfer_data
-from kerntune.run.winner import WINNER, confirmed_winner
+from kerntune.run.winner import WINNER, baseline_name, confirmed_winner
 from kerntune.store import Store
 from kerntune.store.resume import SHAPES_PARENT_KIND
 from kerntune.strategies import Budget
@@ -287,7 +287,7 @@ def _tune_one(ev: Evaluator, shape: Shape, strategy: str, per: int, store: Store
 
             found = confirm(ev, res.history, n_leaders=retime, baseline=shipped or ev.space.default)
             best = found.winner or best
-            winner = confirmed_winner(found, "the package's own choice" if shipped else "the default config")
+            winner = confirmed_winner(found, baseline_name(shipped))
         if best is not None:
             ident = ev.describe()
             store.put_best(ident.get("source_hash") or name or "kernel", "x".join(map(str, shape)), device,

@@ -20,6 +20,12 @@ from kerntune.store import Store
 WINNER = "winner"
 
 
+def baseline_name(shipped: Any) -> str:
+    """What a re-time's baseline is, as the speedup line and the stored winner name it: a package
+    kernel's own choice (``shipped``: the config its code launches) or the space's default config."""
+    return "the package's own choice" if shipped else "the default config"
+
+
 def winner_entry(config: dict[str, Any], time_ms: float, **facts: Any) -> dict[str, Any]:
     """A re-timed winner as a run's summary keeps it (``WINNER``): its config, its re-timed time and what
     else the re-time said (``facts``: its interval, rounds, speedup over the baseline)."""
