@@ -26,10 +26,14 @@ from typing import Any
 
 import pytest
 
-from cli_runs import PACKAGE_ROOT, no_llm_env, one_line
-from kerntune.evaluate.retime import confirm
-from kerntune.evaluate.trial import Status, Trial
-from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module, source_hash
+# Triton's interpreter before triton is first imported in this process: a test file run after this one in
+# the same pytest process (test_package_kernels.py) needs it, and a triton imported without it stays so.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from cli_runs import PACKAGE_ROOT, no_llm_env, one_line  # noqa: E402
+from kerntune.evaluate.retime import confirm  # noqa: E402
+from kerntune.evaluate.trial import Status, Trial  # noqa: E402
+from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module, source_hash  # noqa: E402
 
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
