@@ -31,3 +31,5 @@ PY
     grep -E "speedup|best|re-timed|winner" "$OUT/${t}_$i.log" | tail -6
   done
 done 2>&1 | tee "$OUT/summary.txt"
+# the device brings back only a few files: the stores and logs travel as one archive
+(cd "$OUT" && tar czf runs.tgz *.db *.log && rm -f *.db *.db-runs.lock *.log)
