@@ -35,9 +35,19 @@ import json, os, signal, sys
 import kerntune
 args = json.loads(sys.argv[1])
 kill_at = args.pop("kill_at", None)
+kill_when_ahead = args.pop("kill_when_ahead", False)
+
+def _ahead():  # whether the transcript holds a model call the store lacks (a kill now would lose it)
+    import sqlite3
+    lines = [l for l in open(args["llm_transcript"]).read().splitlines() if l.strip()] \
+        if os.path.exists(args["llm_transcript"]) else []
+    con = sqlite3.connect(args["store"])
+    stored = sum(len(json.loads(c)) for (c,) in con.execute("SELECT calls_json FROM llm_exchanges"))
+    con.close()
+    return len(lines) > stored
 
 def progress(ctx):
-    if kill_at is not None and ctx.evaluations >= kill_at:
+    if (kill_at is not None and ctx.evaluations >= kill_at) or (kill_when_ahead and _ahead()):
         print("killed at", ctx.evaluations, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -160,6 +170,20 @@ def test_a_resume_given_a_new_transcript_writes_the_whole_run_into_it(tmp_path: 
     kerntune.tune(SPACE, resume=rid, store=db, llm_transcript=tx, report=False)
     assert [e["response"] for e in _lines(tx)] == _responses(db, rid)
     assert _replayed(tmp_path, tx, "again") == _trials(db, rid)
+
+
+def test_an_auto_runs_model_answer_is_stored_before_the_surrogate_measures_the_models_time(tmp_path: Path) -> None:
+    """An ``auto`` run on a recording's clock never has a model call in its transcript that its store lacks
+    when a trial ends, so a kill at any trial resumes without asking the model again.  Before, the
+    surrogate measured the model's time before the answer's exchange was stored: a kill there asked
+    round 1 again on resume, and the transcript held two different round-1 answers."""
+    db, tx = tmp_path / "x.db", tmp_path / "x.jsonl"
+    code, rid = _child(tmp_path, space=str(SPACE), strategy="auto", llm=_model(tmp_path, 0.5), budget=60,
+                       store=str(db), llm_transcript=str(tx), kill_when_ahead=True)
+    if code == -9:  # the old code: resumed, the run asks again and its transcript no longer replays it
+        kerntune.tune(SPACE, resume=rid, store=db, report=False)
+    assert [e["response"] for e in _lines(tx)] == _responses(db, rid)
+    assert code == 0
 
 
 @pytest.mark.parametrize("model, price", [

@@ -32,6 +32,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future
 
+from kerntune.llm.parsing import ParsedConfigs
 from kerntune.llm.types import Message
 from kerntune.space import Config
 from kerntune.strategies.base import BudgetExhausted, SearchContext
@@ -97,11 +98,14 @@ class _Cooperation:
         fut = call_in_background(ctx, messages, self.temperature, self.max_tokens, set(ctx.measured), n)
         return fut, messages, n
 
-    def wait(self, fut: Future, source: str, cap: int) -> Answer:
+    def wait(self, fut: Future, source: str, cap: int, round_no: int,
+             messages: list[Message]) -> tuple[Answer, ParsedConfigs | None]:
         """Measure surrogate proposals while the model thinks, at most ``cap`` evaluations since the
         call began when the budget counts evaluations (none under a budget of time alone: there an
         idle GPU only wastes the budget, and the answer is used whenever it comes); charge only the
-        unhidden time."""
+        unhidden time.  The answer is parsed and its exchange stored (``accept``) as soon as it is back:
+        on a recording, the surrogate's measurements for the model's time came first, and a run killed
+        among them had the answer in its transcript but not in the store, so its resume asked again."""
         ctx = self.ctx
         clock0 = self.clock_at_submit  # measurements since the call began (round 1: the start too)
         last = self.evals_at_submit + cap if ctx.remaining_evals is not None else None
@@ -125,6 +129,7 @@ class _Cooperation:
                     ctx.stop_reason = ctx._why_done() if ctx.done else MODEL_OUT_OF_TIME
                     raise BudgetExhausted(ctx.stop_reason)
                 answer = waited
+            parsed = accept(ctx, round_no, messages, answer)
             while more() and ctx.clock_s - clock0 < answer.seconds and self.surrogate_step(source):
                 pass
         else:
@@ -138,6 +143,7 @@ class _Cooperation:
                 ctx.stop_reason = ctx._why_done()
                 raise BudgetExhausted(ctx.stop_reason)
             answer = fut.result()
+            parsed = accept(ctx, round_no, messages, answer)
         seconds = answer.seconds
         # The clock as of the last measurement's end: on a real evaluator, waiting for the model
         # after measuring stopped is not hidden (the charge below brings the clock to the wall).
@@ -145,7 +151,7 @@ class _Cooperation:
         self.model_s += seconds
         self.hidden_s += hidden
         ctx.charge(seconds - hidden)
-        return answer
+        return answer, parsed
 
     def abandoned(self, clock0: float) -> None:
         """Count a call given up at the budget's end: its wall seconds so far as model time, hidden as far
@@ -157,9 +163,9 @@ class _Cooperation:
         self.model_s += seconds
         self.hidden_s += hidden
 
-    def use(self, round_no: int, messages: list[Message], n: int, answer: Answer) -> None:
+    def use(self, round_no: int, n: int, answer: Answer, parsed: ParsedConfigs | None) -> None:
+        """Measure the model's configs (``parsed``, ``accept``'s: None where the call failed)."""
         ctx = self.ctx
-        parsed = accept(ctx, round_no, messages, answer)
         if parsed is None:
             ctx.note(f"auto: model call {round_no} failed ({answer.error}); the surrogate goes on")
             return
@@ -202,7 +208,7 @@ class _Cooperation:
         try:
             fut, messages, n = self.submit(1)
             self.startup()
-            self.use(1, messages, n, self.wait(fut, "auto:while-model", self.overlap_first))
+            self.use(1, n, *self.wait(fut, "auto:while-model", self.overlap_first, 1, messages))
             self.mark_seen()
             round_no = 1
             while True:
@@ -212,7 +218,7 @@ class _Cooperation:
                     reason = "the surrogate stalled" if self.engine.stalled else "a new region"
                     ctx.note(f"auto: model asked again (round {round_no}) after {ctx.evaluations} evaluations: {reason}")
                     fut, messages, n = self.submit(round_no)
-                    self.use(round_no, messages, n, self.wait(fut, "auto:while-model", self.overlap_later))
+                    self.use(round_no, n, *self.wait(fut, "auto:while-model", self.overlap_later, round_no, messages))
                     self.mark_seen()
                     continue
                 if not self.surrogate_step("auto:restart" if self.engine.stalled else "auto:surrogate"):
