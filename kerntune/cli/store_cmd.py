@@ -39,7 +39,7 @@ def export(run_id: str = typer.Argument(..., help="Run id (a comparison exports 
            kernel_tuner: Optional[Path] = typer.Option(None, "--kernel-tuner", help="Write a Kernel Tuner cache file"),
            table: Optional[Path] = typer.Option(None, "--table", help="Write a kerntune table (replayable)"),
            store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default $KERNTUNE_STORE, else .kerntune/kerntune.db)")) -> None:
-    """Export a run's trials."""
+    """Export a run's trials, its re-timed winner first (with its screening time)."""
     if not (csv or kernel_tuner or table):
         raise KerntuneError("say where to export: --csv, --kernel-tuner and/or --table")
     for flag, path in (("--csv", csv), ("--kernel-tuner", kernel_tuner), ("--table", table)):
