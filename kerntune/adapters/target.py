@@ -178,14 +178,19 @@ class PackageTarget:
         return state.output_values()
 
     def before_check(self, inputs: Any) -> None:
-        """Poison the outputs the launch writes whole (NaN), so that a config whose launch leaves
-        part of them unwritten fails the check instead of passing on the values already there."""
+        """Poison the outputs the launch writes whole, so that a config whose launch leaves part of them
+        unwritten fails the check instead of passing on the values already there: floats with NaN, bool
+        and integer ones with their right values each changed (``Launch.fills``), which no right output
+        holds anywhere.  Only floats were poisoned, and a mask or index output left unwritten passed."""
         from kerntune.evaluate.triton_backend.capture import no_grad
 
         state = self._state()
         with no_grad():  # a training call's outputs may sit beside weights that require gradients
             for name in state.write_only:
-                state.tensor(name).fill_(float("nan"))
+                if name in state.fills:
+                    state.tensor(name).copy_(state.fills[name])
+                else:
+                    state.tensor(name).fill_(float("nan"))
 
     def reference(self, inputs: Any) -> Any:
         """The output of the package's own choice on these inputs."""

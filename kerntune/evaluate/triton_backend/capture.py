@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from kerntune.errors import KerntuneError
+from kerntune.evaluate.triton_backend.output_check import differing
 
 #: Keyword arguments of ``JITFunction.run`` that are launch options, not kernel arguments.
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
@@ -122,6 +123,9 @@ class Launch:
     #: a correctness check may poison them first, so that a config covering only part of them
     #: (a block size the caught grid no longer matches) cannot pass on the values left there.
     write_only: list[str] = field(default_factory=list)
+    #: What each bool or integer one of ``write_only`` is poisoned with: its right values, each changed
+    #: (``output_check.differing``; floats take NaN).
+    fills: dict[str, Any] = field(default_factory=dict)
     #: The autotune list's ``pre_hook`` (one for every config), run before each launch with the
     #: launch's arguments and config as ``triton.autotune`` runs it: Hopper kernels that take host
     #: ``TensorDescriptor``s set the descriptors' block shapes there from the config's tiles.
@@ -349,7 +353,10 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
         return launch
     done = sync or (lambda: None)
     t0 = time.perf_counter()
-    own_s = autotune_seconds(kernel, call, done)
+    # the first call's result lives until the caught call ran: else its outputs may get that memory back
+    # holding what they are about to be given, and a bool or integer one (no NaN) is never seen written
+    first: list[Any] = []
+    own_s = autotune_seconds(kernel, lambda: first.append(call()), done)
     done()
     first_call_s = time.perf_counter() - t0
     seen: list[tuple[Launch, dict[str, Any], list[str]]] = []
@@ -374,6 +381,7 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
     with _wrapped(fn, hook):
         call()
     done()
+    first.clear()
     if not seen:
         raise KerntuneError(f"{fn.__name__} was not launched by the package call"
                             + (f" (asked for launch {which}, saw {count[0]})" if count[0] else ""))
@@ -395,12 +403,15 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
     # leaving every other output as written, is write-only.  The second condition matters for
     # in-place kernels whose arguments alias (liger's MLP backward writes dU over U while dG reads
     # U): poisoning such an "output" poisons an input too, and must not be done before a check.
+    # A bool or integer output the launch changed is tried so over its written values each changed
+    # (``differing``); other bool or integer tensors are left alone (indices: a load out of bounds).
     for name, t in launch.tensors():
-        if not t.is_floating_point():
+        fill = None if t.is_floating_point() or name not in written else differing(written[name])
+        if fill is None and not t.is_floating_point():
             continue
         reset()
         with no_grad():
-            t.fill_(float("nan"))
+            t.copy_(fill) if fill is not None else t.fill_(float("nan"))
         launch.run()
         done()
         if name not in outputs and not bool(t.float().isnan().all()):  # .float(): FP8 has no isnan on CUDA
@@ -408,6 +419,8 @@ def capture(kernel: Any, call: Callable[[], Any], which: int = -1, sync: Callabl
         if name in outputs and _same(t, written.get(name, before[name])) and all(
                 _same(v, written[k]) for k, v in launch.tensors() if k in written and k != name):
             launch.write_only.append(name)
+            if fill is not None:
+                launch.fills[name] = fill
     reset()
     launch.run()  # the outputs as the launch writes them
     done()

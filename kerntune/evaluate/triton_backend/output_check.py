@@ -173,6 +173,23 @@ def _poison_value(dtype: Any, torch: Any) -> Any:
     return torch.iinfo(dtype).max
 
 
+def differing(t: Any) -> Any | None:
+    """A copy of the bool or integer tensor ``t`` that differs from it in every element: bools negated,
+    integers with their lowest bit flipped (one from the value, never out of the type's range); None for
+    a float or complex ``t`` (NaN poisons those) or a type without the operation.  Why: a package
+    kernel's bool or integer output, poisoned before a checked launch with its own right values each
+    changed, shows every element a config leaves unwritten, where any one fill (0, -1, True) may be
+    the right value there and pass."""
+    import torch
+
+    if t.is_floating_point() or t.is_complex():
+        return None
+    try:
+        return t.logical_not() if t.dtype == torch.bool else t.bitwise_xor(1)
+    except (RuntimeError, TypeError, NotImplementedError):  # quantized, or an unsigned type without xor
+        return None
+
+
 def exact_input_buffers_poisoned(inputs: Any, originals: Any, torch: Any) -> list[int]:
     """Positions in ``inputs`` of integer or bool buffers that ``make_inputs`` left uninitialised.
 
