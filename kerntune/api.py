@@ -221,10 +221,15 @@ def _evaluator(space: PathLike | None, kernel: PathLike | None, shape: tuple[int
 
 
 def _client(spec: str | None, base_url: str | None, timeout: float, transcript: PathLike | None = None) -> Any:
+    """The model's client; its ``spec``, which the run stores, names its paths absolute (a resume from
+    another directory finds them)."""
     from kerntune.llm import LLMClient
+    from kerntune.store.resume import absolute_spec
 
-    return LLMClient.from_spec(spec, base_url, timeout=timeout,
-                               **({"transcript": Path(transcript)} if transcript is not None else {}))
+    client = LLMClient.from_spec(spec, base_url, timeout=timeout,
+                                 **({"transcript": Path(transcript)} if transcript is not None else {}))
+    client.spec = absolute_spec(spec) or ""
+    return client
 
 
 def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape: str | tuple[int, ...] | None = None,
@@ -243,12 +248,13 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     ``source`` / ``device`` describe a replayed space's kernel and GPU to a model, as
     ``--source`` / ``--device`` do.  ``strategy`` defaults to the CLI's default, ``seed`` to 0.
     ``resume`` continues a killed run by its id (with the same space or kernel); it keeps the
-    run's own strategy, seed, budget, options and model (its ``llm_transcript`` appended to unless
-    another is given), and, like ``tune --resume``, refuses one given
-    again that differs from the run's.  ``budget`` defaults to 100 evaluations, or to no cap when
-    ``seconds`` is given; ``budget=None`` is no cap.  ``shape`` is ``"MxNxK"`` or a tuple of positive
-    integers; ``gpus`` a count, or ``"all"`` / None for every visible GPU.  Bad arguments raise one
-    ``KerntuneError`` before the store is opened or anything is measured.
+    run's own strategy, seed, budget, options and model (its ``llm_transcript`` appended to, its
+    ``llm_base_url`` asked, unless another is given), and, like ``tune --resume``, refuses one given
+    again that differs from the run's; a new run's ``llm_transcript`` must hold no model calls yet.
+    ``budget`` defaults to 100 evaluations, or to no cap when ``seconds`` is given; ``budget=None`` is no
+    cap.  ``shape`` is ``"MxNxK"`` or a tuple of positive integers; ``gpus`` a count, or ``"all"`` / None
+    for every visible GPU.  Bad arguments raise one ``KerntuneError`` before the store is opened or
+    anything is measured.
     """
     from kerntune.run.search import RunOptions, run_search
     from kerntune.strategies import DEFAULT_STRATEGY, LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
@@ -274,7 +280,7 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     _check_path("report", report, flags=True)
     _check_path("llm_transcript", llm_transcript)
     dims, n_gpus = _check_shape(shape), _check_gpus(gpus)
-    from kerntune.store.resume import keep_transcript, resumed_model, resumed_transcript
+    from kerntune.store.resume import keep_model_settings, resumed_base_url, resumed_model, resumed_transcript
 
     target = _store_path(store, resume)
     # A resume checks what is given against the stored run: its store is there, opening it creates nothing.
@@ -288,6 +294,7 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
             # the run's own transcript goes on where it stopped, as its model does; one given now wins
             llm_transcript = resumed_transcript(st.get_run(resume), llm_transcript)
             _check_path("llm_transcript", llm_transcript)
+            llm_base_url = resumed_base_url(st.get_run(resume), llm_base_url, flag="llm_base_url")
         else:
             strategy, seed = strategy or DEFAULT_STRATEGY, seed if seed is not None else 0
             b = Budget(max_evals=default_evals(budget, seconds), max_seconds=seconds, target_ms=target_ms)
@@ -298,15 +305,19 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
         if strategy in LLM_STRATEGIES and not llm:
             raise KerntuneError(f"strategy {strategy} needs a model: pass llm='SPEC'")
         if llm and strategy in LLM_STRATEGIES | MODEL_OPTIONAL:
+            if not resume:  # a new run's transcript holds no other run's calls
+                from kerntune.run.llm_resume import check_new_transcript
+
+                check_new_transcript(llm_transcript, llm, flag="llm_transcript")
             client = _client(llm, llm_base_url, llm_timeout, llm_transcript)
         evaluator = _evaluator(space, kernel, dims, compile_timeout, n_gpus, source, device)
         run_id = resume or new_run_id()
         try:
             if st is None:
                 st = Store(target)
-                if client is not None:  # kept with the run's model spec: resume=... appends to it
-                    st.on_run_created = lambda rid, kind, parent: (keep_transcript(st, rid, client.transcript)
-                                                                   if rid == run_id else None)
+                if client is not None:  # kept with the run's model spec: resume=... appends to it, asks there
+                    st.on_run_created = lambda rid, kind, parent: (
+                        keep_model_settings(st, rid, client.transcript, llm_base_url) if rid == run_id else None)
             if resume:  # the same kernel or recording, and the same space, as `tune --resume` checks
                 from kerntune.run.search import evaluator_identity
                 from kerntune.store.resume import check_evaluator

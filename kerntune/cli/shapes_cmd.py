@@ -23,8 +23,8 @@ from kerntune.store import Store
 from kerntune.store.resume import SHAPES_PARENT_KIND, check_kind
 from kerntune.strategies.options import own_options
 
-#: Builds the model client of a strategy from a spec and a transcript path (None: no model).
-ModelFactory = Callable[[str, Optional[str], Optional[Path]], Any]
+#: Builds the model client of a strategy from a spec, a base URL and a transcript path (None: no model).
+ModelFactory = Callable[[str, Optional[str], Optional[str], Optional[Path]], Any]
 
 
 def shapes_command(kernel: Optional[Path], shape: Optional[str], shapes: Optional[Path], replay: Optional[Path],
@@ -69,9 +69,9 @@ def shapes_command(kernel: Optional[Path], shape: Optional[str], shapes: Optiona
             check_kind(st.get_run(resume), "tune")  # one of a --shapes run's shapes (or a comparison's): says whose
             raise KerntuneError(f"run {resume} is not a --shapes run: continue it without --shapes")
         resume_shapes_cli(st, store, resume, kernel, shapes, strategy, budget, seed, option, llm, llm_transcript,
-                          lambda strat, spec, transcript: _model_client(strat, spec, llm_base_url, transcript,
-                                                                        llm_timeout),
-                          compile_timeout, _parse_gpus(gpus), retime)
+                          lambda strat, spec, url, transcript: _model_client(strat, spec, url, transcript,
+                                                                             llm_timeout),
+                          compile_timeout, _parse_gpus(gpus), retime, llm_base_url)
         return
     strategy, budget, seed = strategy or DEFAULT_STRATEGY, budget if budget is not None else 100, seed or 0
     if kernel is None:
@@ -80,16 +80,21 @@ def shapes_command(kernel: Optional[Path], shape: Optional[str], shapes: Optiona
     validate_options(strategy, own_options(strategy, parse_options(option)), with_model=_asks_model(strategy, llm))
     check_seed(seed)
     _note_unused_model(strategy, given_model)
+    if _asks_model(strategy, llm):  # a new run's transcript holds no other run's calls
+        from kerntune.run.llm_resume import check_new_transcript
+
+        check_new_transcript(llm_transcript, llm)
     client = _model_client(strategy, llm, llm_base_url, llm_transcript, llm_timeout)
     tune_shapes_cli(kernel, shapes, strategy, budget, seed, store, compile_timeout, _parse_gpus(gpus), option,
-                    llm=client, retime=DEFAULT_RETIME if retime is None else retime)
+                    llm=client, retime=DEFAULT_RETIME if retime is None else retime,
+                    llm_base_url=llm_base_url if client is not None else None)
 
 
 def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: int, seed: int,
                     store: Optional[str], compile_timeout: float, gpus: int | None, option: list[str],
-                    llm: Any = None, retime: int = DEFAULT_RETIME) -> None:
+                    llm: Any = None, retime: int = DEFAULT_RETIME, llm_base_url: Optional[str] = None) -> None:
     """A new ``--shapes`` run: one parent run, each shape's run its child.  ``llm``: an ``LLMClient`` for
-    the strategies that take a model."""
+    the strategies that take a model, ``llm_base_url`` its endpoint (kept with the run for a resume)."""
     from kerntune.evaluate.triton_backend.kernel_file import load_kernel_module
 
     lines = read_shape_lines(shapes_file)
@@ -103,7 +108,7 @@ def tune_shapes_cli(kernel: Path, shapes_file: Path, strategy: str, budget: int,
     st = open_store(store)
     shapes = [s for s, _ in lines]
     parent = create_parent(st, path, ident, shapes, strategy, seed, budget, options, llm,
-                           shapes_file=str(shapes_file.resolve()), retime=retime)
+                           shapes_file=str(shapes_file.resolve()), retime=retime, base_url=llm_base_url)
     _run(st, store, parent, path, module, shapes, strategy, budget, seed, options, llm, compile_timeout, gpus, retime)
 
 
@@ -111,14 +116,14 @@ def resume_shapes_cli(st: Store, store: Optional[str], run_id: str, kernel: Opti
                       shapes_file: Optional[Path], strategy: Optional[str], budget: Optional[int],
                       seed: Optional[int], option: list[str], llm: Optional[str], llm_transcript: Optional[Path],
                       make_model: ModelFactory, compile_timeout: float, gpus: int | None,
-                      retime: Optional[int] = None) -> None:
+                      retime: Optional[int] = None, llm_base_url: Optional[str] = None) -> None:
     """``tune --resume ID`` of a ``tune --shapes`` run: the shapes whose run finished are read back, an
     interrupted shape's run is resumed from its stored trials, the rest are tuned, under the stored
     budget.  What is typed again (kernel, ``--shapes``, ``--strategy``, ``--seed``, ``--budget``, ``-o``,
     ``--retime``, ``--llm``) must be the run's own, as a single shape's resume checks it; ``retime`` None:
-    the run's own (a run stored before it was kept: ``DEFAULT_RETIME``)."""
+    the run's own (a run stored before it was kept: ``DEFAULT_RETIME``); ``llm_base_url`` None: the run's own."""
     from kerntune.evaluate.triton_backend.kernel_file import is_adapter_spec, load_kernel_module
-    from kerntune.store.resume import check_same, plain, resumed_model, resumed_transcript
+    from kerntune.store.resume import check_same, plain, resumed_base_url, resumed_model, resumed_transcript
 
     run = st.get_run(run_id)
     opts = run.options or {}
@@ -156,7 +161,8 @@ def resume_shapes_cli(st: Store, store: Optional[str], run_id: str, kernel: Opti
     check_shapes(module, lines, shapes_file or "the run's shapes")
     asked = any(st.llm_exchanges(child.id) for child in st.child_runs(run_id))
     spec = resumed_model(run, llm, asked)
-    client = make_model(run.strategy or "", spec, resumed_transcript(run, llm_transcript))
+    client = make_model(run.strategy or "", spec, resumed_base_url(run, llm_base_url),
+                        resumed_transcript(run, llm_transcript))
     _run(st, store, run_id, path, module, shapes, run.strategy or "", int(opts["budget"]),
          run.seed if run.seed is not None else 0, dict(stored_options), client, compile_timeout, gpus, retime)
 

@@ -126,6 +126,9 @@ def transform(
         strat = ExplicitTuningStrategy(triton_steps())  # the Triton step library
     else:
         strat = make_strategy(strategy, **opts)
+    from kerntune.run.llm_resume import check_new_transcript
+
+    check_new_transcript(llm_transcript, llm)  # a transform is a new run: its transcript holds no other's calls
     client = LLMClient.from_spec(llm, llm_base_url, transcript=llm_transcript, timeout=llm_timeout)
     events = lambda msg: err_console.print(f"[dim]{escape(msg)}[/dim]", highlight=False)  # noqa: E731
     if backend_of(kernel) == "triton":

@@ -13,7 +13,8 @@ from kerntune.cli.common import (check_number, check_output, check_store_exists,
                                   err_console, open_store, parse_options, print_unwrapped, store_flag)
 from kerntune.cli.progress import RunLog
 from kerntune.cli.report_cmd import write_after_run
-from kerntune.store.resume import keep_transcript, resumed_model, resumed_transcript
+from kerntune.store.resume import (absolute_spec, keep_model_settings, resumed_base_url, resumed_model,
+                                   resumed_transcript)
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.hardware import device_facts
@@ -109,6 +110,10 @@ def tune(
         validate_options(strategy, options, with_model=_asks_model(strategy, llm))
         check_seed(seed)
         _check_needs_model(strategy, llm)
+        if _asks_model(strategy, llm):  # a new run's transcript holds no other run's calls
+            from kerntune.run.llm_resume import check_new_transcript
+
+            check_new_transcript(llm_transcript, llm)
         check_store_writable(store)
         b = Budget(max_evals=default_evals(UNSET if budget is None else budget, seconds), max_seconds=seconds,
                    target_ms=target_ms)
@@ -129,6 +134,7 @@ def tune(
             # the run's own transcript goes on where it stopped, as its model does; one typed now wins
             llm_transcript = resumed_transcript(st.get_run(resume), llm_transcript)
             check_output("--llm-transcript", llm_transcript)
+            llm_base_url = resumed_base_url(st.get_run(resume), llm_base_url)  # its own endpoint, unless given
         client = _model_client(strategy, llm, llm_base_url, llm_transcript, llm_timeout)
         get_strategy(strategy)
         validate_options(strategy, options, with_model=client is not None)
@@ -168,9 +174,11 @@ def tune(
             log.line(headline)
 
     def created(run_id: str, kind: str, parent_id: Optional[str]) -> None:
-        """A new run keeps its transcript with its model's spec, so that ``--resume`` appends to it."""
+        """A new run keeps its transcript and base URL with its model's spec, so that ``--resume`` appends
+        to it and asks the same endpoint."""
         if kind == "tune" and parent_id is None:
-            keep_transcript(st, run_id, getattr(client, "transcript", None))
+            keep_model_settings(st, run_id, getattr(client, "transcript", None),
+                                llm_base_url if client is not None else None)
         announce(run_id, kind, parent_id)
 
     if resume:
@@ -252,10 +260,13 @@ def _check_needs_model(strategy: str, llm: Optional[str]) -> None:
 
 def _model_client(strategy: str, llm: Optional[str], base_url: Optional[str], transcript: Optional[Path],
                   timeout: float) -> Optional[LLMClient]:
-    """The model a strategy asks (llm, llm-seeded: required; auto: when one is given), else None."""
+    """The model a strategy asks (llm, llm-seeded: required; auto: when one is given), else None.  Its
+    ``spec``, which the run stores, names its paths absolute: a resume from elsewhere finds them."""
     _check_needs_model(strategy, llm)
     if _asks_model(strategy, llm):
-        return LLMClient.from_spec(llm, base_url, transcript=transcript, timeout=timeout)
+        client = LLMClient.from_spec(llm, base_url, transcript=transcript, timeout=timeout)
+        client.spec = absolute_spec(llm) or ""
+        return client
     return None
 
 

@@ -24,6 +24,7 @@ from kerntune.evaluate.trial import Trial
 from kerntune.llm.secrets import redact
 from kerntune.run.search import RunOptions, errors_end_the_run, run_search
 from kerntune.store import Store
+from kerntune.store.resume import BASE_URL, absolute_spec, kept_base_url, resumed_base_url
 from kerntune.strategies import LLM_STRATEGIES, MODEL_OPTIONAL, Budget, get_strategy
 from kerntune.strategies.options import validate_options
 
@@ -130,6 +131,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
     if resume:
         resume, opts, llm_spec, kernel_source_path, device = _resumed(store, resume, llm_spec, kernel_source_path,
                                                                       device)
+        llm_base_url = resumed_base_url(store.get_run(resume), llm_base_url)  # its own endpoint, unless given
         space_path, strategies = opts["space"], opts["strategies"]
         budget, repeats, seed = opts["budget"], opts["repeats"], opts["seed"]
         strategy_options = opts.get("strategy_options") or {}
@@ -151,6 +153,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
         from kerntune.llm import LLMClient
 
         client = LLMClient.from_spec(llm_spec, llm_base_url, timeout=llm_timeout)
+        client.spec = absolute_spec(llm_spec) or ""  # its paths absolute, as each repeat stores it
     budget_obj = Budget(max_evals=budget)
     from kerntune.evaluate.replay import replay_extras
 
@@ -166,9 +169,10 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
         raise KerntuneError(f"{space_path}: the recording has no successful measurement")
     ref = Reference.from_times(ok, len(rec.trials) - len(ok))
     # Paths absolute, so that --resume works from another directory; the model's spec redacted (a cmd:
-    # line may hold a key; resumed_model then asks for --llm again)
+    # line may hold a key; resumed_model then asks for --llm again), its base URL without credentials
     options = {"space": _absolute(space_path), "strategies": strategies, "budget": budget, "repeats": repeats,
-               "seed": seed, "llm": redact(llm_spec) if client is not None and llm_spec else None,
+               "seed": seed, "llm": redact(client.spec) if client is not None and llm_spec else None,
+               BASE_URL: kept_base_url(llm_base_url) if client is not None else None,
                "strategy_options": strategy_options, "source": _absolute(kernel_source_path), "device": device}
     run_id = resume or store.create_run("compare", options=options, space=None, evaluator=evaluator.describe(),
                                         device=evaluator.device().get("name"))

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kerntune.errors import KerntuneError
 from kerntune.llm.providers.base import Provider
 from kerntune.llm.providers.local import ReplayProvider
 from kerntune.llm.types import LLMError, Message, RawReply, Usage
@@ -97,6 +98,27 @@ def _is_call(line: str) -> bool:
     except ValueError:
         return False
     return isinstance(entry, dict) and ("response" in entry or "error" in entry)
+
+
+def check_new_transcript(transcript: Path | str | None, spec: str | None, flag: str = "--llm-transcript") -> None:
+    """A new run's transcript must hold no model calls yet; refused before anything is measured.  Why: a
+    new run appended its calls to another run's, and ``replay:`` of the file then gave the second run the
+    first run's answers.  A resume appends to its run's own (``resumed_transcript``), and a run that
+    replays this very file (``replay:FILE``, ``replay:FILE|SPEC``) answers its first calls from it and
+    appends only the new ones: the README's run spread over several sessions."""
+    held = _answers_in(transcript)
+    if not held or _replays(spec, transcript):
+        return
+    raise KerntuneError(f"{flag} {transcript} already holds {held} model calls of another run: give a new path"
+                        " or delete it (only a resumed run appends to its own transcript)")
+
+
+def _replays(spec: str | None, transcript: Path | str | None) -> bool:
+    """Whether ``spec`` replays ``transcript`` from its first answer (``replay:FILE`` or ``replay:FILE|SPEC``)."""
+    kind, _, arg = (spec or "").partition(":")
+    path = arg.partition("|")[0]
+    return kind == "replay" and bool(path) and transcript is not None and \
+        Path(path).resolve() == Path(transcript).resolve()
 
 
 def resumed_client(client: Any, exchanges: list[dict[str, Any]]) -> Any:

@@ -32,7 +32,7 @@ from kerntune.run.search import RunOptions, errors_end_the_run, run_search
 from kerntune.run.warm_start import nearby_runs, past_winners, shape_distance, transfer_data
 from kerntune.run.winner import WINNER, baseline_name, confirmed_winner
 from kerntune.store import Store
-from kerntune.store.resume import SHAPES_PARENT_KIND
+from kerntune.store.resume import BASE_URL, SHAPES_PARENT_KIND, check_device, kept_base_url
 from kerntune.strategies import Budget
 
 #: Strategies whose model learns from all past measurements (``ctx.transfer``); the others get
@@ -178,18 +178,20 @@ def _error_line(t: Any) -> str:
 
 def create_parent(store: Store, kernel_file: str, ident: dict[str, Any], shapes: Sequence[Shape], strategy: str,
                   seed: int, total_evals: int, options: dict[str, Any] | None = None, llm: Any = None,
-                  shapes_file: str | None = None, retime: int = DEFAULT_RETIME) -> str:
+                  shapes_file: str | None = None, retime: int = DEFAULT_RETIME, base_url: str | None = None) -> str:
     """The parent run of a ``tune --shapes`` run: what a resume must find again (the kernel file or
     adapter spec, its source hash in ``ident``, the shapes, the total budget, strategy, seed, options,
-    ``--retime`` and the model's spec), so that ``tune --resume ID`` alone continues it.  Why: each shape
-    was a run of its own, so a killed run could not be resumed and a rerun measured every finished shape
-    again; ``retime`` was not kept, so a resume's table mixed re-timed and screening-only winners."""
+    ``--retime`` and the model's spec, transcript and ``base_url``), so that ``tune --resume ID`` alone
+    continues it.  Why: each shape was a run of its own, so a killed run could not be resumed and a rerun
+    measured every finished shape again; ``retime`` was not kept, so a resume's table mixed re-timed and
+    screening-only winners."""
     spec = getattr(llm, "spec", "") if llm is not None else ""
     transcript = getattr(llm, "transcript", None)
     opts = {"kernel_file": kernel_file, "shapes": [list(s) for s in shapes], "shapes_file": shapes_file,
             "budget": total_evals, "retime": retime, "strategy_options": dict(options or {}),
             "llm": redact(spec) if spec else None,
-            "llm_transcript": str(Path(transcript).resolve()) if transcript else None}
+            "llm_transcript": str(Path(transcript).resolve()) if transcript else None,
+            BASE_URL: kept_base_url(base_url) if llm is not None else None}
     return store.create_run(SHAPES_PARENT_KIND, strategy=strategy, seed=seed, options=opts, evaluator=ident)
 
 
@@ -231,28 +233,61 @@ def _tune_shapes(make_evaluator: Callable[[Shape], Evaluator], shapes: Sequence[
                  retime: int) -> list[ShapeResult]:
     """``tune_shapes`` once the parent is held."""
     results: list[ShapeResult] = []
+    made: dict[Shape, Evaluator] = {}  # a resume's first shape left: made to check its GPU first
     with errors_end_the_run(store, parent_id):  # a killed or interrupted parent says so in the store
         order = tuning_order(shapes)
         left = total_evals
-        for i, shape in enumerate(order):
-            child = store.find_child(parent_id, _label(shape)) if parent_id is not None else None
-            stored = (child.summary or {}).get(SHAPE_RESULT) if child is not None and child.status == "done" else None
-            if isinstance(stored, dict):  # finished, and its winner written: read back, nothing measured
+        refused = _other_gpu(make_evaluator, order, store, parent_id, made)
+        for i, shape in enumerate(order if refused is None else ()):
+            child, stored = _finished(store, parent_id, shape)
+            if stored is not None:  # finished, and its winner written: read back, nothing measured
                 out = ShapeResult.from_dict({**stored, "earlier": True})
             else:
                 per = left // (len(order) - i)
                 if child is not None:  # the budget the child was started with: its stored path
                     per = int(((child.options or {}).get("budget") or {}).get("max_evals") or per)
-                out = _tune_one(make_evaluator(shape), shape, strategy, per, store, seed, options, llm, warm,
-                                versions, parent_id, child.id if child is not None else None, retime)
+                out = _tune_one(made.pop(shape, None) or make_evaluator(shape), shape, strategy, per, store, seed,
+                                options, llm, warm, versions, parent_id, child.id if child is not None else None,
+                                retime)
             left -= out.evaluations
             results.append(out)
             if on_shape is not None:
                 on_shape(out)
+    if refused is not None:  # raised here: the parent is left as it was, as `tune --resume` leaves a run
+        raise refused
     if parent_id is not None:
         store.finish_run(parent_id, "done", summary={"evaluations": total_evals - left,
                                                      "shapes": [_plain(r) for r in as_dicts(results)]})
     return results
+
+
+def _finished(store: Store, parent_id: str | None, shape: Shape) -> tuple[Any, dict[str, Any] | None]:
+    """A shape's child run (None: none yet) and, where it finished with its winner written, its stored result."""
+    child = store.find_child(parent_id, _label(shape)) if parent_id is not None else None
+    stored = (child.summary or {}).get(SHAPE_RESULT) if child is not None and child.status == "done" else None
+    return child, stored if isinstance(stored, dict) else None
+
+
+def _other_gpu(make_evaluator: Callable[[Shape], Evaluator], order: Sequence[Shape], store: Store,
+               parent_id: str | None, made: dict[Shape, Evaluator]) -> KerntuneError | None:
+    """A resumed parent's refusal where its shapes were measured on another GPU (None: the same, a name
+    unknown, or nothing left to tune), checked on the evaluator of the first shape left (kept in ``made``)
+    before any shape is read back or measured.  Why: a resume between two shapes made the next shapes' runs
+    on this GPU without a word, one dispatch table from two GPUs, while ``tune --resume`` refuses one run's."""
+    if parent_id is None or not store.child_runs(parent_id):
+        return None
+    shape = next((s for s in order if _finished(store, parent_id, s)[1] is None), None)
+    if shape is None:
+        return None
+    ev = made[shape] = make_evaluator(shape)
+    try:
+        check_device(store, store.get_run(parent_id), ev.device().get("name"))
+    except BaseException as exc:  # the evaluator is not used: its workers end now
+        made.pop(shape).close()
+        if isinstance(exc, KerntuneError):
+            return exc
+        raise
+    return None
 
 
 def _label(shape: Shape) -> str:

@@ -10,6 +10,7 @@ before anything is measured and refuse with one line that says what differs.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -91,9 +92,14 @@ def check_device(store: Store, run: RunRecord, device: Any) -> None:
     """The same GPU as the stored run, where both names are known.  Why: a run resumed on another
     GPU answered its stored configs with the first GPU's timings and measured the rest on this one,
     one winner from two GPUs without a word.  (A replay's device is its recording's, checked with it.)
-    The run's device is read here: ``RunRecord`` does not carry it (this module is the store's own)."""
-    rows = store._read("SELECT device FROM runs WHERE id=?", (run.id,))
-    stored = rows[0]["device"] if rows else None
+    The run's device is read here: ``RunRecord`` does not carry it (this module is the store's own).
+    A ``tune --shapes`` parent measures nothing itself: its device is that of its shapes' runs (a
+    resume between two shapes made the next shapes' runs on another GPU, one table from two GPUs)."""
+    if run.kind == SHAPES_PARENT_KIND:
+        rows = store._read("SELECT device FROM runs WHERE parent_id=? ORDER BY created, id", (run.id,))
+    else:
+        rows = store._read("SELECT device FROM runs WHERE id=?", (run.id,))
+    stored = next((r["device"] for r in rows if _known_device(r["device"])), None)
     if _known_device(stored) and _known_device(device) and stored != device:
         raise StoreError(f"cannot resume {run.id}: it measured on {stored}, this one measures on {device}"
                          " (resume it on that GPU, or start a new run)")
@@ -131,25 +137,88 @@ def resumed_model(run: RunRecord, given: str | None, asked_a_model: bool, flag: 
             raise StoreError(f"cannot resume {run.id}: it asked a model whose spec the store does not keep"
                              f" in full; give {flag} again")
         return given
-    check_same(run.id, flag, stored, given)
+    # compared with their paths absolute: a run stores its spec so (absolute_spec), typed relative here
+    check_same(run.id, flag, absolute_spec(stored), absolute_spec(given))
     return given if given is not None else stored
+
+
+def absolute_spec(spec: str | None) -> str | None:
+    """A model spec with the paths it names made absolute (``files:DIR``, ``replay:FILE``, also in a
+    ``replay:FILE|SPEC`` chain, ``local:PATH``), as a run stores it.  Why: stored as typed, a resume
+    from another directory resolved a relative one there: ``files:`` waited on a folder nobody
+    answered, ``replay:`` found no transcript."""
+    if not spec:
+        return spec
+    kind, sep, arg = spec.partition(":")
+    if kind == "files" and sep:
+        return f"files:{Path(arg or 'llm-exchanges').resolve()}"  # the folder FilesProvider takes for none
+    if kind == "replay" and sep and arg:
+        path, bar, then = arg.partition("|")
+        return f"replay:{Path(path).resolve() if path else path}{bar}{absolute_spec(then) if bar else ''}"
+    if kind == "local" and sep and arg:
+        return f"local:{Path(arg).expanduser().resolve()}"
+    return spec
 
 
 #: The key of a ``tune`` run's stored options that keeps its ``--llm-transcript`` (an absolute path),
 #: beside the model's spec (``"llm"``).
 TRANSCRIPT = "llm_transcript"
+#: The key that keeps its ``--llm-base-url`` (``kept_base_url``: never a password or a key).
+BASE_URL = "llm_base_url"
 
 
-def keep_transcript(store: Store, run_id: str, transcript: str | Path | None) -> None:
-    """Keep the run's transcript path with its model settings, right after the run is created.  Why:
-    ``tune --resume`` kept the spec but wrote the transcript only when ``--llm-transcript`` was typed
-    again, so the README's kill-and-resume transcript lacked every later answer and replayed another
-    search.  (``Store`` has no call that updates a run's options: this module is the store's own.)"""
-    if transcript is None:
+def keep_model_settings(store: Store, run_id: str, transcript: str | Path | None,
+                        base_url: str | None = None) -> None:
+    """Keep the run's transcript path and model base URL with its model settings, right after the run
+    is created.  Why: ``tune --resume`` kept the spec but wrote the transcript only when
+    ``--llm-transcript`` was typed again, so the README's kill-and-resume transcript lacked every later
+    answer and replayed another search; without ``--llm-base-url`` typed again it asked the provider's
+    default endpoint, not the run's.  (``Store`` has no call that updates a run's options: this module
+    is the store's own.)"""
+    if transcript is None and not base_url:
         return
     options = dict(store.get_run(run_id).options or {})
-    options[TRANSCRIPT] = str(Path(transcript).resolve())
+    if transcript is not None:
+        options[TRANSCRIPT] = str(Path(transcript).resolve())
+    if base_url:
+        options[BASE_URL] = kept_base_url(base_url)
     store._write("UPDATE runs SET options_json=? WHERE id=?", (json.dumps(options), run_id))
+
+
+def kept_base_url(url: str | None) -> str | None:
+    """A base URL as the store keeps it: a user name and password, or a query (which may carry a key),
+    replaced by the mask, and any known secret redacted.  A resume then asks for it again
+    (``resumed_base_url``) rather than store a credential."""
+    from kerntune.llm.secrets import MASK, redact
+
+    if not url:
+        return None
+    try:
+        parts = urllib.parse.urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            parts = parts._replace(netloc=f"{MASK}@{parts.netloc.rpartition('@')[2]}")
+        if parts.query:
+            parts = parts._replace(query=MASK)
+        url = urllib.parse.urlunsplit(parts)
+    except ValueError:  # not a URL urllib can read (a bad port, an unclosed IPv6 bracket): kept by none
+        return MASK
+    return redact(url)
+
+
+def resumed_base_url(run: RunRecord, given: str | None, flag: str = "--llm-base-url") -> str | None:
+    """The base URL a resumed run's model is asked at: the one given now, else the run's own (None:
+    the provider's default, as the run had).  One stored with its credentials masked is refused."""
+    from kerntune.llm.secrets import MASK
+
+    if given is not None:
+        return given
+    stored = (run.options or {}).get(BASE_URL)
+    if not isinstance(stored, str) or not stored:
+        return None
+    if MASK in stored:
+        raise StoreError(f"cannot resume {run.id}: its model's base URL held credentials, which the store does"
+                         f" not keep; give {flag} again")
+    return stored
 
 
 def resumed_transcript(run: RunRecord, given: str | Path | None) -> Path | None:
@@ -204,9 +273,10 @@ def resumed_settings(run: RunRecord, strategy: str | None, seed: int | None, bud
     stored_budget = (run.options or {}).get("budget") or {}
     for key, value in budget.items():
         check_same(run.id, _BUDGET_NAMES[key][0 if cli else 1], stored_budget.get(key), value)
-    # llm, llm_transcript: the model's (resumed_model, resumed_transcript); resume_path: what run_search
-    # keeps of the run's path (none is a strategy option)
-    stored = {k: v for k, v in (run.options or {}).items() if k not in ("budget", "llm", TRANSCRIPT, "resume_path")}
+    # llm, llm_transcript, llm_base_url: the model's (resumed_model, resumed_transcript, resumed_base_url);
+    # resume_path: what run_search keeps of the run's path (none is a strategy option)
+    stored = {k: v for k, v in (run.options or {}).items()
+              if k not in ("budget", "llm", TRANSCRIPT, BASE_URL, "resume_path")}
     for name, value in options.items():
         check_same(run.id, f"-o {name}" if cli else f"options[{name!r}]", stored.get(name), plain(value))
     return run.strategy, run.seed if run.seed is not None else 0, stored_budget, stored
