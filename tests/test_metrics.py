@@ -75,11 +75,13 @@ def test_random_search_scores_about_zero_where_half_the_configs_tie_at_the_optim
     rng = np.random.default_rng(3)
     times = [0.7] * 600 + list(rng.uniform(0.8, 3.0, 400))
     ref = Reference.from_times(times, 0)
-    assert ref.median == ref.optimum and ref.cutoff(100) == 1
+    assert ref.median == ref.optimum and ref.cutoff(100) == 2  # (N + 1) / (N + 1 - 400) = 1.67, rounded up
     pyrng = random.Random(5)
     curves = [best_so_far(pyrng.sample(times, 100), ref.worst) for _ in range(400)]
     spread = score_spread(curves, ref, 100)
     assert spread.ci_low <= 0.0 <= spread.ci_high and abs(spread.score) < 0.15, spread
-    first = float(np.mean(ref.values))  # random's expected first draw: no repeat is further from it than
-    bound = (first - ref.worst) / (first - ref.optimum)  # the worst config, in units of its gap
+    # no repeat is further from random's expectation than the worst config at every budget up to the
+    # cutoff, in units of each budget's gap (the score averages over those budgets)
+    expect = ref.random_expectation(ref.cutoff(100))
+    bound = float(np.mean((expect - ref.worst) / (expect - ref.optimum)))
     assert all(bound - 1e-9 <= s <= 1.0 + 1e-9 for s in spread.per_repeat)  # none divided by a rounding error

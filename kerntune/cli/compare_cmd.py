@@ -18,6 +18,7 @@ from kerntune.cli.common import (check_number, check_output, check_store_exists,
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
 from kerntune.compare.harness import CompareResult, StrategyStats
+from kerntune.compare.metrics import UNDEFINED_SCORE, score_defined
 from kerntune.errors import KerntuneError
 from kerntune.strategies.base import MAX_EVALS, check_seed
 
@@ -38,10 +39,12 @@ def print_table(result: CompareResult) -> None:
     for col in ("strategy", "score", "± se", "95% interval", "best/opt", "min..max", "found opt", "evals to 2%", "evals to 5%",
                 "tuning s", "wall s"):
         table.add_column(col, justify="right" if col != "strategy" else "left")
-    best = max(result.strategies.values(), key=lambda s: s.score)
+    scored = [s for s in result.strategies.values() if score_defined(s.score)]
+    best = max(scored, key=lambda s: s.score) if scored else None
     for name, s in result.strategies.items():
         style = "bold green" if s is best else ""
-        table.add_row(name, f"{s.score:.3f}", _fmt(_finite(s.score_stderr), ".3f", "n/a"),
+        table.add_row(name, f"{s.score:.3f}" if score_defined(s.score) else "n/a",
+                      _fmt(_finite(s.score_stderr), ".3f", "n/a"),
                       f"{s.score_ci95[0]:.2f}..{s.score_ci95[1]:.2f}" if math.isfinite(s.score_ci95[0]) else "n/a",
                       _fmt(_finite(s.best_over_opt), ".3f", _nothing_found(s)) + _found_share(s),
                       f"{_fmt(_finite(s.best_over_opt_spread[0]), '.3f', '–')}.."
@@ -49,6 +52,9 @@ def print_table(result: CompareResult) -> None:
                       f"{s.found_optimum:.0%}", _fmt(s.evals_to_2pct, "g"), _fmt(s.evals_to_5pct, "g"),
                       f"{s.tuning_seconds:.1f}", f"{s.wall_seconds:.1f}", style=style)
     console.print(table)
+    if len(scored) < len(result.strategies):  # the reason in full: in the cell it wrapped the 150-column table
+        print_unwrapped(f"score: {UNDEFINED_SCORE}: every successful config of the recording ran in "
+                        f"{result.optimum_ms:.4g} ms, so there is nothing to rank")
     partial = [f"{k} of {s.repeats} for {name}" for name, s in result.strategies.items()
                if (k := _found(s)) < s.repeats]
     if partial:  # the report says the same beside the same figures

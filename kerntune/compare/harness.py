@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kerntune.compare.metrics import (Reference, best_so_far, evals_to_within, median_or_none,
+from kerntune.compare.metrics import (Reference, best_so_far, evals_to_within, median_or_none, score_defined,
                                       score_spread)
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
@@ -54,7 +54,7 @@ class StrategyStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "score": self.score, "score_stderr": _finite(self.score_stderr),
+            "score": _finite(self.score), "score_stderr": _finite(self.score_stderr),
             "score_ci95": [_finite(x) for x in self.score_ci95], "best_over_opt": _finite(self.best_over_opt),
             "evals_to_2pct": self.evals_to_2pct, "evals_to_5pct": self.evals_to_5pct,
             "found_optimum_share": self.found_optimum,
@@ -67,8 +67,8 @@ class StrategyStats:
 
 
 def _finite(x: float) -> float | None:
-    """JSON has no inf: an undefined spread (one repeat), or best/optimum where a repeat ran no config,
-    is written as null."""
+    """JSON has no inf nor NaN: an undefined spread (one repeat), an undefined score (NaN: every successful
+    config ties), or best/optimum where a repeat ran no config, is written as null."""
     return float(x) if np.isfinite(x) else None
 
 
@@ -295,7 +295,8 @@ def plot_compare(result: CompareResult, path: str | Path) -> None:
     ax.plot(x[: len(result.random_expectation)], result.random_expectation, "k--", lw=1.2,
             label="random search (expected)")
     for name, stats in result.strategies.items():
-        ax.plot(x[: len(stats.mean_curve)], stats.mean_curve, lw=1.6, label=f"{name} (score {stats.score:.2f})")
+        score = f"{stats.score:.2f}" if score_defined(stats.score) else "n/a"  # not "nan" where all configs tie
+        ax.plot(x[: len(stats.mean_curve)], stats.mean_curve, lw=1.6, label=f"{name} (score {score})")
     ax.axhline(result.optimum_ms, color="green", lw=0.8, ls=":", label=f"optimum {result.optimum_ms:.4g} ms")
     ax.axvline(result.cutoff, color="grey", lw=0.6, ls=":")
     ax.set_xlabel("evaluations")

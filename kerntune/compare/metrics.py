@@ -14,6 +14,10 @@ expected to reach f_opt + 0.05·(median − f_opt) (capped at the budget).
 Failed configs count as evaluations; until a run has a successful trial its
 best is taken as the worst recorded successful time — for random search and
 for the strategy alike — so both curves are finite and comparable.
+
+Where every successful config has the same time there is nothing to rank and
+the score is undefined: NaN here, "n/a (all successful configs tie)" in the
+compare table and the report, null in JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +28,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+#: What the compare table and the report print for an undefined score (NaN: ``Reference.usable_gaps`` has none).
+UNDEFINED_SCORE = "n/a (all successful configs tie)"
+
+
+def score_defined(score: float | None) -> bool:
+    """Whether ``score`` is a score: NaN is the undefined one (every successful config ties)."""
+    return score is not None and not math.isnan(score)
 
 
 @dataclass(frozen=True)
@@ -71,20 +83,29 @@ class Reference:
         Where at least half the values tie exactly at the optimum (median == optimum: a coarse timer),
         the threshold is the optimum itself, which the exact expectation reaches only when every other
         value is drawn, and float rounding decided the cutoff; there the cutoff is the expected rank of
-        the first draw at or below the threshold, ``ceil(i / (N + 1 - i))`` with ``i`` values above it
-        (the autotuning_methodology package's rule), so random search still scores about 0."""
+        the first draw at or below the threshold, ``ceil((N + 1) / (N + 1 - i))`` with ``i`` of the
+        ``N`` values above it, so random search still scores about 0.  This is one draw more than the
+        autotuning_methodology package's ``cutoff_point``, ``ceil(i / (N + 1 - i))``: that counts the
+        draws *before* the first hit (the expected misses), not the hit itself.  Why it differs: that
+        rule gave 1 on every such recording without failures (``i <= N / 2``), so the score rested on
+        the first evaluation alone, the default config for every strategy but random."""
         threshold = self.optimum + 0.05 * (self.median - self.optimum)
         if self.median <= self.optimum:
             above = int(np.count_nonzero(self.values > threshold))
-            return max(1, min(max_n, math.ceil(above / (len(self.values) + 1 - above))))
+            big_n = len(self.values)
+            return max(1, min(max_n, math.ceil((big_n + 1) / (big_n + 1 - above))))
         expect = self.random_expectation(max_n)
         hits = np.nonzero(expect <= threshold)[0]
         return int(hits[0]) + 1 if len(hits) else max_n
 
     def usable_gaps(self, denom: np.ndarray) -> np.ndarray:
         """Budgets whose random-search gap above the optimum is more than rounding: an absolute 1e-12
-        let gaps of 1e-12..1e-9 ms divide the score into noise."""
-        return denom > 1e-9 * max(self.worst - self.optimum, 1e-300)
+        let gaps of 1e-12..1e-9 ms divide the score into noise.  The floor is scaled by the times
+        themselves as well as by their spread: scaled by the spread alone it was ~1e-309 where all
+        successful configs tie, the expectation's rounding noise (~1e-14 of the time) passed as a gap,
+        and every strategy, random included, scored noise / noise = 1.000."""
+        scale = max(self.worst - self.optimum, abs(self.worst), abs(self.optimum))
+        return denom > 1e-9 * scale
 
 
 def best_so_far(times: Sequence[float | None], fill: float) -> np.ndarray:
@@ -99,14 +120,15 @@ def best_so_far(times: Sequence[float | None], fill: float) -> np.ndarray:
 
 
 def methodology_score(curves: Sequence[np.ndarray], ref: Reference, budget: int) -> tuple[float, int]:
-    """(score, cutoff used).  Curves shorter than the range hold their last value."""
+    """(score, cutoff used).  Curves shorter than the range hold their last value.  The score is NaN
+    (undefined) where no budget has a gap to random search: every successful config ties."""
     cutoff = min(ref.cutoff(max(budget, 1)), budget)
     mean = np.mean([_pad(c, cutoff, ref.worst) for c in curves], axis=0)
     expect = ref.random_expectation(cutoff)
     denom = expect - ref.optimum
     mask = ref.usable_gaps(denom)
     if not mask.any():
-        return 0.0, cutoff
+        return math.nan, cutoff
     scores = (expect[mask] - mean[mask]) / denom[mask]
     return float(np.mean(scores)), cutoff
 
@@ -130,24 +152,29 @@ class ScoreSpread:
     per_repeat: tuple[float, ...]
 
     def to_dict(self) -> dict[str, object]:
-        return {"score": self.score, "stderr": self.stderr, "ci95": [self.ci_low, self.ci_high],
-                "repeats": self.repeats}
+        """An undefined score (NaN, all configs tie) and its spread as null: JSON has no NaN."""
+        def nan_null(x: float) -> float | None:
+            return None if math.isnan(x) else x
+
+        return {"score": nan_null(self.score), "stderr": nan_null(self.stderr),
+                "ci95": [nan_null(self.ci_low), nan_null(self.ci_high)], "repeats": self.repeats}
 
 
 def score_spread(curves: Sequence[np.ndarray], ref: Reference, budget: int, resamples: int = 2000,
                  seed: int = 0, level: float = 0.95) -> ScoreSpread:
     """Methodology score, its standard error over repeats and a percentile bootstrap
     interval at ``level`` (repeats resampled with replacement; 95% in reports).  One repeat has no spread: stderr is
-    then inf and the interval (-inf, inf)."""
+    then inf and the interval (-inf, inf).  Where no budget has a gap to random search (every successful
+    config ties) score, spread and interval are NaN: undefined, where they read 0 or 1."""
     cutoff = min(ref.cutoff(max(budget, 1)), budget)
     expect = ref.random_expectation(cutoff)
     denom = expect - ref.optimum
     mask = ref.usable_gaps(denom)
     if not mask.any():
-        per = np.zeros(len(curves))
-    else:
-        padded = np.array([_pad(c, cutoff, ref.worst) for c in curves])
-        per = np.mean((expect[mask] - padded[:, mask]) / denom[mask], axis=1)
+        nan = math.nan
+        return ScoreSpread(nan, nan, nan, nan, len(curves), tuple(nan for _ in curves))
+    padded = np.array([_pad(c, cutoff, ref.worst) for c in curves])
+    per = np.mean((expect[mask] - padded[:, mask]) / denom[mask], axis=1)
     score = float(per.mean()) if len(per) else 0.0
     n = len(per)
     if n < 2:

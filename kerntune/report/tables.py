@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from kerntune.compare.metrics import UNDEFINED_SCORE, score_defined
 from kerntune.report.analysis import Failures, Round, StrategyRow, TopConfig
 from kerntune.report.data import ReportData
 
@@ -118,12 +119,20 @@ def strategies(rows: list[StrategyRow], with_reference: bool) -> Table:
         if with_reference:
             row += [ratio(r.best_over_opt) + found_share(r),
                     "–" if r.found_optimum is None else f"{r.found_optimum:.0%}",
-                    "–" if r.score is None else f"{r.score:.3f}", *score_spread(r)]
+                    score(r), *score_spread(r)]
         row += [str(r.failures), f"{r.tuning_s:.1f}"]
         if llm:
             row += [str(r.llm_calls), f"{r.tokens_in}+{r.tokens_out}", f"{r.llm_s:.1f}", f"{r.cost:.4f}"]
         out.append(row)
     return Table(headers, out, [h != "strategy" for h in headers])
+
+
+def score(r: StrategyRow) -> str:
+    """The methodology score; "–" without a reference, and the reason where it is undefined (NaN: every
+    successful config ties), where the report printed "nan" (and 1.000 before the score was NaN there)."""
+    if r.score is None:
+        return "–"
+    return f"{r.score:.3f}" if score_defined(r.score) else UNDEFINED_SCORE
 
 
 def score_spread(r: StrategyRow) -> list[str]:
