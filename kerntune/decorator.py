@@ -32,12 +32,14 @@ import inspect
 import json
 import sqlite3
 import threading
+import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 from kerntune.budget_default import UNSET, Unset, default_evals
 from kerntune.errors import KerntuneError
 from kerntune.evaluate.triton_backend.capture import layers
 from kerntune.run.decorator_key import kernel_identity, problem_key, split_key
+from kerntune.run.dispatch import DispatchConfigs, dtypes_text
 from kerntune.run.decorator_search import (Timer, default_timer, device_and_versions, reset_after_search,
                                             search_call, torch_module)
 from kerntune.space import Config, Space, space_from_dict
@@ -91,8 +93,10 @@ class Autotuned:
         # machine, 8x a 1024^3 matmul); a key tuned later in this process (``tune``) takes precedence
         self.served: dict[str, Config] = {}
         self.tuned_keys: list[str] = []                  # keys this process had to tune (not cached)
-        # A shipped dispatch table (``kerntune cache export --json``): key values in ``key`` order -> winner.
-        self.dispatch: dict[tuple, Config] = {}
+        # A shipped dispatch table (``kerntune cache export --json``): (key values in ``key`` order, the
+        # row's dtypes as ``dtypes_text``: None where it names none) -> the row's config.
+        self.dispatch: DispatchConfigs = {}
+        self._said_untyped = False  # the note that a row naming no dtypes served a call (``_untyped``)
         if dispatch is not None:  # a stale row or a shape given twice is refused here (``dispatch_configs``)
             from kerntune.run.dispatch import dispatch_configs
 
@@ -175,11 +179,12 @@ class Autotuned:
                 self.best[pkey] = (cfg, hit["time_ms"])
                 return cfg
         if self.dispatch:
-            shape = tuple(json.dumps(v) if isinstance(v, (list, dict)) else v
-                          for v in (json.loads(pkey)[k] for k in self.key))
-            if shape in self.dispatch:
-                self.served[pkey] = self.dispatch[shape]
-                return self.served[pkey]
+            values, dtypes = split_key(pkey)
+            shape = tuple(json.dumps(v) if isinstance(v, (list, dict)) else v for v in (values[k] for k in self.key))
+            row = self._table_row(shape, dtypes)
+            if row is not None:
+                self.served[pkey] = row
+                return row
         if self.on_miss == "nearest":
             near = self.nearest(pkey, device, versions)
             if near is not None:
@@ -190,6 +195,27 @@ class Autotuned:
         cfg = self.tune(grid, args, pkey, device, versions, extra)
         reset_after_search(self, args, extra, cfg)
         return cfg
+
+    def _table_row(self, shape: tuple, dtypes: dict[str, str] | None) -> Config | None:
+        """The dispatch table's config for this shape and the call's dtypes: its row of these dtypes,
+        else its row that names none (noted once: ``_untyped``), else None (a row of other dtypes is
+        not launched: an fp32 call must not launch the tile picked for fp16)."""
+        row = self.dispatch.get((shape, dtypes_text(dtypes)))
+        if row is None and dtypes:
+            row = self.dispatch.get((shape, None))
+            if row is not None:
+                self._untyped(shape, dtypes)
+        return row
+
+    def _untyped(self, shape: tuple, dtypes: dict[str, str]) -> None:
+        """Say once that a table row naming no dtypes serves a call that has some (an older table, or a
+        ``tune`` run's, whose store does not know them): it is launched, as before, for any dtype."""
+        if not self._said_untyped:
+            self._said_untyped = True
+            row, here = "x".join(map(str, shape)), ", ".join(sorted(set(dtypes.values())))
+            warnings.warn(f"autotune: {self.name}: the dispatch table names no dtypes: its row {row} is launched"
+                          f" for calls of any dtype (here {here})",
+                          stacklevel=7)  # the caller's launch: _untyped, _table_row or nearest, _miss, ...
 
     def _narrower(self, stored_max_evals: int | None) -> bool:
         """Whether a stored winner came from a search given fewer evaluations than this decorator's
@@ -225,12 +251,17 @@ class Autotuned:
             cfg = self.space.canonical(e["config"])
             if self.space.is_valid(cfg) and (best is None or d < best[0]):
                 best = (d, cfg)
+        untyped: tuple | None = None  # the shape of a table row that names no dtypes, where it is the pick
         if all(isinstance(want[k], (int, float)) for k in self.key):
-            here = [want[k] for k in self.key]
-            for shape, cfg in self.dispatch.items():
+            here, mine = [want[k] for k in self.key], dtypes_text(dtypes)
+            for (shape, typed), cfg in self.dispatch.items():
+                if typed is not None and typed != mine:  # a row for other dtypes is no guess for these
+                    continue
                 d = shape_distance(list(shape), here)
                 if best is None or d < best[0]:
-                    best = (d, cfg)
+                    best, untyped = (d, cfg), (shape if typed is None and dtypes else None)
+        if untyped is not None:
+            self._untyped(untyped, dtypes)
         return best[1] if best else None
 
     def tune_queued(self, calls: Mapping[str, tuple[Any, dict[str, Any]]]) -> None:

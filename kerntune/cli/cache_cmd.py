@@ -147,8 +147,9 @@ def list_(store: Optional[str] = typer.Option(None, "--store"),
 
 @app.command("export")
 def export(triton: bool = typer.Option(False, "--triton", help="Emit a triton.Config list and a shape lookup (Python source)"),
-           as_json: bool = typer.Option(False, "--json", help="Emit the dispatch table (shape -> config) as JSON, "
-                                        "for the decorator's dispatch="),
+           as_json: bool = typer.Option(False, "--json", help="Emit the dispatch table (shape -> config, with "
+                                        "each row's dtypes where the store knows them) as JSON, for the "
+                                        "decorator's dispatch="),
            kernel_tuner: Optional[Path] = typer.Option(None, "--kernel-tuner", help="Write one Kernel Tuner cache "
                                                        "file per shape into this folder"),
            store: Optional[str] = typer.Option(None, "--store"),

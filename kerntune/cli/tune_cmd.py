@@ -238,8 +238,13 @@ def tune(
         if kernel is not None:
             dev = evaluator.device()
             ident = evaluator.describe()
-            st.put_best(ident["source_hash"], "x".join(map(str, ident["shape"])), dev.get("name", ""),
-                        f"torch={dev.get('torch')},triton={dev.get('triton')}", best.config, best.time_ms, res.run_id)
+            from kerntune.run.winner import store_winner
+
+            kept = store_winner(st, ident["source_hash"], "x".join(map(str, ident["shape"])), dev.get("name", ""),
+                                f"torch={dev.get('torch')},triton={dev.get('triton')}", best.config, best.time_ms,
+                                res.run_id, res.history)
+            if kept:  # the table holds another entry: said, not left for `cache export` to reveal
+                err_console.print(f"[yellow]note:[/yellow] {escape(kept)}")
     console.print(f"run id: {res.run_id} (store {st.path})")
     evaluator.close()
     if not no_report and res.run_id is not None:

@@ -4,7 +4,8 @@ Why an order and a shared budget: a kernel's config ranking carries across
 nearby shapes (see ``kerntune.run.warm_start``), so each shape is tuned after the
 tuned shape nearest to it, starting from what was learnt there; a shape
 that converges early leaves its unused evaluations to the shapes after it.
-Each winner goes to the store's ``best_configs`` like any single-shape result:
+Each winner goes to the store's ``best_configs`` like any single-shape result
+(``kerntune.run.winner.store_winner``: where the table keeps another entry, the shape's notes say so):
 that is the dispatch table (shape -> winner) that ``kerntune cache export``
 writes and the decorator's ``dispatch=`` reads (``kerntune.run.dispatch``).
 
@@ -30,7 +31,7 @@ from kerntune.run.dispatch import Shape
 from kerntune.llm.secrets import redact
 from kerntune.run.search import RunOptions, errors_end_the_run, run_search
 from kerntune.run.warm_start import nearby_runs, past_winners, shape_distance, transfer_data
-from kerntune.run.winner import WINNER, baseline_name, confirmed_winner
+from kerntune.run.winner import WINNER, baseline_name, confirmed_winner, store_winner
 from kerntune.store import Store
 from kerntune.store.resume import BASE_URL, SHAPES_PARENT_KIND, check_device, kept_base_url
 from kerntune.strategies import Budget
@@ -64,6 +65,7 @@ class ShapeResult:
     retimed: bool = False                                 # the winner's time is its re-timed median
     notes: list[str] = field(default_factory=list)        # what re-timing said (a failed re-time, no speedup)
     earlier: bool = False                                 # read back from the store on a resume
+    in_table: bool = True                                 # the winner is in the dispatch table (else a note)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ShapeResult":
@@ -323,10 +325,11 @@ def _tune_one(ev: Evaluator, shape: Shape, strategy: str, per: int, store: Store
             found = confirm(ev, res.history, n_leaders=retime, baseline=shipped or ev.space.default)
             best = found.winner or best
             winner = confirmed_winner(found, baseline_name(shipped))
+        kept = None  # the note where the dispatch table keeps another entry (``store_winner``)
         if best is not None:
             ident = ev.describe()
-            store.put_best(ident.get("source_hash") or name or "kernel", "x".join(map(str, shape)), device,
-                           stack, best.config, best.time_ms, res.run_id)
+            kept = store_winner(store, ident.get("source_hash") or name or "kernel", "x".join(map(str, shape)),
+                                device, stack, best.config, best.time_ms, res.run_id, res.history)
     finally:
         ev.close()
     # the winner's speedup over the baseline; none where the baseline stayed the winner (the search's
@@ -339,7 +342,8 @@ def _tune_one(ev: Evaluator, shape: Shape, strategy: str, per: int, store: Store
                       baseline=dict(shipped) if shipped else None,
                       speedup=[speedup.median, speedup.lo, speedup.hi] if speedup is not None else None,
                       retimed=found is not None and found.winner is not None,
-                      notes=list(found.notes) if found is not None else [])
+                      notes=(list(found.notes) if found is not None else []) + ([kept] if kept else []),
+                      in_table=best is not None and kept is None)
     if res.run_id is not None:  # the winner is in the dispatch table: a resume reads this shape back
         run = store.get_run(res.run_id)
         store.finish_run(res.run_id, run.status, summary={**(run.summary or {}), SHAPE_RESULT: _plain(asdict(out)),

@@ -9,8 +9,10 @@ and the report names it first.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Iterable, Mapping
 
+from kerntune.errors import KerntuneError
 from kerntune.store import Store
 
 #: The key of a run's summary that holds the winner a re-time (runoff, then re-timing) settled
@@ -60,3 +62,46 @@ def record_winner(store: Store, run_id: str | None, entry: dict[str, Any] | None
         return
     run = store.get_run(run_id)
     store.finish_run(run_id, run.status, summary={**(run.summary or {}), WINNER: entry})
+
+
+def _config_text(config: Mapping[str, Any]) -> str:
+    """A config as one comparable text (its values as ``jsonable`` writes them, keys sorted)."""
+    from kerntune.space import jsonable
+
+    return json.dumps({k: jsonable(v) for k, v in config.items()}, sort_keys=True)
+
+
+def _known_run(store: Store, run_id: str | None) -> bool:
+    """Whether the store holds the run that wrote an entry (its origin can be compared with)."""
+    if not run_id:
+        return False
+    try:
+        store.get_run(run_id)
+    except KerntuneError:
+        return False
+    return True
+
+
+def store_winner(store: Store, kernel_hash: str, problem_key: str, device: str, versions: str,
+                 config: Mapping[str, Any], time_ms: float, run_id: str | None,
+                 history: Iterable[Any]) -> str | None:
+    """Write a run's confirmed winner to the dispatch table (``best_configs``); the note to print where
+    the table keeps another entry (None: the winner is in the table).
+
+    The rule, for ``tune``, ``kerntune.tune`` and each ``tune --shapes`` shape: the winner replaces the
+    stored entry when this run measured the entry's config itself (``history``: its same-process
+    comparison decided against it), when the entry is this run's own, or when the entry has no
+    comparable origin (no run, or a run this store does not hold).  Otherwise the faster time is kept,
+    as before, and said.  Why: the entry was replaced only by a lower time, but times taken in two
+    processes under other conditions (a loaded machine) are not comparable, so a wider search's winner
+    was printed as the dispatch table while the table kept a narrower run's pick."""
+    hit = store.best_entry(kernel_hash, problem_key, device, versions)
+    mine = _config_text(config)
+    replace = (hit is None or (run_id is not None and hit["run_id"] == run_id) or not _known_run(store, hit["run_id"])
+               or _config_text(hit["config"]) in {_config_text(t.config) for t in history})
+    store.put_best(kernel_hash, problem_key, device, versions, config, time_ms, run_id, replace=replace)
+    now = store.best_entry(kernel_hash, problem_key, device, versions)  # read back: another process may have written
+    if now is None or (_config_text(now["config"]) == mine and (run_id is None or now["run_id"] == run_id)):
+        return None
+    return (f"the dispatch table keeps {_config_text(now['config'])} (run {now['run_id'] or 'unknown'},"
+            f" {now['time_ms']:.4g} ms), faster than this run's winner")

@@ -404,8 +404,9 @@ class Store:
                  config: Mapping[str, Any], time_ms: float, run_id: str | None = None,
                  replace: bool = False) -> None:
         """Cache ``config`` unless the entry already holds one at least as fast (``replace``: whatever
-        the entry holds, for a winner of a wider search than the entry's, whose times were taken in
-        another process and need not be comparable).
+        the entry holds, for a winner of a wider search than the entry's or of a run that measured the
+        entry's config itself (``kerntune.run.winner.store_winner``), whose times were taken in another
+        process and need not be comparable).
 
         One statement, so that the comparison and the write are one transaction: as a read and then
         a write, two processes finishing the same kernel at once could both read "no faster entry"
