@@ -79,8 +79,14 @@ class ComparisonResult:
 
     @property
     def best(self) -> str:
-        """The strategy with the highest score."""
-        return max(self.scores.values(), key=lambda s: s.score).name
+        """The strategy with the highest score.  Raises where no score is defined (every successful
+        config of the recording ties: NaN), rather than naming whichever strategy came first."""
+        from kerntune.compare.metrics import UNDEFINED_SCORE, score_defined
+
+        scored = [s for s in self.scores.values() if score_defined(s.score)]
+        if not scored:
+            raise KerntuneError(f"no strategy has a score: {UNDEFINED_SCORE}")
+        return max(scored, key=lambda s: s.score).name
 
 
 def _open_store(store: PathLike | None, resume: str | None = None) -> Store:
@@ -186,8 +192,10 @@ def _check_resume_id(resume: Any) -> None:
         raise KerntuneError(f"resume needs a run id (`kerntune store runs` lists them), got {resume!r}")
 
 
-def _report(st: Store, run_id: str, report: bool | PathLike) -> Path | None:
-    if report is False:
+def _report(st: Store, run_id: str, report: bool | PathLike | None) -> Path | None:
+    """The report written after a run (``report``: True the default path, a path, False or None none:
+    None raised a TypeError after the whole run had been measured)."""
+    if report is False or report is None:
         return None
     from kerntune.report import default_report_path, write_report
 
@@ -286,6 +294,8 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
     # A resume checks what is given against the stored run: its store is there, opening it creates nothing.
     # A new run's store is opened only after every check, so that a bad argument leaves none behind.
     st: Store | None = Store(target) if resume else None
+    if st is not None and resume:  # "last" or a unique prefix, as the CLI and compare's harness take them
+        resume = st.resolve_run_id(resume)
     try:
         if resume:  # the stored run's strategy, seed, budget and options, as `tune --resume` uses them
             strategy, seed, b, options = _resumed(st, resume, strategy, seed, budget, seconds, target_ms,
@@ -463,6 +473,8 @@ def compare(space: PathLike | None = None, *, strategies: str | Sequence[str] | 
         check_seed(seed, repeats)
     st = _open_store(store, resume)
     try:
+        if resume:  # "last" or a unique prefix, as `compare --resume` takes them
+            resume = st.resolve_run_id(resume)
         if resume:  # what is given again must be the comparison's own, as `compare --resume` checks
             from kerntune.store.resume import check_compare_same
 

@@ -111,6 +111,27 @@ def test_a_slower_run_that_never_measured_the_stored_config_keeps_it_and_says_so
     assert not narrow.in_table
 
 
+def test_the_printed_table_marks_a_winner_the_dispatch_table_did_not_take_scripted(tmp_path: Path) -> None:
+    """``tune --shapes``' closing table was titled "dispatch table" and listed this run's winner where
+    the table had kept another run's entry; now such a row is marked and the title says so."""
+    from rich.console import Console
+
+    from kerntune.cli.shapes_cmd import winners_table
+
+    store = Store(tmp_path / "kt.db")
+    wide = _shapes(store, budget=8)
+    narrow = _shapes(store, budget=1, load_ms=2.0)
+
+    def text(results: list) -> str:
+        console = Console(width=200, record=True)
+        console.print(winners_table(results))
+        return console.export_text()
+
+    assert "dispatch table:" in text([wide]) and " *" not in text([wide])
+    shown = text([narrow])
+    assert "this run's winners (1 not in the dispatch table: *)" in shown and '{"work": 1} *' in shown
+
+
 def test_an_entry_whose_run_the_store_does_not_hold_is_replaced_scripted(tmp_path: Path) -> None:
     """An entry with no comparable origin (its run deleted or never stored) says nothing about this
     run's conditions: it is replaced even by a slower winner, which it was not."""

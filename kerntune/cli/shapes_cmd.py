@@ -235,14 +235,7 @@ def _run(st: Store, store: Optional[str], parent: str, path: str, module: Any, s
                           f" done); continue with: kerntune tune --resume {parent}{store_flag(store)}",
                           markup=False, highlight=False)
         raise
-    table = Table(title=f"dispatch table: {len(results)} shapes, {sum(r.evaluations for r in results)} evaluations")
-    for col in ("shape", "best ms", "evaluations", "within 2% after", "warm start from", "config"):
-        table.add_column(col)
-    for r in results:
-        table.add_row("x".join(map(str, r.shape)), f"{r.best_ms:.4g}" if r.best_ms is not None else "-",
-                      str(r.evaluations), _or_dash(r.evals_to_best), ", ".join(r.warm_from) or "-",
-                      json.dumps(r.best_config) if r.best_config is not None else "-")
-    console.print(table)
+    console.print(winners_table(results))
     console.print(f"run id: {parent} (store {st.path})")
     if all(r.best_config is None for r in results):
         st.close()
@@ -251,6 +244,22 @@ def _run(st: Store, store: Optional[str], parent: str, path: str, module: Any, s
                                                           " (each shape's most common error is above)"))
     console.print(f"store {st.path}; export with `kerntune cache export --json` (or --triton, --kernel-tuner DIR)")
     st.close()
+
+
+def winners_table(results: list[ShapeResult]) -> Table:
+    """The run's winners, one row a shape.  A shape whose winner the dispatch table did not take (it
+    kept a faster entry of another run; the shape's note says which) is marked ``*`` and the table is
+    then not titled the dispatch table: it was, while ``cache export`` wrote the other entry."""
+    kept = [i for i, r in enumerate(results) if r.best_config is not None and not r.in_table]
+    title = "dispatch table" if not kept else f"this run's winners ({len(kept)} not in the dispatch table: *)"
+    table = Table(title=f"{title}: {len(results)} shapes, {sum(r.evaluations for r in results)} evaluations")
+    for col in ("shape", "best ms", "evaluations", "within 2% after", "warm start from", "config"):
+        table.add_column(col)
+    for i, r in enumerate(results):
+        config = "-" if r.best_config is None else json.dumps(r.best_config) + (" *" if i in kept else "")
+        table.add_row("x".join(map(str, r.shape)), f"{r.best_ms:.4g}" if r.best_ms is not None else "-",
+                      str(r.evaluations), _or_dash(r.evals_to_best), ", ".join(r.warm_from) or "-", config)
+    return table
 
 
 def _or_dash(value: Any) -> str:
