@@ -6,6 +6,7 @@ kinds; this module builds on it (never the other way round: no import circle).""
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
@@ -92,7 +93,9 @@ class Permutation(Param):
         return {"items": [jsonable(i) for i in self.items]}
 
     def type_text(self) -> str:
-        return f"permutation of {[jsonable(i) for i in self.items]}"
+        """The items in JSON, as the model must write them: Python's ['i', 'j'], None and True, copied
+        into an answer, made the whole answer invalid JSON."""
+        return f"permutation of {json.dumps([jsonable(i) for i in self.items], ensure_ascii=False)}"
 
 
 @dataclass(frozen=True)
@@ -153,8 +156,9 @@ class ListParam(Param):
             return [f"expected a list of {self.length} values"]
         if len(value) != self.length:
             return [f"expected {self.length} values, got {len(value)}"]
-        return [f"[{i}]={jsonable(v)!r} is not one of {self.element.allowed_text()}"
-                for i, v in enumerate(value) if not self.element.contains(v)]
+        # JSON, as the model writes its answer (this goes back to it in a repair round): null, "x", not None, 'x'
+        return [f"[{i}]={json.dumps(jsonable(v), ensure_ascii=False, default=repr)} is not one of"
+                f" {self.element.allowed_text()}" for i, v in enumerate(value) if not self.element.contains(v)]
 
     def allowed_text(self) -> str:
         return f"lists of {self.length} values, each {self.element.allowed_text()}"

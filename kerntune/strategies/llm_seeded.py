@@ -16,9 +16,25 @@ that comes back in time leaves what is left of the budget to the classical phase
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
+from kerntune.errors import KerntuneError
 from kerntune.strategies.base import SearchContext
+
+#: What ``fallback`` does here without ``top_up`` (false unless given): nothing but 'error' (the run stops).
+NO_FALLBACK = ("has no effect without -o top_up=true: a failed model call ends the LLM phase and the"
+               " classical search goes on")
+
+
+def fallback_refused(options: Mapping[str, Any]) -> str | None:
+    """The one line that refuses a ``fallback`` given (random or pattern) where ``top_up`` is not true,
+    else None.  Without top_up a failed model call ends the LLM phase (``llm.rounds._rounds``) and no
+    fallback proposes: the option was accepted, listed as "who proposes when the model fails", and did
+    nothing.  'error' still acts (the run stops on the failure), and so does any fallback with top_up."""
+    given = options.get("fallback")
+    if given is None or given == "error" or options.get("top_up"):
+        return None
+    return f"fallback={given} {NO_FALLBACK}"
 
 
 def search(ctx: SearchContext, rounds: int = 1, then: str = "bayes", then_options: dict[str, Any] | None = None,
@@ -26,6 +42,9 @@ def search(ctx: SearchContext, rounds: int = 1, then: str = "bayes", then_option
     from kerntune.strategies import get_strategy
     from kerntune.strategies.llm.rounds import search as llm_search
 
+    why = fallback_refused(llm_options)  # said before a run is stored too (``options.LLMSeededOptions``)
+    if why:
+        raise KerntuneError(f"llm-seeded: {why}")
     # An option given as null (``-o patience=null``) means its documented default here, as one left
     # out: a None passed on crashed the rounds after the first was measured.
     if llm_options.get("patience") is None:

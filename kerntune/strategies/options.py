@@ -108,6 +108,9 @@ class LLMSeededOptions(LLMOptions):
     # llm-seeded sets these for its LLM phase unless given.
     patience: Optional[int] = Field(None, ge=1, le=10_000, description="as llm (default rounds + 1)")  # type: ignore[assignment]
     top_up: Optional[bool] = Field(None, description="as llm (default false)")  # type: ignore[assignment]
+    fallback: Literal["random", "pattern", "error"] = Field(
+        "pattern", description="error: stop when the model fails; random and pattern need top_up=true (without it"
+        " a failed model call ends the LLM phase and the classical search goes on)")
 
     #: llm's options that llm-seeded sets itself: refused, and not listed by ``kerntune options``
     not_listed: ClassVar[frozenset[str]] = frozenset({"max_rounds", "tell_unspent"})
@@ -118,6 +121,11 @@ class LLMSeededOptions(LLMOptions):
             raise ValueError("llm-seeded sets max_rounds from 'rounds'; give rounds instead")
         if "tell_unspent" in self.model_fields_set:
             raise ValueError("llm-seeded's classical strategy spends what its LLM rounds leave; tell_unspent is llm's option")
+        from kerntune.strategies.llm_seeded import fallback_refused  # (the strategy says it too, and why)
+
+        why = fallback_refused({k: getattr(self, k) for k in self.model_fields_set})
+        if why:
+            raise ValueError(why)
         return self
 
 

@@ -69,7 +69,11 @@ def _value_summary(values: list[Any]) -> str:
     return "mostly " + parts[0] + (" (also " + ", ".join(parts[1:]) + ")" if len(parts) > 1 else "")
 
 
-def top_patterns(space: Space, history: Sequence[Trial], k: int = 5) -> str:
+#: The top configurations whose patterns are shown, and that a failure pattern must be absent from.
+TOP = 5
+
+
+def top_patterns(space: Space, history: Sequence[Trial], k: int = TOP) -> str:
     top = ranked(history)[:k]
     if len(top) < 2:
         return "- not enough successful configurations yet"
@@ -77,17 +81,37 @@ def top_patterns(space: Space, history: Sequence[Trial], k: int = 5) -> str:
                      if len({json.dumps(jsonable(t.config[n])) for t in history}) > 1 or len(top) > 1)
 
 
+#: A value every failure of a kind shares is a pattern only where chance explains that this rarely:
+#: ``share among successes ** failures`` at most this.
+CHANCE = 0.05
+
+
+def _over_represented(value: Any, name: str, failures: int, ok: Sequence[Trial]) -> bool:
+    """Whether ``value`` of ``name``, shared by all ``failures`` failures of a kind, marks them rather than
+    the space: no top configuration has it, and as many failures drawn like the successful configurations
+    would rarely all have it.  A value merely shared (a flag set in all 3 failures and in half the
+    successes, top configurations among them) was listed to be avoided, steering the model from good regions.
+    With no success yet there is nothing to compare: every shared value is listed."""
+    if any(t.config[name] == value for t in ok[:TOP]):
+        return False
+    share = sum(t.config[name] == value for t in ok) / len(ok) if ok else 0.0
+    return share ** failures <= CHANCE
+
+
 def failure_patterns(space: Space, history: Sequence[Trial], examples: int = 3) -> str:
     failed = [t for t in history if not t.ok]
     if not failed:
         return "- no failures so far"
+    ok = ranked(history)
     by_status = Counter(t.status.value for t in failed)
     lines = ["- Counts: " + ", ".join(f"{s}={n}" for s, n in by_status.most_common())]
     for status in by_status:
         group = [t for t in failed if t.status.value == status]
-        # Fields whose value is the same in every failure of this kind are the likely cause.
+        # Fields whose value is the same in every failure of this kind, and rare among the successes,
+        # are the likely cause (``_over_represented``).
         common = {n: group[0].config[n] for n in space.names
-                  if all(t.config[n] == group[0].config[n] for t in group) and group[0].config[n] != space.default[n]}
+                  if all(t.config[n] == group[0].config[n] for t in group) and group[0].config[n] != space.default[n]
+                  and _over_represented(group[0].config[n], n, len(group), ok)}
         if len(group) > 1 and common:
             lines.append(f"- {status}: every one has " + json.dumps({k: jsonable(v) for k, v in common.items()}))
         for t in group[:examples]:
