@@ -162,6 +162,6 @@ def test_answers_with_no_usable_config_are_rejected_with_reasons_and_topped_up(t
     reasons = [r["reason"] for r in ex["rejected"]]
     assert len(reasons) == 6
     assert "BM: 512 is not allowed" in reasons[0] and "BLOCK: unknown parameter" in reasons[1]
-    assert "BM: '64*2' is not allowed" in reasons[2]       # a string, never evaluated to 128
+    assert 'BM: "64*2" is not allowed' in reasons[2]       # a string, never evaluated to 128
     assert all("must be an object" in r for r in reasons[3:])
     assert len(srv.requests) == 2 * len(store.llm_exchanges(res.run_id))  # one repair round each

@@ -176,3 +176,14 @@ def test_scripted_llm_seeded_called_directly_refuses_the_fallback_before_measuri
     with pytest.raises(KerntuneError, match="llm-seeded: fallback=random has no effect without -o top_up=true"):
         get_strategy("llm-seeded")(ctx, fallback="random")
     assert not ctx.history and not provider.prompts
+
+
+def test_a_refused_scalar_value_is_named_in_json() -> None:
+    """A refused string, None or bool was named in Python ('x', None, True) in the errors a repair round
+    sends back to a model told to write JSON."""
+    from kerntune.space import Choice, Space
+
+    space = Space([Choice("mode", options=("a", "b"))])
+    said = [str(e) for v in ("x", None, True) for e in space.validate({"mode": v})]
+    assert any('"x" is not allowed' in s for s in said), said
+    assert any("null is not allowed" in s for s in said) and any("true is not allowed" in s for s in said), said

@@ -323,13 +323,17 @@ def test_scripted_the_model_is_asked_for_no_more_than_can_be_measured(tmp_path: 
 
 
 def test_scripted_auto_asks_its_first_call_for_no_more_than_the_budget_or_the_space_holds(tmp_path: Path) -> None:
-    """``auto`` asked its first call for 25 configs whatever the budget: 12 evaluations, 25 asked for."""
+    """``auto`` asked its first call for 25 configs whatever the budget: 12 evaluations, 25 asked for.
+    (No overlap here: what the surrogate measures while the model thinks is subtracted too, which
+    tests/test_auto_model_fixes.py checks.)"""
     client, provider = _client(lambda n, m: answer(*SLOW))
-    run_search(synthetic_evaluator(tmp_path), "auto", Budget(max_evals=12), seed=0, run=RunOptions(llm=client))
+    run_search(synthetic_evaluator(tmp_path), "auto", Budget(max_evals=12), seed=0,
+               run=RunOptions(llm=client, strategy_options={"overlap_first": 0}))
     assert "Propose 12 UNIQUE" in provider.prompts[0][-1].content
 
     client, provider = _client(lambda n, m: answer(*SLOW))  # the tiny space: 4 configs
-    run_search(_tiny_evaluator(tmp_path), "auto", Budget(max_evals=50), seed=0, run=RunOptions(llm=client))
+    run_search(_tiny_evaluator(tmp_path), "auto", Budget(max_evals=50), seed=0,
+               run=RunOptions(llm=client, strategy_options={"overlap_first": 0}))
     assert "Propose 4 UNIQUE" in provider.prompts[0][-1].content
 
 

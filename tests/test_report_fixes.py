@@ -143,7 +143,7 @@ def test_compare_says_failed_model_calls_as_totals_beside_per_repeat_means(tmp_p
     model.write_text("import sys\nsys.stdin.read()\nsys.exit(3)\n")
     proc = run_cli(tmp_path, "compare", "--space", str(conv_path), "--strategies", "auto", "--budget", "8",
                    "--repeats", "2", "--llm", f"cmd:{sys.executable} {model}", "-o", "auto.max_calls=1",
-                   "--json", "c.json", "--no-report", env={"COLUMNS": "250"})
+                   "-o", "auto.overlap_first=2", "--json", "c.json", "--no-report", env={"COLUMNS": "250"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "(2 of 2 calls failed over 2 repeats)" in proc.stdout, proc.stdout
     llm = json.loads((tmp_path / "c.json").read_text())["strategies"]["auto"]["llm"]

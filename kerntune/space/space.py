@@ -257,7 +257,9 @@ class Space:
                     detail = "; ".join(p.element_errors(value))
                     errors.append(FieldError(p.name, f"{detail} (allowed: {p.allowed_text()})"))
                 else:
-                    errors.append(FieldError(p.name, f"{jsonable(value)!r} is not allowed; allowed: {p.allowed_text()}"))
+                    # in JSON, as the model must write it (a repair round quoted 'x' and None back to it)
+                    shown = json.dumps(jsonable(value), default=str)
+                    errors.append(FieldError(p.name, f"{shown} is not allowed; allowed: {p.allowed_text()}"))
         if not errors and check_constraints:
             cfg = self.canonical(config)
             for c in self.constraints:

@@ -17,6 +17,9 @@ few percent off while a GP keeps improving (DESIGN.md).  So:
   share is measured, the rest costs nothing;
 * the model's configs teach the surrogate but move its search region only when they beat the
   best of all (``SurrogateSearch.tell``), so a restart is not pulled back into the model's family;
+* the model is asked for no more configs than the budget can measure once the surrogate's
+  measurements beside the call are counted (the overlap cap under an evaluation count), and not
+  at all where none could be (``_Cooperation.ask_size``);
 * the search never stops while budget remains: after the model's last call the surrogate
   goes on alone.
 
@@ -24,14 +27,17 @@ On a recording (simulated clock) measuring costs no wall time, so overlap is sim
 deterministically: when the model's answer is back after L seconds, the surrogate first
 measures configs whose recorded cost adds up to L (what a GPU would have measured while
 the model thought), then the answer is used.  On a real evaluator the surrogate measures
-until the answer is back.
+until the answer is back (or the overlap cap); the answer is waited for within the time budget
+only (``rounds.wait_within_budget``).
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import Future
+from typing import NoReturn
 
+from kerntune.evaluate.trial import Status
 from kerntune.llm.parsing import ParsedConfigs
 from kerntune.llm.types import Message
 from kerntune.space import Config
@@ -62,6 +68,7 @@ class _Cooperation:
         self.hidden_s = 0.0
         self.seen_best: Config | None = None
         self.no_gain_calls = 0
+        self.asking = True  # False once an answer could not be measured (``not_asked``)
 
     # -- measuring ------------------------------------------------------------------------
     def surrogate_step(self, source: str = "auto:surrogate") -> bool:
@@ -72,19 +79,48 @@ class _Cooperation:
         self.engine.tell(batch, self.ctx.evaluate(batch, source=source))
         return True
 
-    def startup(self) -> None:
+    def startup_batch(self) -> list[Config]:
+        """The engine's start, drawn before the first call so that the call is asked only for what the
+        budget can measure beside it (``ask_size``); the draw is the one it always was (the prompt
+        draws nothing)."""
         first = self.engine.startup_batch()
         if self.ctx.remaining_evals is not None:  # the start counts against overlap_first (``wait``)
             first = first[: self.overlap_first]
+        return first
+
+    def startup(self, first: list[Config]) -> None:
         if first:
             self.engine.tell(first, self.ctx.evaluate(first, source="auto:startup"))
 
     # -- the model ------------------------------------------------------------------------
-    def submit(self, round_no: int) -> tuple[Future, list[Message], int]:
+    def ask_size(self, round_no: int, start: int = 0) -> tuple[int, int, str]:
+        """(configs to ask round ``round_no`` for, evaluations the surrogate spends before its answer is
+        used, why none where 0: ``askable``).  Under an evaluation count the surrogate measures up to
+        the overlap cap while the model thinks (round 1: ``start``, the start still to come, counts
+        against it), bounded by the evaluations left; under time alone the start at least.  With 0 for
+        that count a budget of 12 asked the model for 12 configs, the surrogate measured 10 and 2 of
+        the answer were measured (of 5: none, the call paid for all the same)."""
         ctx = self.ctx
-        # never more than could be measured: a budget of 12 evaluations was asked for 25 configs (the later
-        # calls are made only with room for their configs and a surrogate batch, ``run``)
-        n = max(1, askable(ctx, self.initial if round_no == 1 else self.refine, 0)[0])
+        if ctx.remaining_evals is not None:
+            cap = self.overlap_first if round_no == 1 else self.overlap_later
+            warm = min(max(cap, start), ctx.remaining_evals)
+        else:
+            warm = start
+        n, why = askable(ctx, self.initial if round_no == 1 else self.refine, warm)
+        return n, warm, why
+
+    def not_asked(self, round_no: int, warm: int, why: str) -> None:
+        """No call where nothing of its answer could be measured: the surrogate finishes alone."""
+        self.asking = False
+        ctx = self.ctx
+        room = "no evaluation" if why == "evaluation budget" else "no unmeasured config"
+        ctx.note(f"auto: the model is not asked (round {round_no}): {room} would be left for its answer once "
+                 f"the surrogate's {warm} measurement(s) beside the call are made ({why}); the surrogate goes on alone")
+
+    def submit(self, round_no: int, n: int) -> tuple[Future, list[Message], int]:
+        """Call the model in the background for ``n`` configs (``ask_size``: never more than could be
+        measured)."""
+        ctx = self.ctx
         if round_no == 1:
             messages = first_round(ctx.space, self.workload, self.device, n, self.opts, past=ctx.past_winners)
         else:
@@ -124,14 +160,12 @@ class _Cooperation:
                         pass
                     self.abandoned(clock0)
                     ctx.charge(max(0.0, time.perf_counter() - self.wall_at_submit - (ctx.clock_s - clock0)))
-                    ctx.note(f"auto: the time budget was spent while model call {self.calls} was out; "
-                             "its answer is not used")
-                    ctx.stop_reason = ctx._why_done() if ctx.done else MODEL_OUT_OF_TIME
-                    raise BudgetExhausted(ctx.stop_reason)
+                    self.out_of_time(ctx._why_done() if ctx.done else MODEL_OUT_OF_TIME)
                 answer = waited
             parsed = accept(ctx, round_no, messages, answer)
             while more() and ctx.clock_s - clock0 < answer.seconds and self.surrogate_step(source):
                 pass
+            measured_to = ctx.clock_s
         else:
             while not fut.done() and more() and self.surrogate_step(source):
                 pass
@@ -142,26 +176,43 @@ class _Cooperation:
                 ctx.note(f"auto: the budget ended while model call {self.calls} was out; its answer is not used")
                 ctx.stop_reason = ctx._why_done()
                 raise BudgetExhausted(ctx.stop_reason)
-            answer = fut.result()
+            # Measuring stopped at the overlap cap or on an exhausted space with the budget's time left:
+            # the answer is waited for within that time only (it once blocked the run up to --llm-timeout
+            # past a 2 s budget).  The wait moves the clock to the wall; the hidden share is measured to here.
+            measured_to = ctx.clock_s
+            waited = wait_within_budget(ctx, fut, clock0, self.wall_at_submit)
+            if waited is None:
+                self.abandoned(clock0, measured_to)
+                self.out_of_time(MODEL_OUT_OF_TIME)
+            answer = waited
             parsed = accept(ctx, round_no, messages, answer)
         seconds = answer.seconds
         # The clock as of the last measurement's end: on a real evaluator, waiting for the model
         # after measuring stopped is not hidden (the charge below brings the clock to the wall).
-        hidden = min(seconds, max(ctx.clock_s - clock0, 0.0))
+        hidden = min(seconds, max(measured_to - clock0, 0.0))
         self.model_s += seconds
         self.hidden_s += hidden
         ctx.charge(seconds - hidden)
         return answer, parsed
 
-    def abandoned(self, clock0: float) -> None:
+    def abandoned(self, clock0: float, measured_to: float | None = None) -> None:
         """Count a call given up at the budget's end: its wall seconds so far as model time, hidden as far
         as measurements since it began overlapped them (the clock as of the last one's end, before any
-        charge).  The report once said "0.0 s of model time, 100% hidden" for a run whose end went
-        waiting for the model."""
+        charge: ``measured_to`` where a wait has moved the clock since).  The report once said "0.0 s of
+        model time, 100% hidden" for a run whose end went waiting for the model."""
         seconds = time.perf_counter() - self.wall_at_submit
-        hidden = min(seconds, max(self.ctx.clock_s - clock0, 0.0))
+        end = self.ctx.clock_s if measured_to is None else measured_to
+        hidden = min(seconds, max(end - clock0, 0.0))
         self.model_s += seconds
         self.hidden_s += hidden
+
+    def out_of_time(self, reason: str) -> NoReturn:
+        """End the search on a call given up when the time budget was spent while it was out (its
+        answer not used; the call goes on, on its daemon thread)."""
+        ctx = self.ctx
+        ctx.note(f"auto: the time budget was spent while model call {self.calls} was out; its answer is not used")
+        ctx.stop_reason = reason
+        raise BudgetExhausted(reason)
 
     def use(self, round_no: int, n: int, answer: Answer, parsed: ParsedConfigs | None) -> None:
         """Measure the model's configs (``parsed``, ``accept``'s: None where the call failed)."""
@@ -170,6 +221,8 @@ class _Cooperation:
             ctx.note(f"auto: model call {round_no} failed ({answer.error}); the surrogate goes on")
             return
         batch = ctx.unmeasured(parsed.accepted)[:n]
+        given = len(batch)  # duplicates, configs measured meanwhile and refused ones are not among them
+        screened = 0
         if round_no == 1 and batch and self.engine.ys:
             # the whole first answer is measured, most promising first by the surrogate's bound
             # (fitted on the start and what it measured while the model thought): the curve
@@ -188,9 +241,27 @@ class _Cooperation:
             ctx.note(f"auto: round {round_no}: no valid new config from the model")
             return
         before = ctx.value(ctx.best) if ctx.best is not None else float("inf")
-        self.engine.tell(batch, ctx.evaluate(batch, source=f"auto:model{round_no}"), own=False)
+        if ctx.done:  # the budget ended as the answer came (evaluate raises): none of it is measured
+            self.short(round_no, n, given, screened, 0)
+        trials = ctx.evaluate(batch, source=f"auto:model{round_no}")
+        self.engine.tell(batch, trials, own=False)
         after = ctx.value(ctx.best) if ctx.best is not None else float("inf")
         self.no_gain_calls = 0 if after < before else self.no_gain_calls + 1
+        self.short(round_no, n, given, screened, sum(t.status != Status.UNMEASURED for t in trials))
+
+    def short(self, round_no: int, n: int, given: int, screened: int, measured: int) -> None:
+        """Say so where fewer of an answer's configs were measured than asked for, and why: they were
+        once dropped silently (duplicates, configs measured while the model thought, the budget's end)."""
+        if given >= n and measured >= given - screened:
+            return
+        why = []
+        if given < n:
+            why.append(f"{given} new valid in the answer")
+        if screened:
+            why.append(f"{screened} screened out")
+        if measured < given - screened:
+            why.append(f"{given - screened - measured} cut by the budget")
+        self.ctx.note(f"auto: round {round_no}: {measured} of the {n} configs asked for measured ({'; '.join(why)})")
 
     def mark_seen(self) -> None:
         self.seen_best = dict(self.ctx.best.config) if self.ctx.best is not None else None
@@ -206,18 +277,28 @@ class _Cooperation:
     def run(self) -> None:
         ctx = self.ctx
         try:
-            fut, messages, n = self.submit(1)
-            self.startup()
-            self.use(1, n, *self.wait(fut, "auto:while-model", self.overlap_first, 1, messages))
-            self.mark_seen()
+            first = self.startup_batch()
+            n, warm, why = self.ask_size(1, len(first))
+            if n:
+                fut, messages, n = self.submit(1, n)
+                self.startup(first)
+                self.use(1, n, *self.wait(fut, "auto:while-model", self.overlap_first, 1, messages))
+                self.mark_seen()
+            else:
+                self.not_asked(1, warm, why)
+                self.startup(first)
             round_no = 1
             while True:
                 room = ctx.remaining_evals is None or ctx.remaining_evals >= self.refine + self.batch_size
-                if room and round_no < self.max_calls and (self.engine.stalled or self.new_region()):
+                if self.asking and room and round_no < self.max_calls and (self.engine.stalled or self.new_region()):
+                    n, warm, why = self.ask_size(round_no + 1)
+                    if not n:
+                        self.not_asked(round_no + 1, warm, why)
+                        continue
                     round_no += 1
                     reason = "the surrogate stalled" if self.engine.stalled else "a new region"
                     ctx.note(f"auto: model asked again (round {round_no}) after {ctx.evaluations} evaluations: {reason}")
-                    fut, messages, n = self.submit(round_no)
+                    fut, messages, n = self.submit(round_no, n)
                     self.use(round_no, n, *self.wait(fut, "auto:while-model", self.overlap_later, round_no, messages))
                     self.mark_seen()
                     continue
