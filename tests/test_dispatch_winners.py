@@ -132,6 +132,20 @@ def test_the_printed_table_marks_a_winner_the_dispatch_table_did_not_take_script
     assert "this run's winners (1 not in the dispatch table: *)" in shown and '{"work": 1} *' in shown
 
 
+def test_the_same_config_kept_from_another_run_is_this_runs_winner_in_the_table(tmp_path: Path) -> None:
+    """Two runs whose winner is the same config (a re-timed baseline neither search measured): the
+    second was told the table "keeps" that very config from the first run and was marked not in it."""
+    from kerntune.evaluate import Status, Trial
+    from kerntune.run.winner import store_winner
+
+    st = Store(tmp_path / "s.db")
+    a, b = st.create_run("tune", strategy="random"), st.create_run("tune", strategy="random")
+    base = {"BM": 64, "W": 4}
+    assert store_winner(st, "h", "64x64", "GPU", "v", base, 1.00, a, [Trial({"BM": 16, "W": 4}, Status.OK, 2.0)]) is None
+    assert store_winner(st, "h", "64x64", "GPU", "v", base, 1.02, b, [Trial({"BM": 32, "W": 4}, Status.OK, 2.0)]) is None
+    assert st.best_entry("h", "64x64", "GPU", "v")["config"] == base
+
+
 def test_an_entry_whose_run_the_store_does_not_hold_is_replaced_scripted(tmp_path: Path) -> None:
     """An entry with no comparable origin (its run deleted or never stored) says nothing about this
     run's conditions: it is replaced even by a slower winner, which it was not."""
@@ -209,6 +223,9 @@ def test_an_exported_row_names_its_dtypes_and_launches_only_for_calls_of_them_sc
     row, = table["entries"]
     assert (row["shape"], row["key"], row["dtypes"], row["config"]) == ([64, 128], ["M", "N"], {"x": "float16"},
                                                                         {"BLOCK": 128})
+    # a reader that predates key and dtypes would read the shape in sorted key order as M, N, K and
+    # launch it for every dtype: such a table has its own format, which that reader refuses
+    assert table["format"] == "kerntune-dispatch/2"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a row that names its dtypes is served without a word
         shipped = _autotuned(tmp_path / "prod.db", fastest=32, dispatch=table, on_miss="nearest")

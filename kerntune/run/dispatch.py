@@ -9,7 +9,9 @@ A row may name its key arguments (``key``) and the dtypes of the call it was tun
 argument -> dtype, as the decorator's own cache key holds them); the decorator launches such a row
 only for a call of those dtypes.  Why: a row launched for calls of every dtype, so an fp64 call
 launched the tile picked for fp16.  Rows of ``MxNxK`` keys (``tune``) name no dtypes: the store does
-not know them.  Readers that predate the fields ignore them.
+not know them.  A table holding such a row is ``kerntune-dispatch/2``: a reader that predates the
+fields would have read its shape in the key's sorted order as M, N, K and ignored its dtypes, so it
+must refuse the file; a table of ``MxNxK`` rows alone stays ``kerntune-dispatch/1``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 
 Shape = tuple[int, ...]
 DISPATCH_FORMAT = "kerntune-dispatch/1"
+#: A table with rows that name their key arguments or dtypes (older readers refuse it).
+DISPATCH_FORMAT_KEYED = "kerntune-dispatch/2"
 
 
 class DispatchRow(NamedTuple):
@@ -67,7 +71,8 @@ def dispatch_table(entries: Sequence[dict[str, Any]], kernel: str = "") -> dict[
                      "device": e["device"], "versions": e["versions"], "kernel_hash": e["kernel_hash"]})
     if not rows:
         raise KerntuneError("no shape-keyed winners to export (tune with `kerntune tune FILE --shapes`)")
-    return {"format": DISPATCH_FORMAT, "kernel": kernel, "entries": rows}
+    keyed = any("key" in r or "dtypes" in r for r in rows)
+    return {"format": DISPATCH_FORMAT_KEYED if keyed else DISPATCH_FORMAT, "kernel": kernel, "entries": rows}
 
 
 def _decorator_row(problem_key: str) -> tuple[list[int], dict[str, Any]] | None:
@@ -101,7 +106,7 @@ def read_dispatch(source: str | Path | dict[str, Any]) -> tuple[str, list[Dispat
             data = json.loads(Path(source).read_text())
         except (OSError, ValueError) as exc:
             raise KerntuneError(f"dispatch table {source}: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != DISPATCH_FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in (DISPATCH_FORMAT, DISPATCH_FORMAT_KEYED):
         raise KerntuneError(f"dispatch table {source if not isinstance(source, dict) else ''}: "
                             f"not a {DISPATCH_FORMAT} file (write one with `kerntune cache export --json`)")
     where = f"dispatch table {source if not isinstance(source, dict) else ''}".rstrip()

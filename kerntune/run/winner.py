@@ -101,7 +101,9 @@ def store_winner(store: Store, kernel_hash: str, problem_key: str, device: str, 
                or _config_text(hit["config"]) in {_config_text(t.config) for t in history})
     store.put_best(kernel_hash, problem_key, device, versions, config, time_ms, run_id, replace=replace)
     now = store.best_entry(kernel_hash, problem_key, device, versions)  # read back: another process may have written
-    if now is None or (_config_text(now["config"]) == mine and (run_id is None or now["run_id"] == run_id)):
+    # the config is what `cache export` and the decorator launch: the same config kept from another run
+    # (its time the older run's) is this run's winner in the table, not "another entry"
+    if now is None or _config_text(now["config"]) == mine:
         return None
     return (f"the dispatch table keeps {_config_text(now['config'])} (run {now['run_id'] or 'unknown'},"
             f" {now['time_ms']:.4g} ms), faster than this run's winner")
