@@ -187,3 +187,16 @@ def test_a_refused_scalar_value_is_named_in_json() -> None:
     said = [str(e) for v in ("x", None, True) for e in space.validate({"mode": v})]
     assert any('"x" is not allowed' in s for s in said), said
     assert any("null is not allowed" in s for s in said) and any("true is not allowed" in s for s in said), said
+
+
+def test_llm_refuses_a_fallback_that_would_not_act_with_top_up_false() -> None:
+    """``llm -o top_up=false -o fallback=random`` was accepted; without the top-up a failed call ends the
+    rounds and the fallback never proposes (as llm-seeded's refusal above says for its own default)."""
+    from pydantic import ValidationError
+
+    from kerntune.strategies.options import LLMOptions
+
+    with pytest.raises(ValidationError, match="fallback=random has no effect with top_up=false"):
+        LLMOptions(top_up=False, fallback="random")
+    for ok in ({"top_up": False, "fallback": "error"}, {"top_up": True, "fallback": "random"}, {"top_up": False}):
+        LLMOptions(**ok)

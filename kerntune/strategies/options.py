@@ -94,10 +94,26 @@ class LLMOptions(_Options):
     include_hardware: bool = Field(True, description="show the GPU's facts in the prompt")
     include_hints: bool = Field(True, description="show tuning hints in the prompt")
     fallback: Literal["random", "pattern", "error"] = Field("pattern", description="who proposes when the model fails (error: stop)")
-    warmup: int = Field(3, ge=0, le=10_000, description="fallback configs measured before the first prompt")
+    warmup: int = Field(3, ge=0, le=10_000, description="configs (the default, then random ones) measured while the first call is out")
     max_tokens: int = Field(6000, ge=1, le=1_000_000, description="answer length cap per call")
     top_up: bool = Field(True, description="fill a round the model left short with fallback configs")
     tell_unspent: bool = Field(True, description="say so when the rounds end with evaluations unspent")
+
+    #: llm-seeded refuses a fallback that would not act in its own words (``_rounds``)
+    says_own_fallback: ClassVar[bool] = False
+
+    @model_validator(mode="after")
+    def _fallback_acts(self) -> "LLMOptions":
+        """A fallback given (random or pattern) with ``top_up=false`` given too is refused: without the
+        top-up a failed model call ends the rounds and no fallback ever proposes, so the option was
+        accepted and did nothing.  (llm-seeded, whose top_up is false unless given, says it its own way.)"""
+        given = self.model_fields_set
+        if self.says_own_fallback:
+            return self
+        if {"fallback", "top_up"} <= given and self.top_up is False and self.fallback != "error":
+            raise ValueError(f"fallback={self.fallback} has no effect with top_up=false: a failed model call ends"
+                             " the model rounds (give top_up=true, or fallback=error to stop the run)")
+        return self
 
 
 class LLMSeededOptions(LLMOptions):
@@ -112,6 +128,7 @@ class LLMSeededOptions(LLMOptions):
         "pattern", description="error: stop when the model fails; random and pattern need top_up=true (without it"
         " a failed model call ends the LLM phase and the classical search goes on)")
 
+    says_own_fallback: ClassVar[bool] = True
     #: llm's options that llm-seeded sets itself: refused, and not listed by ``kerntune options``
     not_listed: ClassVar[frozenset[str]] = frozenset({"max_rounds", "tell_unspent"})
 
