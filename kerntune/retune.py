@@ -182,12 +182,13 @@ def enable_from_env() -> bool:
 _SETTINGS: dict[str, Any] = {}
 
 
-def _whole_number(name: str, text: str, least: int) -> int:
-    """A setting that must be a whole number of at least ``least``; a bad one stops with one line."""
+def _whole_number(name: str, text: str, least: int, expected: str = "a whole number") -> int:
+    """A setting that must be a whole number of at least ``least``; a bad one stops with one line
+    (``expected``: what the setting takes, where it takes more than numbers)."""
     try:
         n = int(text)
     except ValueError:
-        raise KerntuneError(f"{name}={text!r}: expected a whole number") from None
+        raise KerntuneError(f"{name}={text!r}: expected {expected}") from None
     if n < least:
         raise KerntuneError(f"{name}={text!r}: must be at least {least}")
     return n
@@ -196,7 +197,7 @@ def _whole_number(name: str, text: str, least: int) -> int:
 def _runoff_setting(text: str | None = None, name: str = "KERNTUNE_AUTOTUNE_RUNOFF") -> int | str:
     """``auto`` (the default): the close contenders; N: the N fastest in 5 rounds; 0: off."""
     text = (os.environ.get(name, "") if text is None else text).strip().lower() or "auto"
-    return "auto" if text == "auto" else _whole_number(name, text, 0)
+    return "auto" if text == "auto" else _whole_number(name, text, 0, "auto, a whole number of leaders, or 0 (off)")
 
 
 def _cut_setting(text: str | None = None, name: str = "KERNTUNE_AUTOTUNE_CUT") -> float:

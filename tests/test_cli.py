@@ -141,7 +141,7 @@ def test_compare_passes_options_to_one_strategy(tmp_path, conv_path) -> None:
     sources = {s for (s,) in con.execute("SELECT DISTINCT source FROM trials")}
     assert "bayes:startup" in sources  # TPE's startup, not the GP's ("gp:startup")
     assert_one_line_error(run(["compare", "--space", str(conv_path), "--strategies", "random", "--budget", "5",
-                               "-o", "bayes.surrogate=tpe"], tmp_path), "not among --strategies")
+                               "-o", "bayes.surrogate=tpe"], tmp_path), "not among the strategies compared")
 
 
 def test_a_config_line_is_never_wrapped_nor_read_as_markup(monkeypatch) -> None:

@@ -239,3 +239,23 @@ def test_space_evaluate_counts_the_model_time_in_tr(tmp_path: Path, conv_path: P
         assert slow["tr"] == pytest.approx((slow["t_full_s"] - (slow["t_pruned_s"] + slow["llm_s"])) / slow["t_full_s"])
         assert slow["t_pruned_s"] == pytest.approx(fast["t_pruned_s"])  # same edits, same measurements
         assert fast["tr"] - slow["tr"] == pytest.approx((slow["llm_s"] - fast["llm_s"]) / slow["t_full_s"])
+
+
+def test_an_edit_without_its_param_is_one_error_naming_the_field(tmp_path: Path) -> None:
+    """``{"op": "add_param", "name": "SPLIT_K", ...}`` was read as a parameter named '' and refused with
+    advice (--allow-new) that could not help, and ``space expand`` still wrote its output and exited 0;
+    now the edit is malformed, said by field, as a misspelt op already was (exit 2, nothing written)."""
+    with pytest.raises(SpaceError, match=r"add_param: 'param' \(the parameter's name\) is missing; unknown field"
+                                         r"\(s\) 'name'"):
+        Edit.from_dict({"op": "add_param", "name": "SPLIT_K", "values": [1, 2, 4], "default": 1})
+    Edit.from_dict({"op": "join_groups", "params": ["B"]})  # a group op names no single parameter
+    space = tmp_path / "sp.yaml"
+    space.write_text("params:\n  BM: [32, 64]\n  W: [4, 8]\ndefault: {BM: 32, W: 4}\n")
+    edits = tmp_path / "e.json"
+    edits.write_text(json.dumps({"edits": [{"op": "add_param", "name": "SPLIT_K", "values": [1, 2], "default": 1}]}))
+    out = tmp_path / "wider.yaml"
+    proc = subprocess.run([sys.executable, "-m", "kerntune", "space", "expand", "--space", str(space), "--edits",
+                           str(edits), "--allow-new", "SPLIT_K", "-o", str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "'param' (the parameter's name) is missing" in proc.stderr, proc.stderr
+    assert not out.exists()

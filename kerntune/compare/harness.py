@@ -138,7 +138,7 @@ def run_compare(space_path: str | None, strategies: list[str], budget: int, repe
     strategy_options = strategy_options or {}
     unknown = sorted(set(strategy_options) - set(strategies))
     if unknown:
-        raise KerntuneError(f"options given for {', '.join(unknown)}, which is not among --strategies")
+        raise KerntuneError(f"options given for {', '.join(unknown)}, which is not among the strategies compared")
     if space_path is None:
         raise KerntuneError("--space is required (or --resume RUN_ID)")
     if repeats < 1:

@@ -44,6 +44,9 @@ from kerntune.space.params import canonical
 from kerntune.space.space import Constraint, find_valid
 
 OPS = ("remove_param", "remove_value", "add_value", "add_param", "split_group", "join_groups")
+#: The ops that act on one named parameter, and the fields an edit object may hold.
+_NEEDS_PARAM = ("remove_param", "remove_value", "add_value", "add_param")
+_FIELDS = ("op", "param", "value", "values", "params", "kind", "default", "reason")
 
 
 @dataclass
@@ -67,6 +70,13 @@ class Edit:
         values, params = item.get("values") or [], item.get("params") or []
         if not isinstance(values, list) or not isinstance(params, list):
             raise SpaceError(f"{op}: 'values' and 'params' must be lists")
+        if op in _NEEDS_PARAM and not item.get("param"):
+            # said as what it is: an add_param without it was refused as "parameter '' cannot be added"
+            # with advice (--allow-new) that could not help
+            unknown = sorted(set(item) - set(_FIELDS))
+            raise SpaceError(f"{op}: 'param' (the parameter's name) is missing"
+                             + (f"; unknown field(s) {', '.join(map(repr, unknown))}" if unknown else "")
+                             + f" (an edit's fields: {', '.join(_FIELDS)})")
         return cls(op=op, param=str(item.get("param") or ""), value=item.get("value"), values=list(values),
                    params=[str(p) for p in params], reason=str(item.get("reason") or "")[:300],
                    kind=str(item.get("kind") or ""), default=item.get("default"))
