@@ -10,7 +10,8 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from kerntune.cli.common import check_folder, check_output, console, err_console, make_folder, open_store, write_output
+from kerntune.cli.common import (STORE_HELP, check_folder, check_output, console, err_console, make_folder, open_store,
+                                 write_output)
 from kerntune.errors import KerntuneError
 from kerntune.store import Store
 
@@ -128,7 +129,7 @@ def one_table(entries: list[dict[str, Any]], names: dict[str, str], kernels_too:
 
 
 @app.command("list")
-def list_(store: Optional[str] = typer.Option(None, "--store"),
+def list_(store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
           kernel: Optional[str] = typer.Option(None, "--kernel", help="Only this kernel: its hash (or a prefix) or"
                                                " its name")) -> None:
     """Show every cached winner, with its kernel's name where the store knows it."""
@@ -152,7 +153,7 @@ def export(triton: bool = typer.Option(False, "--triton", help="Emit a triton.Co
                                         "decorator's dispatch="),
            kernel_tuner: Optional[Path] = typer.Option(None, "--kernel-tuner", help="Write one Kernel Tuner cache "
                                                        "file per shape into this folder"),
-           store: Optional[str] = typer.Option(None, "--store"),
+           store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
            kernel: Optional[str] = typer.Option(None, "--kernel", help="Only this kernel: its hash (or a prefix)"
                                                 " or its name, as `cache list` shows them"),
            device: Optional[str] = typer.Option(None, "--device", help="Only winners measured on this device"),

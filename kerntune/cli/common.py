@@ -168,3 +168,31 @@ def tie_note(ties: int) -> str:
         return "optimum: no other config within two standard errors of its runs (it stands clear of measurement noise)"
     return (f"optimum: {ties - 1} other config(s) within two standard errors of its runs: the recording cannot "
             "tell them apart, so near the top a score measures which one the noise favoured")
+
+
+#: Help texts that several commands share, in the same words everywhere.
+STORE_HELP = "SQLite store (default $KERNTUNE_STORE, else .kerntune/kerntune.db)"
+LLM_BASE_URL_HELP = "Base URL of an OpenAI-compatible server (vLLM, Ollama's /v1, llama.cpp, LM Studio, OpenRouter)"
+
+
+def known_gpu(name: Any) -> str | None:
+    """The entry of ``kerntune.hardware.KNOWN_GPUS`` a device name matches (None: none does)."""
+    from kerntune.hardware import KNOWN_GPUS
+
+    if not isinstance(name, str) or not name.strip():
+        return None
+    return next((fragment for fragment, _ in KNOWN_GPUS if fragment.lower() in name.lower()), None)
+
+
+def other_device_note(recorded: Any, device_info: dict[str, Any], what: str) -> str | None:
+    """The note for a ``--device`` that names a known GPU other than the one a recording names (None:
+    the same GPU, no name given, or a recording without a name, where --device is how one is given).
+    Not refused: a recording's device name may be wrong; but the figures or prompts then describe
+    another GPU than the one that measured the times, which is said."""
+    given = device_info.get("name")
+    known = known_gpu(given)
+    if known is None or not isinstance(recorded, str) or recorded.strip().lower() in ("", "unknown", "unknown gpu"):
+        return None
+    if known_gpu(recorded) == known:
+        return None
+    return f"the recording was measured on {recorded.strip()}; {what} now describe --device {str(given).strip()}"

@@ -13,8 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kerntune.cli.progress import RunLog
-from kerntune.cli.common import (check_number, check_output, check_store_exists, console, err_console, open_store,
-                                 parse_options, print_unwrapped, store_flag, tie_note, write_output)
+from kerntune.cli.common import (LLM_BASE_URL_HELP, check_number, check_output, check_store_exists, console,
+                                 err_console, known_gpu, open_store, other_device_note, parse_options, print_unwrapped,
+                                 store_flag, tie_note, write_output)
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.compare import plot_compare, run_compare
 from kerntune.compare.harness import CompareResult, StrategyStats
@@ -115,7 +116,8 @@ def compare(
     llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM",
                                       help="Model for auto (optional), llm and llm-seeded: openai:M, anthropic:M, ollama:M, local:[PATH], cmd:C, files:DIR, replay:FILE, auto"),
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL",
+                                               help=LLM_BASE_URL_HELP),
     option: list[str] = typer.Option([], "--option", "-o",
                                      help="A strategy's option STRATEGY.NAME=JSON, e.g. -o llm.initial=10"),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the HTML report here (default: next to the store, reports/RUN_ID.html)"),
@@ -150,6 +152,7 @@ def compare(
         if name in per_strategy.get(strat, {}):
             raise KerntuneError(f"--option {key!r} is given twice")
         per_strategy.setdefault(strat, {})[name] = value
+    _check_device(space, source, device)
     if resume:  # a mistyped --store is said, not created empty before "no run" is
         check_store_exists(store)
     st = open_store(store)
@@ -209,6 +212,23 @@ def compare(
     if not no_report:
         write_after_run(st, result.run_id, report)
     st.close()
+
+
+def _check_device(space: Optional[Path], source: Optional[Path], device: Optional[str]) -> None:
+    """``--source`` / ``--device`` read before the store is opened: a file that is not there is one line
+    (a --device path was taken as the GPU's name); a known GPU other than the recording's is a note."""
+    from kerntune.evaluate.replay import replay_extras
+
+    _, device_info = replay_extras(source, device)
+    if device_info.get("name") is None or space is None:
+        return
+    if known_gpu(device_info["name"]) is None:  # no note can follow: the recording is not read for it
+        return
+    from kerntune.evaluate import load_recording
+
+    note = other_device_note(load_recording(space).meta.get("device_name"), device_info, "a model's prompts")
+    if note:
+        err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
 
 
 def _note_unused_model(llm: str, names: list[str], per_strategy: dict) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from kerntune.cli.common import check_number, console
+from kerntune.cli.common import LLM_BASE_URL_HELP, check_number, console
 from kerntune.llm import LLMClient, LLMError, Message, make_provider, parse_configs, resolve_auto
 from kerntune.llm.parsing import extract_json
 from kerntune.llm.secrets import redact
@@ -28,8 +28,9 @@ ASKED = 3  # configs the check asks for
 
 @app.command("check")
 def check(llm: str = typer.Option("auto", "--llm", envvar="KERNTUNE_LLM", help="Provider spec"),
-          base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
-          timeout: float = typer.Option(300.0, "--timeout")) -> None:
+          base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL",
+                                                 help=LLM_BASE_URL_HELP),
+          timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait for the model's answer")) -> None:
     """Load the model, ask for three configs of a small matmul space, report speed and validity."""
     check_number("--timeout", timeout, 0, 86400)  # -5 or nan was blamed on the model ("no usable answer")
     if llm == "auto":

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from kerntune.cli.common import console, err_console, open_store
+from kerntune.cli.common import STORE_HELP, console, err_console, open_store, other_device_note
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.evaluate.trial import Trial
@@ -95,7 +95,7 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
          no_source: bool = typer.Option(False, "--no-source", help="Leave the kernel source out"),
          source: Optional[Path] = typer.Option(None, "--source", help="The kernel's source file, shown to the model"),
          device: Optional[str] = typer.Option(None, "--device", help="The GPU: a name, or a JSON/text file describing it"),
-         store: Optional[str] = typer.Option(None, "--store")) -> None:
+         store: Optional[str] = typer.Option(None, "--store", help=f"{STORE_HELP}, where --run is read")) -> None:
     """Print the system and user messages exactly as the strategy would send them."""
     if not space.exists():
         raise KerntuneError(f"file not found: {space}")
@@ -109,6 +109,9 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
 
     kernel_source, device_info = replay_extras(source, device)
     ev = ReplayEvaluator.from_file(space, kernel_source=kernel_source, device_info=device_info)
+    note = other_device_note(ev.recording.meta.get("device_name"), device_info, "the prompt's GPU facts")
+    if note:
+        err_console.print(f"note: {note}", markup=False, highlight=False)
     opts = PromptOptions(include_source=not no_source)
     rebuild = n is not None or no_source or source is not None or device is not None  # not the stored prompt
     if round_no == 1 and not run:

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kerntune.cli.common import check_output, console, open_store, write_output
+from kerntune.cli.common import LLM_BASE_URL_HELP, STORE_HELP, check_output, console, open_store, write_output
 from kerntune.errors import KerntuneError
 from kerntune.evaluate import ReplayEvaluator
 from kerntune.prune import evaluate_pruner, llm_pruner, rule_pruner
@@ -118,6 +118,9 @@ def _run(verb: str, space: Path, replay: Optional[Path], output: Optional[Path],
 
 
 _SPACE_HELP = "Space file (YAML/JSON) or recording (Kernel Tuner cache, T4, KTT results, kerntune table)"
+_SEED_HELP = "Seed of the configs sampled as the profile and between iterations"
+_STORE_HELP = f"{STORE_HELP}, where --profile is read"
+_LLM_TIMEOUT_HELP = "Seconds to wait for one model answer"
 
 
 def prune(space: Path = typer.Option(..., "--space", help=_SPACE_HELP),
@@ -128,11 +131,12 @@ def prune(space: Path = typer.Option(..., "--space", help=_SPACE_HELP),
           profile_size: int = typer.Option(40, "--profile-size", help="Configs measured as the profile when no --profile"),
           iterations: int = typer.Option(1, "--iterations", help="Edit, measure a sample, show it, edit again: K times"),
           sample: int = typer.Option(20, "--sample", help="Configs of each edited space measured between iterations"),
-          seed: int = typer.Option(0, "--seed"),
+          seed: int = typer.Option(0, "--seed", help=_SEED_HELP),
           output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the pruned space here (.json or .yaml)"),
-          store: Optional[str] = typer.Option(None, "--store"),
-          llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
-          llm_timeout: float = typer.Option(300.0, "--llm-timeout")) -> None:
+          store: Optional[str] = typer.Option(None, "--store", help=_STORE_HELP),
+          llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL",
+                                                     help=LLM_BASE_URL_HELP),
+          llm_timeout: float = typer.Option(300.0, "--llm-timeout", help=_LLM_TIMEOUT_HELP)) -> None:
     """Let a model (or the rule pruner) remove values and pin parameters; print the diff."""
     pruner = _pruner(llm, rule, llm_base_url, llm_timeout)
     _run("prune", space, replay, output, profile, store, profile_size, seed, iterations, sample,
@@ -149,11 +153,12 @@ def expand(space: Path = typer.Option(..., "--space", help=_SPACE_HELP),
            profile_size: int = typer.Option(40, "--profile-size", help="Configs measured as the profile when no --profile"),
            iterations: int = typer.Option(1, "--iterations", help="Edit, measure a sample, show it, edit again: K times"),
            sample: int = typer.Option(20, "--sample", help="Configs of each edited space measured between iterations"),
-           seed: int = typer.Option(0, "--seed"),
+           seed: int = typer.Option(0, "--seed", help=_SEED_HELP),
            output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the expanded space here (.json or .yaml)"),
-           store: Optional[str] = typer.Option(None, "--store"),
-           llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
-           llm_timeout: float = typer.Option(300.0, "--llm-timeout")) -> None:
+           store: Optional[str] = typer.Option(None, "--store", help=_STORE_HELP),
+           llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL",
+                                                      help=LLM_BASE_URL_HELP),
+           llm_timeout: float = typer.Option(300.0, "--llm-timeout", help=_LLM_TIMEOUT_HELP)) -> None:
     """Let a model add values and parameters (and remove, split into additive groups, join);
     print the diff and the config counts before and after."""
     if bool(llm) == bool(edits):
@@ -168,16 +173,18 @@ def expand(space: Path = typer.Option(..., "--space", help=_SPACE_HELP),
 
 
 def evaluate(space: Path = typer.Option(..., "--space", help="Recorded space"),
-             llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM"),
+             llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model that prunes the space"
+                                               " (or --rule)"),
              rule: bool = typer.Option(False, "--rule", help="The rule pruner instead of a model"),
              runs: int = typer.Option(5, "--runs", help="Independent prunings (profile seeds)"),
-             profile_size: int = typer.Option(40, "--profile-size"),
+             profile_size: int = typer.Option(40, "--profile-size", help="Configs measured as each pruning's profile"),
              iterations: int = typer.Option(1, "--iterations", help="Pruning iterations per run (samples measured between)"),
              sample: int = typer.Option(20, "--sample", help="Configs measured between iterations"),
-             seed: int = typer.Option(0, "--seed"),
+             seed: int = typer.Option(0, "--seed", help="Seed of the first pruning's samples (pruning r uses seed + r)"),
              json_out: Optional[Path] = typer.Option(None, "--json", help="Write every run's numbers here"),
-             llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
-             llm_timeout: float = typer.Option(300.0, "--llm-timeout")) -> None:
+             llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL",
+                                                        help=LLM_BASE_URL_HELP),
+             llm_timeout: float = typer.Option(300.0, "--llm-timeout", help=_LLM_TIMEOUT_HELP)) -> None:
     """TR, PR and WC of pruning against the full space, LLM time counted in TR."""
     if runs < 1:
         raise KerntuneError(f"--runs must be at least 1, got {runs}")

@@ -17,7 +17,8 @@ app = typer.Typer(no_args_is_help=True, help="Runs and trials in the SQLite stor
 
 
 @app.command("runs")
-def runs(store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default $KERNTUNE_STORE, else .kerntune/kerntune.db)"), limit: int = typer.Option(20, "--limit")) -> None:
+def runs(store: Optional[str] = typer.Option(None, "--store", help="SQLite store (default $KERNTUNE_STORE, else .kerntune/kerntune.db)"),
+         limit: int = typer.Option(20, "--limit", help="How many runs to list, the latest first")) -> None:
     """List the latest top-level runs."""
     if limit < 1:
         raise KerntuneError(f"--limit must be at least 1, got {limit}")

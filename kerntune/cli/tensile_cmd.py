@@ -11,11 +11,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kerntune.cli.common import check_output, console, write_output
+from kerntune.cli.common import LLM_BASE_URL_HELP, check_output, console, write_output
 from kerntune.tensile import TensileConfig, TensileError
 from kerntune.tensile.evaluate import Evaluation
 
 app = typer.Typer(no_args_is_help=True, help="Tensile/TensileLite benchmark configs: count, edit, run, evaluate.")
+
+_LOGIC_YAML_HELP = "A library logic YAML whose winning solutions the prompt shows"
+_PREBUILT_HELP = "A prebuilt Tensile client binary, passed to Tensile as --prebuilt-client"
 
 
 def _client(llm: Optional[str], llm_base_url: Optional[str]) -> Any:
@@ -52,8 +55,9 @@ def generate(config: Path = typer.Argument(..., help="Tensile benchmark config Y
              results: Optional[Path] = typer.Option(None, "--results",
                                                     help="Benchmark results for the prompt: a Tensile output folder or a text file"),
              logic_yaml: Optional[Path] = typer.Option(None, "--logic-yaml",
-                                                       help="A library logic YAML whose winning solutions the prompt shows"),
-             llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL")) -> None:
+                                                       help=_LOGIC_YAML_HELP),
+             llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL",
+                                                        help=LLM_BASE_URL_HELP)) -> None:
     """Write an edited config and a Markdown explanation (kernels before/after, every edit and refusal)."""
     from kerntune.tensile.autotune import generate as gen_config
     from kerntune.tensile.results import read_results, summary_text
@@ -76,7 +80,7 @@ def generate(config: Path = typer.Argument(..., help="Tensile benchmark config Y
 @app.command("run")
 def run(config: Path = typer.Argument(..., help="Tensile benchmark config YAML"),
         out: Path = typer.Argument(..., help="Tensile's working folder"),
-        prebuilt_client: Optional[Path] = typer.Option(None, "--prebuilt-client"),
+        prebuilt_client: Optional[Path] = typer.Option(None, "--prebuilt-client", help=_PREBUILT_HELP),
         quiet: bool = typer.Option(False, "--quiet", help="Tensile's output to OUT/tensile.log")) -> None:
     """Benchmark a config with Tensile ($TENSILE_PATH/Tensile.sh or Tensile/bin/Tensile, or Tensile.sh on PATH);
     writes OUT/kerntune_run.json (wall time, used for TR)."""
@@ -137,18 +141,19 @@ def evaluate(config: Optional[Path] = typer.Argument(None, help="Config to evalu
              out: Optional[Path] = typer.Argument(None, help="Folder for baseline/ and run_N/ (with CONFIG; "
                                                   "default CONFIG_evaluate/ beside it)"),
              runs: int = typer.Option(1, "--runs", help="With CONFIG: edited configs generated and benchmarked"),
-             llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM"),
+             llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model that edits the config"),
              edits: Optional[Path] = typer.Option(None, "--edits", help='JSON {"edits":[...]} instead of a model'),
-             gpu: str = typer.Option("MI300X", "--gpu"),
-             logic_yaml: Optional[Path] = typer.Option(None, "--logic-yaml"),
+             gpu: str = typer.Option("MI300X", "--gpu", help="Target GPU for the prompt"),
+             logic_yaml: Optional[Path] = typer.Option(None, "--logic-yaml", help=_LOGIC_YAML_HELP),
              original: Optional[Path] = typer.Option(None, "--original", help="Tensile output folder of the full config"),
              pruned: list[Path] = typer.Option([], "--pruned", help="Tensile output folder of an edited config (repeatable)"),
              llm_seconds: list[float] = typer.Option([], "--llm-seconds", help="Model seconds (one, or one per --pruned)"),
              time_original: Optional[float] = typer.Option(None, "--time-original", help="Tensile seconds of the original"),
              time_pruned: list[float] = typer.Option([], "--time-pruned", help="Tensile seconds (one per --pruned)"),
-             prebuilt_client: Optional[Path] = typer.Option(None, "--prebuilt-client"),
+             prebuilt_client: Optional[Path] = typer.Option(None, "--prebuilt-client", help=_PREBUILT_HELP),
              json_out: Optional[Path] = typer.Option(None, "--json", help="Write every size's numbers here"),
-             llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL")) -> None:
+             llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL",
+                                                        help=LLM_BASE_URL_HELP)) -> None:
     """TR, PR and WC over every problem size, from CSVWinner results: of finished output folders
     (--original DIR --pruned DIR...), or end to end (CONFIG OUT --runs N --llm SPEC; finished
     run_N folders are reused, so the same command continues after a failure)."""
@@ -185,11 +190,12 @@ def autotune(config: Path = typer.Argument(..., help="Tensile benchmark config Y
                                                      "original config (run there first when it holds none, or "
                                                      "kerntune's run there did not finish)"),
              tolerance: float = typer.Option(0.02, "--tolerance", help="Validation: GFLOPS below the golden best allowed"),
-             gpu: str = typer.Option("MI300X", "--gpu"),
-             logic_yaml: Optional[Path] = typer.Option(None, "--logic-yaml"),
-             prebuilt_client: Optional[Path] = typer.Option(None, "--prebuilt-client"),
+             gpu: str = typer.Option("MI300X", "--gpu", help="Target GPU for the prompt"),
+             logic_yaml: Optional[Path] = typer.Option(None, "--logic-yaml", help=_LOGIC_YAML_HELP),
+             prebuilt_client: Optional[Path] = typer.Option(None, "--prebuilt-client", help=_PREBUILT_HELP),
              quiet: bool = typer.Option(False, "--quiet", help="Tensile's output to tensile.log files"),
-             llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL")) -> None:
+             llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL",
+                                                        help=LLM_BASE_URL_HELP)) -> None:
     """Generate an edited config, run Tensile on it, read the CSVWinner results and, with --validate,
     compare with the golden run (winners and GFLOPS within --tolerance) and report TR, PR, WC.
     Exit code 1 when validation fails."""

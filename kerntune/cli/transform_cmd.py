@@ -9,7 +9,8 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from kerntune.cli.common import check_output, console, err_console, open_store, parse_options, write_output
+from kerntune.cli.common import (LLM_BASE_URL_HELP, check_output, console, err_console, open_store, parse_options,
+                                 write_output)
 from kerntune.errors import KerntuneError
 
 
@@ -45,7 +46,8 @@ def transform(
     steps: Optional[Path] = typer.Option(None, "--steps", help="YAML tuning steps for --strategy explicit "
                                          "(default: the built-in library)"),
     llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model spec (see README)"),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL",
+                                               help=LLM_BASE_URL_HELP),
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript", help="Append every exchange to this JSONL"),
     backend: Optional[str] = typer.Option(None, "--backend", help="Kernel Tuner kernels: opencl (the default), cuda"
@@ -75,7 +77,7 @@ def transform(
     memory_mb: Optional[int] = typer.Option(None, "--memory-mb", help="Worker memory limit in MiB (0: none; "
                                             "default half the machine)"),
     strategy_option: list[str] = typer.Option([], "--strategy-option", "-O", help="NAME=JSON, e.g. -O max_replanning=1"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the search that tunes each rewrite"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite store for every trial"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the best kernel's source here"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the whole result (steps included) as JSON"),

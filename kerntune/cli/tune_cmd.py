@@ -9,8 +9,9 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from kerntune.cli.common import (check_number, check_output, check_store_exists, check_store_writable, console,
-                                  err_console, open_store, parse_options, print_unwrapped, store_flag)
+from kerntune.cli.common import (LLM_BASE_URL_HELP, check_number, check_output, check_store_exists,
+                                  check_store_writable, console, err_console, open_store, other_device_note,
+                                  parse_options, print_unwrapped, store_flag)
 from kerntune.cli.progress import RunLog
 from kerntune.cli.report_cmd import write_after_run
 from kerntune.store.resume import (absolute_spec, keep_model_settings, resumed_base_url, resumed_model,
@@ -56,7 +57,8 @@ def tune(
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a killed run by its id (a --shapes run"
                                           " too: finished shapes are not tuned again)"),
     llm: Optional[str] = typer.Option(None, "--llm", envvar="KERNTUNE_LLM", help="Model for auto (optional), llm and llm-seeded: a spec such as replay:FILE, files:DIR, openai:MODEL, local: (README, \"Which model\")"),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL"),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", envvar="KERNTUNE_LLM_BASE_URL",
+                                               help=LLM_BASE_URL_HELP),
     llm_timeout: float = typer.Option(300.0, "--llm-timeout", help="Seconds to wait for one model answer"),
     llm_transcript: Optional[Path] = typer.Option(None, "--llm-transcript",
                                                   help="Append every model exchange to this JSONL file (replayable;"
@@ -119,8 +121,11 @@ def tune(
                    target_ms=target_ms)
     if (source is not None or device is not None) and replay is None:
         raise KerntuneError("--source and --device describe a replayed space: use them with --replay")
+    n_gpus = _parse_gpus(gpus)
+    if replay is not None and kernel is None:
+        _refuse_kernel_only_flags(compile_timeout, gpus, retime, ray_address)
     retime = 16 if retime is None else retime  # not typed (None: a --shapes run's resume keeps its own)
-    evaluator = _evaluator(kernel, shape, replay, compile_timeout, _parse_gpus(gpus), ray_address, source, device)
+    evaluator = _evaluator(kernel, shape, replay, compile_timeout, n_gpus, ray_address, source, device)
     try:  # the workers end now if a check below refuses (a bad model spec, a store that cannot be opened)
         from kerntune.run.search import evaluator_identity
 
@@ -160,6 +165,7 @@ def tune(
 
     # The run id first (a killed run is resumed by it), then progress: plain stdout lines when piped.
     _note_unused_model(strategy, given_model)
+    _note_other_device(evaluator)
     log = RunLog()
     headline = (f"strategy: {strategy}{' (the default)' if given_strategy is None and not resume else ''}"
                 f"{f' with the model {client.chosen or llm}' if client is not None else (' without a model' if strategy in MODEL_OPTIONAL else '')}; "
@@ -286,6 +292,49 @@ def _note_unused_model(strategy: str, given: dict) -> None:
     if flags:
         err_console.print(f"[yellow]note:[/yellow] {escape(' and '.join(flags))} {'is' if len(flags) == 1 else 'are'}"
                           f" not used by strategy {escape(strategy)}: it asks no model (auto, llm and llm-seeded do)")
+
+
+def _note_other_device(evaluator) -> None:  # noqa: ANN001 - Evaluator
+    """One note where --device names a known GPU other than the one the replayed recording names."""
+    if not isinstance(evaluator, ReplayEvaluator) or not evaluator.device_info:
+        return
+    note = other_device_note(evaluator.recording.meta.get("device_name"), evaluator.device_info,
+                             "the % of peak figures and a model's prompts")
+    if note:
+        err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
+
+
+def _refuse_kernel_only_flags(compile_timeout: float, gpus: str, retime: Optional[int],
+                              ray_address: Optional[str]) -> None:
+    """``--compile-timeout``, ``--gpus`` (without ``--ray-address``, where it is the number of actors that
+    replay) and ``--retime`` above 0 with ``--replay``: they act on a kernel file only, and were accepted
+    and ignored (the same output, no word), where ``--shape`` is refused.  Only a value the user typed:
+    the defaults are no request, nor is ``--retime 0`` (a replay re-times nothing anyway)."""
+    flags = []
+    if _typed_value("compile_timeout", compile_timeout, 60.0):
+        flags.append(f"--compile-timeout {compile_timeout:g}")
+    if not ray_address and _typed_value("gpus", gpus, "all"):
+        flags.append(f"--gpus {gpus}")
+    if retime is not None and retime > 0:
+        flags.append(f"--retime {retime}")
+    if flags:
+        named = " and ".join([", ".join(flags[:-1]), flags[-1]] if len(flags) > 1 else flags)
+        raise KerntuneError(f"{named} {'acts' if len(flags) == 1 else 'act'} on a kernel file only:"
+                            " a --replay recording is not compiled, measured or re-timed"
+                            + (" (with --ray-address, --gpus is the number of Ray actors)"
+                               if any(f.startswith("--gpus") for f in flags) else ""))
+
+
+def _typed_value(name: str, value: object, default: object) -> bool:
+    """Whether the parameter ``name`` was given on the command line (without a click context, as a
+    direct call: whether it differs from its default)."""
+    try:  # typer >= 0.16 carries its own copy of click
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    source = ctx.get_parameter_source(name) if ctx is not None else None
+    return value != default if source is None else source.name == "COMMANDLINE"
 
 
 def _typed(flag: str) -> bool:
@@ -449,13 +498,13 @@ def _evaluator(kernel: Optional[Path], shape: Optional[str], replay: Optional[Pa
             raise KerntuneError("--shape is for a kernel file; a recording's shape is the one it was recorded at")
         if not replay.exists():
             raise KerntuneError(f"file not found: {replay}")
+        from kerntune.evaluate.replay import replay_extras
+
+        kernel_source, device_info = replay_extras(source, device)  # a --device file that is not there: refused
         if ray_address:
             from kerntune.evaluate.ray_backend import RayEvaluator, ReplayFactory
 
             return RayEvaluator(ReplayFactory.of(replay), ray_address, num_actors=gpus)
-        from kerntune.evaluate.replay import replay_extras
-
-        kernel_source, device_info = replay_extras(source, device)
         return ReplayEvaluator.from_file(replay, kernel_source=kernel_source, device_info=device_info)
     assert kernel is not None
     if kernel.is_file() and kernel.name.endswith((".json", ".json.gz", ".csv", ".csv.gz", ".t4")):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -107,7 +108,9 @@ def replay_extras(source: str | Path | None, device: str | None) -> tuple[str | 
     """``--source FILE`` and ``--device TEXT|FILE`` for a replayed space: the kernel source text, and
     the device as a real run would report it.  ``device`` is a GPU name (its known facts are then
     looked up like a live GPU's), a JSON file of facts (``{"name": ..., "sms": ...}``), or any
-    other file, whose text becomes the device's description."""
+    other file, whose text becomes the device's description.  A value that names a file which is not
+    there (:func:`_names_a_file`) is refused: taken as the GPU's name, it dropped the recording's own
+    GPU facts from the prompt and the "% of peak" figures without a word."""
     from kerntune.errors import KerntuneError
 
     text = None
@@ -118,7 +121,9 @@ def replay_extras(source: str | Path | None, device: str | None) -> tuple[str | 
         text = p.read_text(errors="replace")
     info: dict[str, Any] = {}
     if device:
-        p = Path(device)
+        p = Path(device).expanduser()  # "~/gpu.json" is a file, as a shell would have expanded it
+        if not p.is_file() and _names_a_file(device):  # a mistyped path was taken as the GPU's name
+            raise KerntuneError(f"--device {device}: file not found")
         if p.is_file():
             raw = p.read_text(errors="replace")
             if p.suffix == ".json":
@@ -134,3 +139,18 @@ def replay_extras(source: str | Path | None, device: str | None) -> tuple[str | 
         else:
             info = {"name": device.strip()}
     return text, info
+
+
+#: Suffixes of a file of device facts or of a device's description.
+_DEVICE_FILE_SUFFIXES = (".json", ".txt", ".yaml", ".yml")
+
+
+def _names_a_file(device: str) -> bool:
+    """Whether a ``--device`` value is a file's path rather than a GPU's name: it ends in a file suffix,
+    starts as a path does (``/``, ``./``, ``../``, ``~``), or holds a path separator and no space.  A
+    name with a spaced slash, as ROCm reports ``AMD Instinct MI250X / MI250``, stays a name."""
+    text = device.strip()
+    seps = tuple(s for s in ("/", os.sep, os.altsep) if s)
+    if text.lower().endswith(_DEVICE_FILE_SUFFIXES) or text.startswith(("./", "../", "~")) or text.startswith(seps):
+        return True
+    return any(s in text for s in seps) and not any(c.isspace() for c in text)
