@@ -9,8 +9,8 @@ faster than the current best (where the two are re-timed side by side: the media
 ratios, and its 95% interval above 1x, verdict "faster" in the protocol of ``kerntune.evaluate.protocol``;
 an inconclusive interval whose median would pass is re-timed once with more rounds).  Every
 side-by-side turn is checked against the original's outputs too: a wrong result there rejects the step
-(a race can pass the screening), and only a timeout or a failing worker leaves it to the screening times
-(``kerntune.transform.judging``).
+(a race can pass the screening), so does the rewrite's own turn crashing or hanging, and only a timeout of
+the other kernels' turns or a failing worker leaves it to the screening times (``kerntune.transform.judging``).
 Strategies decide which steps to ask for; the context does the rest.
 """
 
@@ -35,8 +35,8 @@ from kerntune.strategies import Budget, BudgetExhausted
 from kerntune.transform.judging import RoundFailure, failure_reason, settled_best, side_by_side_rounds
 from kerntune.transform.kernel import AXES, KernelSpec, block_restriction, family
 from kerntune.transform.kt_backend import KernelTunerEvaluator
-from kerntune.transform.replies import (MAX_COMBINATIONS, SCHEMAS, check_schema, execute_problems, fix_params,
-                                        restriction_problems, strip_fences, usable_restrictions)
+from kerntune.transform.replies import (MAX_COMBINATIONS, SCHEMAS, check_schema, execute_problems, execute_schema,
+                                        fix_params, restriction_problems, strip_fences, usable_restrictions)
 
 log = logging.getLogger("kerntune.transform")
 
@@ -140,7 +140,12 @@ class TransformContext:
 
     # -- the original kernel ---------------------------------------------------------------------
     def measure_original(self) -> KernelState:
-        """Time the original kernel over its own configs; its first correct output is the reference."""
+        """Time the original kernel over its own configs; its first correct output is the reference (the
+        output of its first config in the space's order that runs), and every further config is checked
+        against it: the baseline is the fastest config that agrees with it, and a disagreement is said in
+        one line.  Why: the configs were never compared, so a wrong one (an UNROLL that dropped the loop's
+        remainder) could be the fastest, the baseline and the reported best configuration, and every
+        correct rewrite was rejected as incorrect against its output."""
         space = self.original.space()
         evaluator = KernelTunerEvaluator(space, self.original, self.session, save_reference=True)
         res = run_search(evaluator, "exhaustive", Budget(max_evals=self.budget), self.seed,
@@ -151,6 +156,13 @@ class TransformContext:
             why = next((t.error for t in trials if t.error), "no result")
             raise KerntuneError(f"the original kernel does not run: {why}")
         best = min(ok, key=lambda t: t.time_ms)  # type: ignore[arg-type,return-value]
+        wrong = [t for t in trials if t.status is Status.WRONG_RESULT]
+        if wrong:
+            why = " ".join((wrong[0].error or "").split())[:200]
+            self.on_event(f"the original kernel's configs disagree: {len(wrong)} of {len(ok) + len(wrong)} differ"
+                          f" from the first, {json.dumps(jsonable(ok[0].config))}, whose output is the reference"
+                          f" every rewrite is checked against; the baseline is the fastest of the {len(ok)} that"
+                          f" agree with it (differing: {json.dumps(jsonable(wrong[0].config))}: {why})")
         self.original_state = self.current = KernelState(self.original, dict(best.config), float(best.time_ms))  # type: ignore[arg-type]
         self.on_event(f"original kernel: {best.time_ms:.4g} ms at {json.dumps(jsonable(best.config))}")
         return self.current
@@ -190,10 +202,10 @@ class TransformContext:
         return "\n".join(lines) or "- (none yet)"
 
     def ask(self, kind: str, template_name: str, fields: Mapping[str, str],
-            validate: Callable[[Any], list[str]] | None = None) -> Any:
+            validate: Callable[[Any], list[str]] | None = None, schema: Mapping[str, Any] | None = None) -> Any:
         """One model call: the template filled, the reply's JSON checked against the schema of
-        ``kind`` (and ``validate``), one repair round; LLMError when nothing usable came back."""
-        schema = SCHEMAS[self.SCHEMA_KINDS.get(kind, kind)]
+        ``kind`` (or ``schema``) and ``validate``, one repair round; LLMError when nothing usable came back."""
+        schema = dict(schema) if schema is not None else SCHEMAS[self.SCHEMA_KINDS.get(kind, kind)]
         system = template(self.template_name("transform_system.md")).safe_substitute(fields)
         user = template(self.template_name(template_name)).safe_substitute(fields)
 
@@ -251,7 +263,8 @@ class TransformContext:
         try:
             answer = self.ask("execute", template_name, fields,
                               validate=lambda a: execute_problems(a, cur.spec.name, self.lang, fixed or {},
-                                                                 cur.spec.tune_params))
+                                                                 cur.spec.tune_params),
+                              schema=execute_schema(fixed or {}, cur.spec.tune_params))
         except LLMError as exc:
             rec.reason = f"the model gave no usable kernel: {exc}"
             return self._done(rec, t0)
@@ -397,7 +410,8 @@ class TransformContext:
         the same worker for ``confirm_rounds`` rounds (or ``rounds``; the order rotating every round); each one's time in
         every round (ms), keyed ``original``, ``current`` (absent while the current kernel is the original)
         and ``candidate``.  None when off; a ``RoundFailure`` naming the turn that failed, whose status the
-        verdict needs (a wrong result rejects the step, a timeout does not).
+        verdict needs (a wrong result rejects the step, and so does the candidate's own timeout; the other
+        kernels' timeouts do not).
 
         Why: screening times are taken minutes apart, and on a shared machine the load changes between
         two searches (a CI run once screened the PoCL test's faster tiled rewrite slower than the
@@ -419,8 +433,9 @@ class TransformContext:
         step's speedup and the result's are ratios of times taken under the same load.  Returns the
         candidate's paired speedups over the current kernel and over the original; the reason to reject
         the step when a turn gave a wrong result (every turn is checked against the original's outputs:
-        a rewrite wrong only sometimes, a race, can pass its screening) or the candidate failed to run;
-        None when judged on screening times (rounds off, or a timeout or infrastructure failure)."""
+        a rewrite wrong only sometimes, a race, can pass its screening) or the candidate failed to run or hung;
+        None when judged on screening times (rounds off, or the original's or the current kernel's timeout, or
+        an infrastructure failure)."""
         assert rec.best_config is not None and rec.time_ms is not None
         cur, orig = self.current, self.original_state
         assert cur is not None and orig is not None

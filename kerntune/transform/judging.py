@@ -3,9 +3,10 @@ the side-by-side rounds that re-time it against the current kernel and the origi
 
 The side-by-side rounds also re-check correctness: every turn is a full run compared with the original
 kernel's outputs, so a rewrite that is wrong only sometimes (a race between threads) can pass its
-screening and then differ in a round.  Such a result must reject the step; only failures that say
-nothing about the kernel (a timeout, the worker or session failing) leave the verdict to the
-screening times.
+screening and then differ in a round.  Such a result must reject the step, and so must a rewrite that
+crashes, fails to compile or hangs in its own turn; only failures that say nothing about the rewrite (the
+original's or the current kernel's turn timing out, the worker or session failing) leave the verdict to
+the screening times.
 """
 
 from __future__ import annotations
@@ -58,13 +59,17 @@ class RoundFailure:
         (the step is then judged on its screening times).  A wrong result of any entrant rejects it: the
         outputs are compared with the original's, so the kernels together are not reliably correct, and
         accepting would build the next step on that.  A candidate that compiled and ran during its
-        screening and now crashes or fails to compile is not reliable either."""
+        screening and now crashes, fails to compile or hangs is not reliable either: a rewrite that hung in
+        its own turn (a deadlock that strikes now and then) was accepted on its screening times.  A timeout
+        of the original's or the current kernel's turn says nothing about the rewrite."""
         s = self.status
         where = f"when re-run side by side (round {self.round + 1}, {self._who()})"
         if s is Status.WRONG_RESULT:
             return f"incorrect {where}: {self._error()} (it was correct while screened: a race or uninitialised data?)"
         if self.entrant == "candidate" and s in (Status.RUNTIME_ERROR, Status.COMPILE_ERROR):
             return f"does not run reliably: {s.value} {where}: {self._error()}"
+        if self.entrant == "candidate" and s is Status.TIMEOUT:
+            return f"hangs {where}: {self._error()} (it ran within the time limit while screened)"
         return None
 
     def fallback_note(self) -> str:

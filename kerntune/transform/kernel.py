@@ -10,6 +10,8 @@ which receives callables built from those expressions.
 from __future__ import annotations
 
 import hashlib
+import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -55,6 +57,44 @@ def strip_comments(source: str) -> str:
 
 def uses_name(source: str, name: str) -> bool:
     return re.search(rf"\b{re.escape(name)}\b", strip_comments(source)) is not None
+
+
+def value_problem(value: Any, kernel_tuner: bool = True) -> str | None:
+    """Why ``value`` cannot be a tunable parameter's value (None: it can).
+
+    Any backend: a number, a string, a boolean or None (a Triton constexpr may be one); never a container.
+    Kernel Tuner (``kernel_tuner``) defines each parameter in the code as its value's text (``#define ACC_T
+    double``): a finite number or a one-line string; a boolean would be ``True`` or ``False``, which C does
+    not know."""
+    boolean = type(value).__name__ in ("bool", "bool_")  # numpy's too
+    if value is not None and not boolean and not isinstance(value, (numbers.Real, str)):
+        return f"a {type(value).__name__} (a value is a number or a string)"
+    if not kernel_tuner:
+        return None
+    if value is None:
+        return "None (a value is a number or a string)"
+    if boolean:
+        return "a boolean (Kernel Tuner would define the name as True or False, which C does not know: give 1 and 0)"
+    if isinstance(value, numbers.Real):
+        return None if math.isfinite(float(value)) else "not a finite number"
+    return None if value.strip() and "\n" not in value and "\r" not in value else \
+        "an empty or multi-line string (Kernel Tuner defines the name as the text, on one line)"
+
+
+def tune_params_problem(params: Any, kernel_tuner: bool = True) -> str | None:
+    """The first problem with a ``{name: [values]}`` mapping of tunable parameters, as one line naming the
+    parameter and the value (None: every value is usable; ``kernel_tuner``: by Kernel Tuner, see
+    ``value_problem``)."""
+    if not isinstance(params, Mapping):
+        return f"tune_params must map names to lists of values, not a {type(params).__name__}"
+    for name, values in params.items():
+        if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__iter__"):
+            return f"parameter {name!r}: a list of values, not a {type(values).__name__} ({values!r})"
+        for v in values:
+            why = value_problem(v, kernel_tuner)
+            if why is not None:
+                return f"parameter {name!r}: value {v!r} is {why}"
+    return None
 
 
 def source_hash(source: str) -> str:

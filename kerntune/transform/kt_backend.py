@@ -26,7 +26,7 @@ from kerntune.evaluate.base import Evaluator
 from kerntune.evaluate.trial import Status, Trial
 from kerntune.space import Config, Space, jsonable
 from kerntune.transform.kernel import KernelSpec, lang_of
-from kerntune.procs import end_group
+from kerntune.procs import end_group, end_watch, exited, watch_group
 from kerntune.transform.worker import LIMITS_ENV
 
 MEMORY_ENV = "KERNTUNE_TRANSFORM_MEMORY_MB"
@@ -54,6 +54,9 @@ class _Worker:
         self.proc = subprocess.Popen([sys.executable, "-m", "kerntune.transform.worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log, cwd=cwd, env=env,
                                      start_new_session=True)
+        # its own session: no signal sent to the tuner reaches it, so a tuner killed with SIGKILL left it
+        # running a hung kernel for ever; the watchdog ends its group once the tuner is gone
+        self.watch = watch_group(self.proc)
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
         self.buf = b""
@@ -78,8 +81,17 @@ class _Worker:
         line, _, self.buf = self.buf.partition(b"\n")
         return json.loads(line)
 
+    def _end(self, timeout: float) -> None:
+        """Let the worker exit within ``timeout`` s (not reaped: its group's id stays reserved, and the
+        watchdog still guards it), then end the watchdog and the worker's whole group.  The watchdog goes
+        first: left running, it could act on the group's id once the system hands it out again."""
+        exited(self.proc, timeout)
+        end_watch(self.watch)
+        self.watch = None
+        end_group(self.proc, timeout=0)
+
     def death(self) -> str:
-        end_group(self.proc, timeout=5)  # what the worker started dies with it
+        self._end(timeout=5)  # what the worker started dies with it
         code = self.proc.returncode
         if code is not None and code < 0:
             return f"worker process died (signal {-code}, {signal.Signals(-code).name})"
@@ -92,7 +104,7 @@ class _Worker:
             return ""
 
     def kill(self) -> None:
-        end_group(self.proc, timeout=0)
+        self._end(timeout=0)
 
     def close(self) -> None:
         """End the worker: EOF on its stdin, then its whole process group is killed, also when it
@@ -102,7 +114,7 @@ class _Worker:
                 self.proc.stdin.close()
         except OSError:
             pass
-        end_group(self.proc, timeout=5)
+        self._end(timeout=5)
         self.sel.close()
         self.log.close()
 
@@ -145,8 +157,11 @@ class KernelTunerSession:
 
     # -- worker lifecycle -------------------------------------------------------------------------
     def _ensure(self) -> _Worker:
-        if self._worker is not None and self._worker.proc.poll() is None:
-            return self._worker
+        if self._worker is not None:
+            if not exited(self._worker.proc, 0):  # not reaped here: its group's id stays reserved
+                return self._worker
+            self._worker.close()  # it died between requests: its watchdog and its group go with it
+            self._worker = None
         env = dict(os.environ, **{LIMITS_ENV: json.dumps(self.limits)})
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -156,7 +171,7 @@ class KernelTunerSession:
         except EOFError:
             hello = None
         if not hello or not hello.get("ready"):
-            reason = "no answer" if w.proc.poll() is None else w.death()
+            reason = "no answer" if not exited(w.proc, 0) else w.death()
             w.kill()
             raise WorkerFailed(f"the kernel worker did not start ({reason}): {w.stderr_tail()}")
         self._worker = w
@@ -256,7 +271,8 @@ class KernelTunerSession:
         """Compile, check against the reference and time each config; yield (index, Trial) as each ends.
 
         With ``save_reference`` the first correct run's outputs become the reference (the original
-        kernel); otherwise outputs are compared with it and a mismatch is ``wrong_result``.
+        kernel: its first config in the order given that runs), and the original's further configs are
+        compared with it; otherwise outputs are compared with it.  A mismatch is ``wrong_result``.
         """
         if self.args_path is None:
             raise KerntuneError("no kernel arguments: give args, an args generator, or let the model write one")

@@ -60,6 +60,22 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "integer": int, "number": (int, float)}
 
 
+def execute_schema(fixed: Mapping[str, Sequence[Any]] = {},
+                   previous: Mapping[str, Sequence[Any]] = {}) -> dict[str, Any]:
+    """The ``execute`` schema for one step: a parameter the step fixed or the current kernel has with string
+    values (Kernel Tuner allows ``"ACC_T": ["float", "double"]``) may be restated with strings, as the prompt
+    asks for every parameter the code uses; a new parameter's values are numbers (``"64*2"`` is no value)."""
+    kept = dict(previous)
+    kept.update(dict(fixed))
+    names = [n for n, vals in kept.items() if any(isinstance(v, str) for v in vals)]
+    if not names:
+        return SCHEMAS["execute"]
+    item = {"type": ["integer", "number", "boolean", "string"]}
+    params = dict(_PARAMS, properties={n: {"type": "array", "items": item, "minItems": 1, "maxItems": MAX_VALUES}
+                                       for n in names})
+    return dict(SCHEMAS["execute"], properties=dict(SCHEMAS["execute"]["properties"], tune_params=params))
+
+
 def check_schema(value: Any, schema: Mapping[str, Any], path: str = "answer") -> list[str]:
     """The JSON-schema subset kerntune's reply schemas use; one message per problem."""
     problems: list[str] = []
@@ -118,7 +134,7 @@ def execute_problems(answer: Any, kernel_name: str, lang: str, fixed: Mapping[st
     kernel's (``previous``: its block sizes and those the code still uses keep their values; a block size
     under another spelling is renamed to Kernel Tuner's): a work-per-thread step's
     ``["block_size_x", "WPT"]`` was refused when only WPT was declared."""
-    problems = check_schema(answer, SCHEMAS["execute"])
+    problems = check_schema(answer, execute_schema(fixed, previous))
     if problems:
         return problems
     code = strip_fences(answer["code"])
@@ -191,16 +207,31 @@ def near_duplicates(a: str, b: str) -> bool:
     return long_.startswith(short) and long_[len(short):] in ("x", "s", "dim", "val", "value", "param")
 
 
-def _clean_values(values: Sequence[Any]) -> list[Any]:
+def _clean_values(values: Sequence[Any], strings: bool = False) -> list[Any]:
+    """The model's values for a parameter it declares: numbers (integral floats as integers), and strings
+    only where ``strings`` (a parameter the kernel had or the step fixed, restated), at most ``MAX_VALUES``.
+    Never applied to the values a step fixed or the current kernel had: those are the user's (or an
+    accepted kernel's), Kernel Tuner's values as given, strings included (``"ACC_T": ["float", "double"]``
+    lost every value, and every rewrite was rejected)."""
     out: list[Any] = []
     for v in values:
         if isinstance(v, bool):
             v = int(v)
         if isinstance(v, float) and v.is_integer():
             v = int(v)
-        if isinstance(v, (int, float)) and v not in out:
+        if (isinstance(v, (int, float)) or (strings and isinstance(v, str))) and v not in out:
             out.append(v)
     return out[:MAX_VALUES]
+
+
+def _mergeable(a: str, b: str, code: str) -> bool:
+    """Whether near duplicates ``a`` and ``b`` are one parameter under two names: when the code names only
+    one of them (the other is a declaration under another spelling), or they differ only in case and
+    underscores.  Two names the code uses both are two parameters: WPT and WPT_X were fused, the model's
+    ``acc[WPT][WPT_X]`` rewritten to ``acc[WPT][WPT]`` and WPT's earlier values replaced."""
+    if _norm(a) == _norm(b):
+        return True
+    return not (uses_name(code, a) and uses_name(code, b))
 
 
 @dataclass
@@ -224,23 +255,24 @@ def fix_params(code: str, declared: Mapping[str, Sequence[Any]], previous: Mappi
 
     - near-duplicate names (block_size / BLOCK_SIZE_X) become one: Kernel Tuner's block-size names
       win, then names the kernel had before or the step fixed, then the name the code uses most; the
-      others are renamed in the code;
-    - a step's fixed parameters keep the step's values;
+      others are renamed in the code.  Two names the code uses both are two parameters (WPT and WPT_X,
+      TILE and TILE_X), unless they differ only in case and underscores (``_mergeable``);
+    - a step's fixed parameters keep the step's values, as they are (strings included);
     - a parameter the code still uses but the model did not declare keeps its earlier values, and so do
-      the earlier block sizes (they set the launch whether or not the code names them);
+      the earlier block sizes (they set the launch whether or not the code names them), as they are;
     - a declared parameter the code never names is dropped (block sizes stay: they set the launch);
     - ``#define NAME`` lines for declared parameters are removed: Kernel Tuner defines them.
     """
     notes: list[str] = []
     params: dict[str, list[Any]] = {}
     for name, values in declared.items():
-        vals = _clean_values(values)
+        vals = _clean_values(values, strings=name in previous or name in fixed)
         if vals:
             params[name] = vals
         else:
             notes.append(f"{name}: no numeric values; dropped")
     for name, values in fixed.items():
-        params[name] = _clean_values(values)
+        params[name] = list(values)
     divs = {a: list(v) for a, v in grid_div.items() if v}
     known = list(fixed) + [n for n in previous if n not in fixed]
 
@@ -256,7 +288,11 @@ def fix_params(code: str, declared: Mapping[str, Sequence[Any]], previous: Mappi
     for i, a in enumerate(candidates):
         if a in merged:
             continue
-        group = [a] + [b for b in candidates[i + 1:] if b not in merged and near_duplicates(a, b)]
+        group = [a]
+        for b in candidates[i + 1:]:
+            # every two of a group are one parameter: TILE (declared, unused) takes in TILE_X or TILES, not both
+            if b not in merged and near_duplicates(a, b) and all(_mergeable(g, b, code) for g in group):
+                group.append(b)
         if len(group) == 1:
             continue
         keep = min(group, key=rank)
@@ -277,10 +313,10 @@ def fix_params(code: str, declared: Mapping[str, Sequence[Any]], previous: Mappi
         if name in params or name in merged:
             continue
         if uses_name(code, name):
-            params[name] = _clean_values(values)
+            params[name] = list(values)
             notes.append(f"{name}: used in the code but not declared; kept its earlier values")
         elif name in BLOCK_NAMES:  # the launch keeps its tuned block shape
-            params[name] = _clean_values(values)
+            params[name] = list(values)
     div_names = {n for exprs in divs.values() for e in exprs for n in re.findall(r"[A-Za-z_]\w*", e)}
     for name in list(params):
         if name in BLOCK_NAMES or name in div_names or uses_name(code, name):

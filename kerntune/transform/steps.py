@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from kerntune.errors import KerntuneError
+from kerntune.transform.kernel import tune_params_problem
 
 PLACEHOLDER = "{kernel_string}"
 _ID = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -47,6 +48,10 @@ class TuningStep:
             if not isinstance(self.tune_params, Mapping) or not all(
                     isinstance(v, (list, tuple)) and v for v in self.tune_params.values()):
                 raise KerntuneError(f"step {self.id}: tune_params must map names to non-empty lists of values")
+            # no backend takes a container as one value (the Kernel Tuner transformer checks its own rules too)
+            problem = tune_params_problem(self.tune_params, kernel_tuner=False)
+            if problem is not None:  # refused here, not found out after the model's rewrite was measured
+                raise KerntuneError(f"step {self.id}: tune_params: {problem}")
             self.tune_params = {str(k): list(v) for k, v in self.tune_params.items()}
 
     def text(self) -> str:

@@ -22,7 +22,7 @@ from kerntune.llm.providers.base import Provider
 from kerntune.llm.types import LLMError
 from kerntune.space import jsonable
 from kerntune.transform.context import MIN_VERDICT_ROUNDS, StepRecord, TransformContext
-from kerntune.transform.kernel import KernelSpec, kernel_names, parse_problem_size
+from kerntune.transform.kernel import KernelSpec, kernel_names, parse_problem_size, tune_params_problem
 from kerntune.transform.kt_backend import KernelTunerSession
 from kerntune.transform.replies import strip_fences
 from kerntune.transform.strategies import TuningStrategy, make_strategy
@@ -153,6 +153,15 @@ class KernelTransformer:
             kernel_name = names[0]
         elif kernel_name not in names:
             raise KerntuneError(f"kernel {kernel_name!r} not found in the source (found: {', '.join(names) or 'none'})")
+        # refused before anything runs: Kernel Tuner defines each parameter as its value's text, and a value it
+        # cannot use was dropped from every rewrite's space (the original's and a step's fixed values are kept)
+        problem = tune_params_problem(tune_params or {})
+        if problem is not None:
+            raise KerntuneError(f"tune_params: {problem}")
+        for step in getattr(self.strategy, "steps", None) or []:
+            problem = tune_params_problem(getattr(step, "tune_params", None) or {})
+            if problem is not None:
+                raise KerntuneError(f"step {step.id}: tune_params: {problem}")
         self.original = KernelSpec(kernel_name, kernel_source, dict(tune_params or {}), list(restrictions),
                                    {k: list(v) for k, v in (grid_div or {}).items()}, description="original")
         self.args, self.args_generator = args, args_generator

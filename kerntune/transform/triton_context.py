@@ -412,9 +412,10 @@ class TritonTransformer:
 
         A winner whose re-time gives a wrong result (any turn: the two share a process) or fails to run is
         no winner: its step is rejected and the kernel accepted before it (or the original) is re-timed
-        instead.  A re-time that failed otherwise (a timeout, the worker) is logged and leaves no re-time in
-        the result, as before; a wrong one used to be only logged too, and a kernel that returned a cached
-        output won at 10341x."""
+        instead; so is a winner that hangs in its own turn (``RoundFailure.rejection``).  A re-time that
+        failed otherwise (the original's timeout, the worker) is logged and leaves no re-time in the result,
+        as before; a wrong one used to be only logged too, and a kernel that returned a cached output won at
+        10341x."""
         while ctx.accepted:
             variants = [ctx.variant_for(ctx.original)] + [ctx.variant_for(ctx.states[sid].spec)
                                                           for sid in ctx.accepted]

@@ -12,9 +12,10 @@ Requests:
   the arguments (``correctness.save_args``);
 - ``bench``: compile, check and time configs of one kernel through Kernel Tuner's
   ``tune_kernel`` with a strategy object that runs exactly the given configs, one result
-  line per config as it ends; with ``save_outputs`` the first correct run's outputs are
-  saved as the reference.  A C function's time is this process's clock around each call
-  (``wall_clock``), never the number the function returns.
+  line per config as it ends; with ``save_outputs`` (the original kernel) the first correct run's
+  outputs are saved as the reference, and every further config is compared with them.  A C
+  function's time is this process's clock around each call (``wall_clock``), never the number the
+  function returns.
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ def bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
     tune_params = {n: list(dict.fromkeys(c[n] for c in configs)) for n in names}
     verdicts: list[Any] = []
     save_path = req.get("save_outputs")
+    saved: list[Any] = []  # the reference the original's first config saved, once loaded
 
     def verify(answer: Any, result_host: list[Any], atol: Any = None) -> bool:
         outs = [np.array(r) if isinstance(r, np.ndarray) else None for r in result_host]
@@ -164,7 +166,17 @@ def bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
                 verdicts.append((False, "the original kernel changed none of its array arguments: no output to "
                                         "compare (outputs must start different from their results, e.g. zeros)", 0.0))
                 return True
-            if save_path and not os.path.exists(save_path):
+            if save_path and os.path.exists(save_path):
+                # a further config of the original: its configs must agree with the first one's outputs, the
+                # reference (an UNROLL that dropped the loop's remainder was the baseline, and every correct
+                # rewrite was rejected)
+                if not saved:
+                    saved.append(load_outputs(save_path))
+                ok, why, err = compare(saved[0], outs, tolerances)
+                verdicts.append((ok, why and f"{why} (the reference: the output of the original kernel's first"
+                                             " config that ran)", err))
+                return True
+            if save_path:
                 save_outputs(changed, save_path)
             verdicts.append((True, "", 0.0))
         else:
