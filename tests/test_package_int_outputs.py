@@ -70,7 +70,9 @@ def _empty(n, dtype):
             out = block.view(n)
             _BLOCKS[i] = (weakref.ref(out), block)
             return out
-    block = torch.empty(n, dtype=dtype)
+    # a new block holds garbage unlike the right output (torch.empty here could reuse the memory of an
+    # earlier test's identical output, right values and all, and the test then depended on that)
+    block = torch.full((n,), True) if dtype == torch.bool else torch.full((n,), 2**40, dtype=dtype)
     out = block.view(n)
     _BLOCKS.append((weakref.ref(out), block))
     return out
