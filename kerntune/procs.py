@@ -92,8 +92,11 @@ def watch_group(proc: subprocess.Popen) -> subprocess.Popen | None:
     if not hasattr(os, "killpg"):
         return None
     try:
+        # in a session of its own as well: a kill of the tuner's whole process group (``kill -9 -PGID``,
+        # a job runner ending the group) took the watchdog with it and left the child running
         return subprocess.Popen([sys.executable, "-S", "-c", _GROUP_WATCH, str(proc.pid), str(os.getpid())],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
     except OSError:
         return None
 
