@@ -200,3 +200,18 @@ def test_llm_refuses_a_fallback_that_would_not_act_with_top_up_false() -> None:
         LLMOptions(top_up=False, fallback="random")
     for ok in ({"top_up": False, "fallback": "error"}, {"top_up": True, "fallback": "random"}, {"top_up": False}):
         LLMOptions(**ok)
+
+
+def test_prompt_show_rebuilds_a_later_round_with_the_runs_batch_size(tmp_path: Path) -> None:
+    """A later round rebuilt with an option (--no-source) asked for 15 configs whatever the run had asked
+    for in that round; it now asks for the run's own (refine=6 here), unless --n is given."""
+    proc = run_cli(tmp_path, "tune", "--replay", str(CONV), "--strategy", "llm", "--llm", f"replay:{CONV_TRANSCRIPT}",
+                   "-o", "initial=10", "-o", "refine=6", "-o", "max_rounds=2", "-o", "patience=5", "--budget", "20",
+                   "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    rid = proc.stdout.split("run id: ")[1].split()[0]
+    shown = run_cli(tmp_path, "prompt", "show", "--space", str(CONV), "--round", "2", "--run", rid, "--no-source")
+    assert shown.returncode == 0, shown.stderr
+    assert "Suggest up to 6 NEW UNIQUE configurations" in shown.stdout, shown.stdout[-2000:]
+    given = run_cli(tmp_path, "prompt", "show", "--space", str(CONV), "--round", "2", "--run", rid, "--n", "4")
+    assert "Suggest up to 4 NEW UNIQUE configurations" in given.stdout

@@ -26,6 +26,8 @@ STUCK = "- The last rounds brought no improvement: escape the current region."
 PAST = "## Past runs of this kernel on other shapes"
 #: The batch size a stored first-round prompt asked for (``prompts/first_round.md``).
 _FIRST_N = re.compile(r"Suggest the first batch of (\d+) configurations\.")
+#: The batch size a stored refinement prompt asked for (a rebuild asks for the same unless --n is given).
+_LATER_N = re.compile(r"Suggest up to (\d+) NEW UNIQUE configurations")
 
 
 def _reported(prompt: str) -> Optional[int]:
@@ -88,7 +90,7 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
                                             " the prompt it stored for that round is printed as sent, or rebuilt"
                                             " from the trials that round reported on where --n, --no-source,"
                                             " --source or --device is given (past runs' winners left out)"),
-         n: Optional[int] = typer.Option(None, "--n", help="Configs asked for (default 25, later rounds 15)"),
+         n: Optional[int] = typer.Option(None, "--n", help="Configs asked for (default: what a --run asked for in that round, else 25, later rounds 15)"),
          trials: Optional[int] = typer.Option(None, "--trials", help="Build the refinement prompt from the run's"
                                               " first N trials (default: the prompt the run stored for that"
                                               " round, else all its trials)"),
@@ -144,8 +146,10 @@ def show(space: Path = typer.Option(..., "--space", help="Recorded space (Kernel
                                    t.bench_s, t.error, t.extra) for t in history]
             if note:
                 err_console.print(note, style="dim")
-            messages = refine_round(ev.space, ev.workload(), ev.device(), history, n or 15, round_no - 1, stuck,
-                                    opts)
+            # the batch size the run asked for in that round unless --n is given (it was 15 whatever the run's)
+            asked = _LATER_N.search(stored[0]["prompt"]) if stored else None
+            messages = refine_round(ev.space, ev.workload(), ev.device(), history,
+                                    n or (int(asked.group(1)) if asked else 15), round_no - 1, stuck, opts)
     for m in messages:
         console.rule(m.role)
         console.print(m.content, markup=False, highlight=False, soft_wrap=True)
