@@ -49,9 +49,9 @@ def _run(space: Path, transcript: Path, budget: int):  # noqa: ANN202
 def test_auto_replays_a_strong_model_transcript(space: Path, transcript: Path) -> None:
     entries = [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
     first = json.loads(entries[0]["response"])["configs"]
-    res = _run(space, transcript, 80)
+    res = _run(space, transcript, 60)
     # the whole budget, or the whole space where it is smaller (four H200 recordings hold 48-126 configs)
-    assert len(res.history) == min(80, len(ReplayEvaluator.from_file(space).recording.trials)), res.stop_reason
+    assert len(res.history) == min(60, len(ReplayEvaluator.from_file(space).recording.trials)), res.stop_reason
     assert res.llm_exchanges and res.llm_exchanges[0]["response"] == entries[0]["response"]
     assert res.extra["model_calls"] >= 1
     # Every config of the first answer that kerntune accepted (valid and new) was measured.
@@ -59,5 +59,5 @@ def test_auto_replays_a_strong_model_transcript(space: Path, transcript: Path) -
     measured = [{k: list(v) if isinstance(v, tuple) else v for k, v in t.config.items()} for t in res.history]
     assert accepted and len(accepted) <= len(first)
     assert all(cfg in measured for cfg in accepted)
-    again = _run(space, transcript, 80)
+    again = _run(space, transcript, 60)
     assert [t.config for t in again.history] == [t.config for t in res.history]

@@ -27,7 +27,7 @@ HELD_OUT = sorted(ROOT.joinpath("benchmarks", "results", "heldout", "spaces").gl
 # and the H200 ones (cutoffs of 11-91 evaluations)
 HELD_OUT_H200 = sorted(ROOT.joinpath("benchmarks", "results", "heldout", "spaces_h200").glob("*.json.gz"))
 SPACES = SHIPPED + HELD_OUT + HELD_OUT_H200
-REPEATS = 120
+REPEATS = 80
 
 
 def test_all_eight_recordings_are_shipped_and_fourteen_held_out() -> None:
