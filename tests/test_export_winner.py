@@ -18,14 +18,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from typer.testing import CliRunner
 
 from cli_runs import run_cli
-from kerntune.cli import app
 from kerntune.evaluate import Status, Trial
 from kerntune.store import Store
 from kerntune.store.export import export_csv, export_kernel_tuner, export_table
-from test_report_fixes_winner import PICK_MS, _scripted
+from test_report_fixes_winner import PICK_MS, scripted_tune
 
 
 def _export_all(tmp_path: Path, db: Path, run_id: str) -> tuple[list[dict[str, str]], dict[str, Any], dict[str, Any]]:
@@ -46,14 +44,8 @@ def test_scripted_export_of_a_tuned_run_puts_the_re_timed_winner_first_with_its_
         tmp_path: Path, monkeypatch) -> None:
     """The runoff picked the screening's second-fastest config; the CSV's first row, the Kernel Tuner
     cache's first entry and the table's first trial were the first config measured, not the winner."""
-    ev = _scripted(tmp_path)
-    monkeypatch.setattr("kerntune.cli.tune_cmd._evaluator", lambda *a, **k: ev)
-    db = tmp_path / "t.db"
-    res = CliRunner().invoke(app, ["tune", "--replay", str(tmp_path / "synthetic.json"), "--strategy", "exhaustive",
-                                   "--budget", "200", "--store", str(db), "--no-report"], env={"COLUMNS": "200"})
-    assert res.exit_code == 0, res.output[-3000:]
+    ev, db, _, run_id = scripted_tune(tmp_path, monkeypatch)
     pick = ev.picked[0]
-    run_id = next(line.split()[2] for line in res.output.splitlines() if line.startswith("run id: "))
     with Store(db, readonly=True) as st:
         measured = [(t.config, t.time_ms) for _, t, _ in st.trials(run_id)]
     assert measured[0][0] != pick  # in measurement order the winner is not first

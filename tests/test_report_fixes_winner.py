@@ -89,18 +89,25 @@ def _screening_best(db: Path, run_id: str) -> dict[str, Any]:
     return json.loads(cfg)
 
 
-def test_scripted_tune_keeps_the_re_timed_winner_and_the_report_names_it_first(tmp_path: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """``tune`` printed the runoff's pick as best while the report's #1 and "best (mean)" were the
-    screening's fastest, which the runoff rejected, and the run's summary held no winner."""
+def scripted_tune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Path, Any, str]:
+    """``kerntune tune`` (exhaustive) over ``_scripted``'s evaluator, in-process: (evaluator, store, the
+    CLI's result, run id)."""
     ev = _scripted(tmp_path)
     monkeypatch.setattr("kerntune.cli.tune_cmd._evaluator", lambda *a, **k: ev)
     db = tmp_path / "t.db"
     res = CliRunner().invoke(app, ["tune", "--replay", str(tmp_path / "synthetic.json"), "--strategy", "exhaustive",
                                    "--budget", "200", "--store", str(db), "--no-report"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output[-3000:]
-    pick = ev.picked[0]
     run_id = next(line.split()[2] for line in res.output.splitlines() if line.startswith("run id: "))
+    return ev, db, res, run_id
+
+
+def test_scripted_tune_keeps_the_re_timed_winner_and_the_report_names_it_first(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tune`` printed the runoff's pick as best while the report's #1 and "best (mean)" were the
+    screening's fastest, which the runoff rejected, and the run's summary held no winner."""
+    ev, db, res, run_id = scripted_tune(tmp_path, monkeypatch)
+    pick = ev.picked[0]
     screened = _screening_best(db, run_id)
     assert screened != pick  # the disagreement this is about
     assert f"best: {PICK_MS:g} ms" in res.output
