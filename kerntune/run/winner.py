@@ -64,11 +64,12 @@ def record_winner(store: Store, run_id: str | None, entry: dict[str, Any] | None
     store.finish_run(run_id, run.status, summary={**(run.summary or {}), WINNER: entry})
 
 
-def _config_text(config: Mapping[str, Any]) -> str:
-    """A config as one comparable text (its values as ``jsonable`` writes them, keys sorted)."""
+def config_text(config: Mapping[str, Any]) -> str:
+    """A config as one comparable text whatever its key order (its values as ``jsonable`` writes them,
+    keys sorted): a stored winner's config against its trials' (the dispatch table, ``store export``)."""
     from kerntune.space import jsonable
 
-    return json.dumps({k: jsonable(v) for k, v in config.items()}, sort_keys=True)
+    return json.dumps({k: jsonable(v) for k, v in config.items()}, sort_keys=True, default=str)
 
 
 def _known_run(store: Store, run_id: str | None) -> bool:
@@ -96,14 +97,14 @@ def store_winner(store: Store, kernel_hash: str, problem_key: str, device: str, 
     processes under other conditions (a loaded machine) are not comparable, so a wider search's winner
     was printed as the dispatch table while the table kept a narrower run's pick."""
     hit = store.best_entry(kernel_hash, problem_key, device, versions)
-    mine = _config_text(config)
+    mine = config_text(config)
     replace = (hit is None or (run_id is not None and hit["run_id"] == run_id) or not _known_run(store, hit["run_id"])
-               or _config_text(hit["config"]) in {_config_text(t.config) for t in history})
+               or config_text(hit["config"]) in {config_text(t.config) for t in history})
     store.put_best(kernel_hash, problem_key, device, versions, config, time_ms, run_id, replace=replace)
     now = store.best_entry(kernel_hash, problem_key, device, versions)  # read back: another process may have written
     # the config is what `cache export` and the decorator launch: the same config kept from another run
     # (its time the older run's) is this run's winner in the table, not "another entry"
-    if now is None or _config_text(now["config"]) == mine:
+    if now is None or config_text(now["config"]) == mine:
         return None
-    return (f"the dispatch table keeps {_config_text(now['config'])} (run {now['run_id'] or 'unknown'},"
+    return (f"the dispatch table keeps {config_text(now['config'])} (run {now['run_id'] or 'unknown'},"
             f" {now['time_ms']:.4g} ms), faster than this run's winner")

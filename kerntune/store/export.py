@@ -17,8 +17,8 @@ from typing import Any, Callable
 from kerntune.errors import StoreError
 from kerntune.evaluate.recorded import table_dict
 from kerntune.evaluate.trial import Status, Trial
-from kerntune.run.winner import WINNER
-from kerntune.space import jsonable, space_from_dict
+from kerntune.run.winner import WINNER, config_text
+from kerntune.space import space_from_dict
 from kerntune.store.sqlite import Store
 
 _KT_FAILURE = {
@@ -48,11 +48,6 @@ def _run_trials(store: Store, run_id: str, owners: list[str] | None = None,
     return trials, clocks
 
 
-def _config_key(config: dict[str, Any]) -> str:
-    """A config as one string whatever its key order (a winner's config against its trials')."""
-    return json.dumps({k: jsonable(v) for k, v in config.items()}, sort_keys=True, default=str)
-
-
 def _winners(store: Store, run_id: str) -> dict[tuple[str, str], int]:
     """(run id, config key) of each re-timed winner of the run and its repeats or shapes -> its place,
     the fastest re-timed first.  A summary's winner that is not a config and a positive time is ignored."""
@@ -62,7 +57,7 @@ def _winners(store: Store, run_id: str) -> dict[tuple[str, str], int]:
         ms = w.get("time_ms") if isinstance(w, dict) else None
         if (isinstance(w, dict) and isinstance(w.get("config"), dict) and isinstance(ms, (int, float))
                 and not isinstance(ms, bool) and ms > 0):
-            found.append((float(ms), run.id, _config_key(w["config"])))
+            found.append((float(ms), run.id, config_text(w["config"])))
     return {(rid, key): place for place, (_, rid, key) in enumerate(sorted(found, key=lambda f: f[0]))}
 
 
@@ -75,7 +70,7 @@ def _winner_first(items: list[Any], place: Callable[[Any], int | None]) -> list[
 
 def _any_winner(winners: dict[tuple[str, str], int], config: dict[str, Any]) -> int | None:
     """The best place of ``config`` among any run's winners (a file keyed by config: one entry for all runs)."""
-    key = _config_key(config)
+    key = config_text(config)
     return min((p for (_, k), p in winners.items() if k == key), default=None)
 
 
@@ -88,7 +83,7 @@ def export_csv(store: Store, run_id: str, path: str | Path) -> int:
     trials, clocks = _run_trials(store, run_id, owners, sources)
     winners = _winners(store, run_id)
     rows = _winner_first(list(zip(trials, clocks, owners, sources)),
-                         lambda r: winners.get((r[3], _config_key(r[0].config))))
+                         lambda r: winners.get((r[3], config_text(r[0].config))))
     names = list(trials[0].config)
     lead = [("kerntune_repeat" if "repeat" in names else "repeat")] if any(owners) else []
     with open(path, "w", newline="") as fh:
