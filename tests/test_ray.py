@@ -26,7 +26,8 @@ CONV = Path(__file__).resolve().parent.parent / "examples" / "spaces" / "convolu
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # "local": a cluster of its own, not one another test file (run side by side) has started
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -279,3 +280,26 @@ def test_tune_on_ray_takes_an_adapter_name(cluster, capsys: pytest.CaptureFixtur
     assert exit_info.value.code not in (0, None)
     err = capsys.readouterr().err
     assert "no GPU" in err and "not found" not in err
+
+
+def test_a_local_address_starts_a_private_cluster_where_another_is_recorded_as_current() -> None:
+    """``--ray-address local`` promises a private one-machine cluster, but ``ray.init()`` without an
+    address joins the cluster the last ``ray start`` recorded in ``ray_current_cluster`` (here a dead
+    address, as another test file's or a user's cluster would be): the run tried that one instead."""
+    import subprocess
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="ktray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    try:
+        os.mkdir(os.path.join(tmp, "ray"))
+        with open(os.path.join(tmp, "ray", "ray_current_cluster"), "w") as f:
+            f.write("127.0.0.1:9")
+        code = ("import ray; from kerntune.evaluate.ray_backend import _connect; _connect(ray, 'local'); "
+                "print('cpus', ray.cluster_resources().get('CPU')); ray.shutdown()")
+        env = dict(os.environ, RAY_TMPDIR=tmp, RAY_USAGE_STATS_ENABLED="0")
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0 and "cpus" in done.stdout, done.stdout + done.stderr[-2000:]
+    finally:
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -20,7 +20,8 @@ from kerntune.evaluate.ray_backend import RayEvaluator  # noqa: E402
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # "local": a cluster of its own, not one another test file (run side by side) has started
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

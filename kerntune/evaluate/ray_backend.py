@@ -472,7 +472,9 @@ def _connect(ray: Any, address: str) -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no reports home unless the user asks
     try:
         if address == "local":
-            ray.init(include_dashboard=False, log_to_driver=False)
+            # address="local", not None: None joins the cluster that the last `ray start` on this
+            # machine recorded (/tmp/ray/ray_current_cluster), where "local" promises a private one.
+            ray.init(address="local", include_dashboard=False, log_to_driver=False)
         else:
             # Ship this kerntune to the cluster, so its nodes run the same code as the driver.
             ray.init(address=address, log_to_driver=False,
