@@ -356,10 +356,10 @@ def tune(space: PathLike | None = None, *, kernel: PathLike | None = None, shape
                     found, baseline_name(shipped)))
             if best is not None and kernel is not None:  # what the decorator and `tune` look up later
                 dev, ident = evaluator.device(), evaluator.describe()
-                from kerntune.run.winner import store_winner
+                from kerntune.run.winner import compiler_stack, store_winner
 
                 kept = store_winner(st, ident["source_hash"], "x".join(map(str, ident["shape"])),
-                                    dev.get("name", ""), f"torch={dev.get('torch')},triton={dev.get('triton')}",
+                                    dev.get("name", ""), compiler_stack(dev),
                                     best.config, best.time_ms, res.run_id, res.history)
                 notes += [kept] if kept else []  # the table keeps another entry: said, as `tune` says it
         finally:

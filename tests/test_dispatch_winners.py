@@ -91,6 +91,8 @@ def test_a_later_shapes_run_that_measured_the_stored_config_replaces_it_though_s
     store = Store(tmp_path / "kt.db")
     first = _shapes(store, budget=2)
     assert _entry(store)["config"] == first.best_config == {"work": 2}
+    # its versions as `tune` writes them for an evaluator that reports no Triton (--shapes wrote "")
+    assert _entry(store)["versions"] == "torch=None,triton=None"
     later = _shapes(store, budget=8, load_ms=2.0)
     assert later.best_config == {"work": 8} and later.best_ms > first.best_ms
     entry = _entry(store)
@@ -150,7 +152,7 @@ def test_an_entry_whose_run_the_store_does_not_hold_is_replaced_scripted(tmp_pat
     """An entry with no comparable origin (its run deleted or never stored) says nothing about this
     run's conditions: it is replaced even by a slower winner, which it was not."""
     store = Store(tmp_path / "kt.db")
-    store.put_best("c0ffee0000000000", "64", "scripted GPU", "", {"work": 5}, 0.01, "gone-run")
+    store.put_best("c0ffee0000000000", "64", "scripted GPU", "torch=None,triton=None", {"work": 5}, 0.01, "gone-run")
     result = _shapes(store, budget=1, load_ms=2.0)
     assert _entry(store)["run_id"] == result.run_id and result.in_table and not result.notes
 

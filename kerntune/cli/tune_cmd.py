@@ -244,10 +244,10 @@ def tune(
         if kernel is not None:
             dev = evaluator.device()
             ident = evaluator.describe()
-            from kerntune.run.winner import store_winner
+            from kerntune.run.winner import compiler_stack, store_winner
 
             kept = store_winner(st, ident["source_hash"], "x".join(map(str, ident["shape"])), dev.get("name", ""),
-                                f"torch={dev.get('torch')},triton={dev.get('triton')}", best.config, best.time_ms,
+                                compiler_stack(dev), best.config, best.time_ms,
                                 res.run_id, res.history)
             if kept:  # the table holds another entry: said, not left for `cache export` to reveal
                 err_console.print(f"[yellow]note:[/yellow] {escape(kept)}")

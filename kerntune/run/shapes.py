@@ -31,7 +31,7 @@ from kerntune.run.dispatch import Shape
 from kerntune.llm.secrets import redact
 from kerntune.run.search import RunOptions, errors_end_the_run, run_search
 from kerntune.run.warm_start import nearby_runs, past_winners, shape_distance, transfer_data
-from kerntune.run.winner import WINNER, baseline_name, confirmed_winner, store_winner
+from kerntune.run.winner import WINNER, baseline_name, compiler_stack, confirmed_winner, store_winner
 from kerntune.store import Store
 from kerntune.store.resume import BASE_URL, SHAPES_PARENT_KIND, check_device, kept_base_url
 from kerntune.strategies import Budget
@@ -306,7 +306,7 @@ def _tune_one(ev: Evaluator, shape: Shape, strategy: str, per: int, store: Store
         name, size = work.get("kernel_name"), work.get("problem_size") or list(shape)
         dev = ev.device()
         device = dev.get("name", "") or ""
-        stack = f"torch={dev.get('torch')},triton={dev.get('triton')}" if dev.get("triton") else versions
+        stack = compiler_stack(dev) if dev.get("triton") or not versions else versions
         near = nearby_runs(store, name, size, device, evaluator=ev.describe()) if warm else []  # one scan for both uses
         winners = past_winners(store, name, size, ev.space, device, runs=near) if warm else []
         use_transfer = warm and strategy in TRANSFER_STRATEGIES

@@ -72,6 +72,14 @@ def config_text(config: Mapping[str, Any]) -> str:
     return json.dumps({k: jsonable(v) for k, v in config.items()}, sort_keys=True, default=str)
 
 
+def compiler_stack(device: Mapping[str, Any]) -> str:
+    """The dispatch table's ``versions`` for an evaluator's ``device()``: one text for ``tune``,
+    ``kerntune.tune`` and each ``tune --shapes`` shape.  Why: each built it itself, and where the
+    evaluator reports no Triton, ``--shapes`` stored "" where ``tune`` stored "torch=None,triton=None",
+    two table entries (and two lookups) for one kernel, shape and GPU."""
+    return f"torch={device.get('torch')},triton={device.get('triton')}"
+
+
 def _known_run(store: Store, run_id: str | None) -> bool:
     """Whether the store holds the run that wrote an entry (its origin can be compared with)."""
     if not run_id:
