@@ -6,6 +6,7 @@ does.  The runoff must pick the config whose launches are cheapest, not the scre
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,39 @@ def test_without_a_runoff_the_leaders_are_re_timed_and_the_lowest_median_wins(ev
     found = confirm(WindowsOnly(), _history(), n_leaders=3, baseline={"n": 0}, rounds=3)
     assert found.runoff is None and len(found.retimed) == 4  # three leaders and the default
     assert found.winner is not None and found.winner.config == {"n": 2}
+
+
+def test_an_evaluator_that_only_re_times_starts_no_compile_worker(tmp_path: Path) -> None:
+    """A transform's side-by-side rounds only re-time, yet each evaluator started its compile workers
+    (torch imported, the inputs built, on a GPU a CUDA context) for nothing; ``lazy_compilers`` starts
+    them only when a config is sent to them."""
+    path = tmp_path / "costs_kernel.py"
+    path.write_text(KERNEL)
+    ev = TritonEvaluator(path, (10,), compile_workers=1, compile_timeout=20.0, bench_timeout=20.0, rep_ms=5,
+                         lazy_compilers=True)
+    try:
+        trials = ev.retime([{"n": 2}, {"n": 0}], rounds=2)
+        assert all(t.ok for t in trials) and [t.config for t in trials] == [{"n": 2}, {"n": 0}]
+        assert all(w.proc is None for w in ev.compilers) and ev.benchers[0].proc is not None
+        assert ev.evaluate([{"n": 1}])[0].ok  # a config sent to them starts them
+        assert all(w.proc is not None for w in ev.compilers)
+    finally:
+        ev.close()
+
+
+def test_the_gpu_is_asked_once_per_process_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every evaluator started a process importing torch to ask the GPU's name and properties; a
+    ``transform`` or ``--shapes`` run builds one evaluator per step or shape."""
+    from kerntune.evaluate.triton_backend import sizing
+
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "kerntune-test-probe"}
+    first = sizing.probe_device(env)  # no such GPU: "unknown GPU", asked of a child all the same
+    assert first["name"] == "unknown GPU"
+
+    def no_second_child(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("asked the GPU again")
+
+    monkeypatch.setattr(sizing.subprocess, "run", no_second_child)
+    assert sizing.probe_device(dict(env)) == first
+    with pytest.raises(AssertionError, match="asked the GPU again"):  # another GPU is asked
+        sizing.probe_device({**env, "CUDA_VISIBLE_DEVICES": "kerntune-test-other"})

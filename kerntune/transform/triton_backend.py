@@ -187,13 +187,15 @@ class TritonSession:
                 setattr(ns, fn, getattr(self.module, fn))
         return ns
 
-    def evaluator(self, variant: TritonVariant, space: Space) -> Any:
-        """``kerntune tune``'s Triton evaluator on the variant's harness."""
+    def evaluator(self, variant: TritonVariant, space: Space, retime_only: bool = False) -> Any:
+        """``kerntune tune``'s Triton evaluator on the variant's harness; ``retime_only``: its compile
+        workers start only if a config is ever sent to them (side-by-side rounds only re-time)."""
         from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
 
         return TritonEvaluator(variant.harness, self.shape, compile_timeout=self.timeout_s,
                                bench_timeout=self.timeout_s, rep_ms=self.rep_ms,
-                               memory_limit_mb=self.memory_mb, module=self.stand_in(variant, space))
+                               memory_limit_mb=self.memory_mb, module=self.stand_in(variant, space),
+                               lazy_compilers=retime_only)
 
     def close(self) -> None:
         """Nothing runs between calls: every check and every evaluator ends its own workers."""

@@ -55,7 +55,7 @@ def interleaved_rounds(session: Any, harness: Path, spaces: Sequence[dict[str, A
     configs = [combined_config(own, space, i, cfg) for _, i, cfg in entrants]
     combo = TritonVariant("combined", harness.read_text(), harness, harness, space.to_dict())
     try:
-        evaluator = session.evaluator(combo, space)
+        evaluator = session.evaluator(combo, space, retime_only=True)
     except KerntuneError as exc:
         return RoundFailure(entrants[0][0], 0, None, str(exc)), configs
     times: dict[str, list[float]] = {name: [] for name, _, _ in entrants}

@@ -37,12 +37,9 @@ dispatch is tested on CPU.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -60,7 +57,8 @@ from kerntune.evaluate.trial import Status, Trial
 from kerntune.evaluate.triton_backend.kernel_file import (describe, is_adapter_spec, load_kernel_module, module_space,
                                                           source_hash)
 from kerntune.evaluate.triton_backend.sizing import (bounded_count, default_compile_workers, gpu_memory_mb,
-                                                     input_bytes, memory_capped_workers, pick_devices)
+                                                     input_bytes, memory_capped_workers, pick_devices,
+                                                     probe_device)
 from kerntune.evaluate.triton_backend.worker_proc import STARTUP_S, _Worker  # noqa: F401 - re-exported
 from kerntune.space import Config, jsonable
 
@@ -95,7 +93,8 @@ class TritonEvaluator(Evaluator):
     def __init__(self, kernel_file: str | Path, shape: tuple[int, ...], compile_workers: int | None = None,
                  compile_timeout: float = 60.0, bench_timeout: float = 60.0, rep_ms: int | None = None,
                  gpus: int | None = None, devices: Sequence[str | None] | None = None,
-                 memory_limit_mb: int | None = None, protocol: Protocol | None = None, module: Any = None) -> None:
+                 memory_limit_mb: int | None = None, protocol: Protocol | None = None, module: Any = None,
+                 lazy_compilers: bool = False) -> None:
         """``protocol``: how every config is timed (kerntune.evaluate.protocol); ``rep_ms``
         shortens its window (tests).  ``gpus``: how many of the visible GPUs get a benchmark worker (None: all).
         ``devices``: the exact ``CUDA_VISIBLE_DEVICES`` value of each benchmark worker
@@ -103,7 +102,10 @@ class TritonEvaluator(Evaluator):
         ``memory_limit_mb``: each worker's heap limit (None: ``default_memory_limit_mb()``, 0: none).
         ``module``: an object standing in for the kernel file in this process (its ``space``, ``name``,
         ``flops`` …), for a file that must be imported only in the workers (a model-written variant,
-        ``kerntune transform``); None imports the file here."""
+        ``kerntune transform``); None imports the file here.  ``lazy_compilers``: compile workers start
+        with the first config sent to them, not here: an evaluator that only re-times (``retime``, a
+        transform's side-by-side rounds) never uses them, and each would import torch, take a CUDA
+        context and build the inputs while the benchmark worker waits for its GPU turn."""
         self.path = str(kernel_file) if is_adapter_spec(kernel_file) else str(Path(kernel_file).resolve())
         self.module = load_kernel_module(self.path) if module is None else module
         self.shape = tuple(shape)
@@ -141,8 +143,8 @@ class TritonEvaluator(Evaluator):
                          for e, lock in zip(envs, locks)]
         # Configs in flight at once: one per compile worker plus one on each GPU.
         self.parallelism = n + len(self.benchers)
-        for w in self.benchers + self.compilers:  # start-ups overlap with whatever the caller does first
-            w._start()
+        for w in self.benchers + ([] if lazy_compilers else self.compilers):  # start-ups overlap with whatever
+            w._start()                                                      # the caller does first
         self._device: dict[str, Any] | None = None
         self._dead: dict[int, str] = {}  # benchers whose worker could not start: index -> the error
         self._default_failed: str | None = None  # the default config failed as the reference (reference.Reference)
@@ -454,20 +456,8 @@ class TritonEvaluator(Evaluator):
 
     def device(self) -> dict[str, Any]:
         if self._device is None:
-            code = ("import json, torch; p = torch.cuda.get_device_properties(0); print(json.dumps({'name': p.name,"
-                    " 'sms': p.multi_processor_count, 'memory_gb': round(p.total_memory / 2**30, 1),"
-                    " 'max_smem_per_block_kb': getattr(p, 'shared_memory_per_block_optin', 0) // 1024,"
-                    " 'registers_per_sm': getattr(p, 'regs_per_multiprocessor', None),"
-                    " 'l2_mb': getattr(p, 'L2_cache_size', 0) // 2**20, 'torch': torch.__version__,"
-                    " 'triton': __import__('triton').__version__}))")
             env = dict(os.environ) if self.devices[0] is None else {**os.environ, "CUDA_VISIBLE_DEVICES": self.devices[0]}
-            try:
-                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                                     env=env)
-                self._device = json.loads(out.stdout.strip().splitlines()[-1])
-            except (subprocess.SubprocessError, ValueError, IndexError):
-                self._device = {"name": "unknown GPU"}
-            self._device["gpus"] = len(self.devices)
+            self._device = {**probe_device(env), "gpus": len(self.devices)}
         return self._device
 
     def workload(self) -> dict[str, Any]:

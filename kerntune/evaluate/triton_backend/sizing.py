@@ -1,12 +1,14 @@
 """Which GPUs a Triton evaluator uses and how many workers it starts: the visible devices (without
 importing torch in the parent), compile workers per core and per GPU, and the cap that keeps every
-compile worker's inputs on the GPU."""
+compile worker's inputs on the GPU; the GPU's name and properties (asked once per process)."""
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
+import sys
 from typing import Any, Sequence
 
 from kerntune.errors import KerntuneError
@@ -102,3 +104,37 @@ def pick_devices(gpus: int | None) -> list[str | None]:
                                 + (" (CUDA_VISIBLE_DEVICES)" if "CUDA_VISIBLE_DEVICES" in os.environ else ""))
         found = found[:gpus]
     return list(found) or [None]
+
+
+#: What ``probe_device`` found, per (Python, CUDA_VISIBLE_DEVICES, PYTHONPATH): a GPU's name and properties
+#: do not change while this process lives.
+_PROBED: dict[tuple[str, str | None, str | None], dict[str, Any]] = {}
+_PROBE = ("import json, torch; p = torch.cuda.get_device_properties(0); print(json.dumps({'name': p.name,"
+          " 'sms': p.multi_processor_count, 'memory_gb': round(p.total_memory / 2**30, 1),"
+          " 'max_smem_per_block_kb': getattr(p, 'shared_memory_per_block_optin', 0) // 1024,"
+          " 'registers_per_sm': getattr(p, 'regs_per_multiprocessor', None),"
+          " 'l2_mb': getattr(p, 'L2_cache_size', 0) // 2**20, 'torch': torch.__version__,"
+          " 'triton': __import__('triton').__version__}))")
+
+
+def probe_device(env: dict[str, str]) -> dict[str, Any]:
+    """The first visible GPU's name, properties and torch/Triton versions under ``env``, asked of a child
+    process (this one must not initialise CUDA: its compile workers' start-ups and a caller's own
+    processes come after it); {"name": "unknown GPU"} where the child finds none.
+
+    Asked once per process and environment.  Why: every evaluator asked again, one more process
+    importing torch (and creating a CUDA context) per evaluator, and a ``transform`` or ``--shapes``
+    run builds one per step or shape.  A query that timed out is not kept (a busy GPU may answer later)."""
+    key = (sys.executable, env.get("CUDA_VISIBLE_DEVICES"), env.get("PYTHONPATH"))
+    if key in _PROBED:
+        return dict(_PROBED[key])
+    try:
+        out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120, env=env)
+    except subprocess.SubprocessError:
+        return {"name": "unknown GPU"}
+    try:
+        found = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        found = {"name": "unknown GPU"}
+    _PROBED[key] = found
+    return dict(found)
