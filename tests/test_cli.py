@@ -64,7 +64,7 @@ def test_space_info_prints_the_facts(tmp_path, conv_path) -> None:
 
 def test_compare_prints_a_table_and_writes_json_and_plot(tmp_path, conv_path) -> None:
     proc = run(["compare", "--space", str(conv_path), "--strategies", "random,genetic", "--budget", "30",
-                "--repeats", "2", "--json", "out.json", "--plot", "out.png"], tmp_path)
+                "--repeats", "2", "--json", "out.json", "--plot", "out.png", "--no-report"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "random" in proc.stdout and "genetic" in proc.stdout and "score" in proc.stdout
     data = json.loads((tmp_path / "out.json").read_text())
@@ -89,7 +89,7 @@ def _trial_rows(db: Path) -> list[tuple[str, str, int]]:
 
 def test_sigkilled_compare_resumes_without_losing_or_repeating_a_trial(tmp_path, conv_path) -> None:
     args = ["compare", "--space", str(conv_path), "--strategies", "random,bayes,genetic", "--budget", "60",
-            "--repeats", "4", "--seed", "11"]
+            "--repeats", "4", "--seed", "11", "--no-report"]
     ref_dir = tmp_path / "ref"
     ref_dir.mkdir()
     assert run(args, ref_dir).returncode == 0
@@ -105,7 +105,7 @@ def test_sigkilled_compare_resumes_without_losing_or_repeating_a_trial(tmp_path,
             proc = subprocess.Popen(KERNTUNE + args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
         else:
-            proc = subprocess.Popen(KERNTUNE + ["compare", "--resume", run_id], cwd=tmp_path, env=env,
+            proc = subprocess.Popen(KERNTUNE + ["compare", "--resume", run_id, "--no-report"], cwd=tmp_path, env=env,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
         while time.time() < deadline and proc.poll() is None:
@@ -119,7 +119,7 @@ def test_sigkilled_compare_resumes_without_losing_or_repeating_a_trial(tmp_path,
         run_id = sqlite3.connect(db).execute("SELECT id FROM runs WHERE kind='compare'").fetchone()[0]
         assert len(_trial_rows(db)) < len(reference)
 
-    done = run(["compare", "--resume", run_id], tmp_path)
+    done = run(["compare", "--resume", run_id, "--no-report"], tmp_path)
     assert done.returncode == 0, done.stderr
     rows = _trial_rows(db)
     pairs = [(label, key) for label, key, _ in rows]
@@ -132,7 +132,7 @@ def test_sigkilled_compare_resumes_without_losing_or_repeating_a_trial(tmp_path,
 
 def test_compare_passes_options_to_one_strategy(tmp_path, conv_path) -> None:
     proc = run(["compare", "--space", str(conv_path), "--strategies", "random,bayes", "--budget", "12", "--repeats",
-                "1", "-o", "bayes.surrogate=tpe", "-o", "bayes.startup=4"], tmp_path)
+                "1", "-o", "bayes.surrogate=tpe", "-o", "bayes.startup=4", "--no-report"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     con = sqlite3.connect(tmp_path / "store.db")
     rows = dict(con.execute("SELECT strategy, options_json FROM runs WHERE parent_id IS NOT NULL").fetchall())
@@ -167,9 +167,9 @@ def test_first_contact_review_items(tmp_path, conv_path) -> None:
     """What a newcomer's review found (2026-11-29): --seconds alone was capped at 100 evaluations,
     tune never said which strategy ran, a space file given to --replay read as broken JSON, -h was
     no help option, a bayes option error named gp, and compare took an unused --llm silently."""
-    proc = run(["tune", "--replay", str(conv_path), "--seconds", "400", "--no-report"], tmp_path)
+    proc = run(["tune", "--replay", str(conv_path), "--seconds", "300", "--no-report"], tmp_path)  # 116 evaluations
     assert proc.returncode == 0, proc.stderr
-    assert "strategy: auto (the default) without a model; budget: 400 s" in proc.stdout
+    assert "strategy: auto (the default) without a model; budget: 300 s" in proc.stdout
     best = next(line for line in proc.stdout.splitlines() if line.startswith("best:"))
     assert "(time budget)" in best and int(best.split(" after ")[1].split()[0]) > 100, best
     proc = run(["tune", "--replay", str(conv_path), "--budget", "7", "--strategy", "gp", "--no-report"], tmp_path)
@@ -184,7 +184,7 @@ def test_first_contact_review_items(tmp_path, conv_path) -> None:
     assert_one_line_error(run(["tune", "--replay", str(conv_path), "--strategy", "bayes", "-o", "kapa=2"], tmp_path),
                           "bayes (surrogate gp): unknown option 'kapa'")
     proc = run(["compare", "--space", str(conv_path), "--strategies", "random", "--budget", "3", "--repeats", "1",
-                "--llm", "local:"], tmp_path)
+                "--llm", "local:", "--no-report"], tmp_path)
     assert proc.returncode == 0 and "--llm local: is not used" in proc.stderr, proc.stderr
     (tmp_path / "shapes.txt").write_text("64\n")
     assert_one_line_error(run(["tune", "k.py", "--shapes", "shapes.txt", "--seconds", "5"], tmp_path),

@@ -77,35 +77,27 @@ def _program(tmp_path: Path, options: list[str] | None, env: dict[str, str]) -> 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_a_winner_of_a_smaller_search_is_searched_again_when_the_whole_list_is_asked(tmp_path: Path) -> None:
-    """It was loaded for good: once `--budget 2` had picked among half the list, every later run with the
-    default (the whole list) served that pick without measuring."""
-    db = str(tmp_path / "kt.db")
-    half = _program(tmp_path, ["--store", db, "--budget", "2"], _env())
+def test_the_default_store_stays_put_and_a_winner_of_a_smaller_search_is_searched_again(tmp_path: Path) -> None:
+    """Three fixes on one store, each run of the program in a fresh folder it moves to first (as Hydra does):
+
+    * the default store was relative: such a program re-tuned every run and left a store in each folder;
+    * ``KERNTUNE_STORE=`` (empty, the first run's) opened "." (a directory) and turned kerntune off for
+      every kernel: it means the default store;
+    * a winner was loaded for good: once ``--budget 2`` had picked among half the list, every later run
+      with the default (the whole list) served that pick without measuring."""
+    def run(n: int, options: list[str], **env: str) -> dict:
+        return _program(tmp_path, options, _env(CHDIR=str(tmp_path / f"run{n}"), **env))
+
+    half = run(1, ["--budget", "2"], KERNTUNE_STORE="")
     assert half["correct"] and half["tuned"] == 1 and half["evaluations"] == [2], half
-    whole = _program(tmp_path, ["--store", db], _env())
+    assert (tmp_path / ".kerntune" / "kerntune.db").exists()
+    whole = run(2, [])
     assert whole["correct"] and whole["tuned"] == 1 and whole["evaluations"] == [8], whole
-    again = _program(tmp_path, ["--store", db], _env())  # the whole list's winner: loaded
+    again = run(3, [])  # the whole list's winner, from the store of the folder kerntune started in: loaded
     assert again["tuned"] == 0 and again["loaded"] == 1, again
-    smaller = _program(tmp_path, ["--store", db, "--budget", "2"], _env())  # a wider search's winner serves it
+    smaller = run(4, ["--budget", "2"])  # a wider search's winner serves it
     assert smaller["tuned"] == 0 and smaller["loaded"] == 1, smaller
-
-
-def test_the_store_stays_put_when_the_program_changes_directory(tmp_path: Path) -> None:
-    """The default store was relative: a program that moves to a fresh folder per run re-tuned every run
-    and left a store in each folder."""
-    first = _program(tmp_path, [], _env(CHDIR=str(tmp_path / "run1")))
-    second = _program(tmp_path, [], _env(CHDIR=str(tmp_path / "run2")))
-    assert first["tuned"] == 1 and second["tuned"] == 0 and second["loaded"] == 1, (first, second)
-    assert (tmp_path / ".kerntune" / "kerntune.db").exists()
     assert not list(tmp_path.glob("run*/.kerntune")), list(tmp_path.glob("run*/.kerntune"))
-
-
-def test_an_empty_kerntune_store_means_the_default_store(tmp_path: Path) -> None:
-    """``KERNTUNE_STORE=`` opened "." (a directory) and turned kerntune off for every kernel."""
-    out = _program(tmp_path, [], _env(KERNTUNE_STORE=""))
-    assert out["correct"] and out["tuned"] == 1, out
-    assert (tmp_path / ".kerntune" / "kerntune.db").exists()
 
 
 def test_kerntune_autotune_1_works_for_a_program_that_imports_kerntune_retune(tmp_path: Path) -> None:

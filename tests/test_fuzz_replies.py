@@ -243,9 +243,13 @@ def _mutate(text: str, rng: random.Random) -> str:
 
 
 @fuzz(1500)
-@given(st.randoms(use_true_random=False))
-def test_damaged_valid_answers(rng: random.Random) -> None:
-    """Mutation fuzzing: realistic answers, damaged; those still valid must give valid configs."""
+@given(st.integers(0, 2**64))
+def test_damaged_valid_answers(seed: int) -> None:
+    """Mutation fuzzing: realistic answers, damaged; those still valid must give valid configs.  The answer
+    and its damage come from a seeded ``random.Random``: with Hypothesis's own random (``st.randoms``) each of
+    an example's dozens of draws was a Hypothesis draw, and one that ran out of data repeated its draws until
+    the space's sampling walked all 72,900 points (most of this test's time, nothing the parser sees)."""
+    rng = random.Random(seed)
     parse_and_check(_mutate(_valid_answer(rng), rng))
 
 

@@ -4,14 +4,17 @@ behaviour each fix promised."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import hashlib
 import inspect
+import io
 import json
 import os
 import random
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -22,6 +25,7 @@ import pytest
 from bad_inputs import kt_cache
 from cli_runs import one_line
 from cli_runs import run_cli as cli
+from kerntune.cli import main
 from kerntune.errors import FormatError, StoreError
 from kerntune.evaluate.recorded import load_recording
 from kerntune.store import Store
@@ -37,9 +41,26 @@ def write(path: Path, data: dict) -> Path:
     return path
 
 
-def run_id(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout.split("run id: ")[1].split()[0]
+def setup_run(tmp: Path, *args: str) -> str:
+    """The run id of ``kerntune ARGS`` (a tune or compare that must succeed), run by the CLI's ``main`` in this
+    process in ``tmp`` with the store ``tmp/store.db`` and no model from the environment, as ``cli`` runs it.
+    For the runs whose stored trials a test checks, or that it then resumes, exports or refuses through real
+    processes: one more process start (about a second of CPU, its imports) adds nothing to what is checked."""
+    out, err = io.StringIO(), io.StringIO()
+    sigterm = signal.getsignal(signal.SIGTERM)  # main turns SIGTERM into Ctrl-C; this process keeps its own
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp)
+        mp.setenv("KERNTUNE_STORE", str(tmp / "store.db"))
+        mp.delenv("KERNTUNE_LLM", raising=False)
+        mp.delenv("KERNTUNE_LLM_BASE_URL", raising=False)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                main(list(args))
+        except SystemExit as exc:
+            assert exc.code in (0, None), err.getvalue()[-2000:]
+        finally:
+            signal.signal(signal.SIGTERM, sigterm)
+    return out.getvalue().split("run id: ")[1].split()[0]
 
 
 def trial_rows(db: Path, rid: str) -> list[tuple]:
@@ -54,7 +75,7 @@ def test_item4_a_resume_against_another_recording_or_other_options_is_refused(tm
     for entry in b_data["cache"].values():
         entry["time"] *= 3   # the same kernel and parameters, other measurements
     b = write(tmp_path / "b.json", b_data)
-    rid = run_id(cli(tmp_path, "tune", "--replay", str(a), "--budget", "8", "--no-report", "--retime", "0"))
+    rid = setup_run(tmp_path, "tune", "--replay", str(a), "--budget", "8", "--no-report", "--retime", "0")
     before = trial_rows(tmp_path / "store.db", rid)
     one_line(cli(tmp_path, "tune", "--replay", str(b), "--resume", rid, "--no-report"), "cannot resume", rid)
     one_line(cli(tmp_path, "tune", "--replay", str(a), "--resume", rid, "--no-report", "-o", "population=4"),
@@ -64,8 +85,8 @@ def test_item4_a_resume_against_another_recording_or_other_options_is_refused(tm
     one_line(cli(tmp_path, "tune", "--replay", str(a), "--resume", rid, "--no-report"), "cannot resume")
     one_line(cli(tmp_path, "tune", "--resume", rid, "--no-report"), "cannot resume")  # by the id alone too
     assert trial_rows(tmp_path / "store.db", rid) == before   # nothing was mixed in
-    comp = run_id(cli(tmp_path, "compare", "--space", str(b), "--strategies", "random", "--budget", "5",
-                      "--repeats", "1", "--no-report"))
+    comp = setup_run(tmp_path, "compare", "--space", str(b), "--strategies", "random", "--budget", "5",
+                     "--repeats", "1", "--no-report")
     b.write_text(json.dumps(kt_cache()))
     one_line(cli(tmp_path, "compare", "--resume", comp, "--no-report"), "cannot resume")
     one_line(cli(tmp_path, "tune", "--replay", str(b), "--resume", comp, "--no-report"), "compare --resume")
@@ -124,9 +145,8 @@ def test_item13_a_sparse_recording_is_its_recorded_set(tmp_path) -> None:
     assert rec.space.cartesian_size == 8**8 and rec.space.materialised and rec.space.count() == 300
     assert rec.space.key(rec.space.default) in rec.trials
     for strategy in ("random", "genetic", "bayes", "pattern"):
-        proc = cli(tmp_path, "tune", "--replay", str(path), "--strategy", strategy, "--budget", "40", "--no-report",
-                   "--retime", "0", timeout=60)
-        rid = run_id(proc)
+        rid = setup_run(tmp_path, "tune", "--replay", str(path), "--strategy", strategy, "--budget", "40",
+                        "--no-report", "--retime", "0")
         rows = trial_rows(tmp_path / "store.db", rid)
         assert len(rows) == 40 and all(t is not None and t > 0 for _, _, t in rows), strategy
     info = cli(tmp_path, "space", "info", str(path), "--json", timeout=60)
@@ -135,8 +155,8 @@ def test_item13_a_sparse_recording_is_its_recorded_set(tmp_path) -> None:
 
 # -- item 14 --------------------------------------------------------------------------------------------
 def test_item14_space_info_reads_what_store_export_table_writes(tmp_path) -> None:
-    rid = run_id(cli(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--budget", "12",
-                     "--no-report", "--retime", "0"))
+    rid = setup_run(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--budget", "12",
+                    "--no-report", "--retime", "0")
     assert cli(tmp_path, "store", "export", rid, "--table", "t.json").returncode == 0
     info = cli(tmp_path, "space", "info", "t.json", "--json")
     assert info.returncode == 0, info.stderr
@@ -150,8 +170,8 @@ def test_store_export_and_prompt_show_take_last_or_a_prefix_and_a_comparison(tmp
     ``last`` and an id prefix work as in ``report``; ``prompt show`` refuses a comparison and a run on
     another space with one line each."""
     rec = write(tmp_path / "r.json", kt_cache())
-    comp = run_id(cli(tmp_path, "compare", "--space", str(rec), "--strategies", "random,genetic", "--budget", "6",
-                      "--repeats", "2", "--no-report"))
+    comp = setup_run(tmp_path, "compare", "--space", str(rec), "--strategies", "random,genetic", "--budget", "6",
+                     "--repeats", "2", "--no-report")
     proc = cli(tmp_path, "store", "export", "last", "--csv", "c.csv", "--table", "t.json")
     assert proc.returncode == 0, proc.stderr
     with open(tmp_path / "c.csv") as fh:
@@ -170,8 +190,8 @@ def test_store_export_and_prompt_show_take_last_or_a_prefix_and_a_comparison(tmp
     other["tune_params_keys"] = list(other["tune_params"])
     other["cache"] = {k: {("other_" + f if f in kt_cache()["tune_params"] else f): v for f, v in e.items()}
                       for k, e in other["cache"].items()}
-    tune = run_id(cli(tmp_path, "tune", "--replay", str(write(tmp_path / "o.json", other)), "--budget", "4",
-                      "--no-report", "--retime", "0"))
+    tune = setup_run(tmp_path, "tune", "--replay", str(write(tmp_path / "o.json", other)), "--budget", "4",
+                     "--no-report", "--retime", "0")
     one_line(cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", tune), "another space")
     shown = cli(tmp_path, "prompt", "show", "--space", str(tmp_path / "o.json"), "--round", "2", "--run", "last")
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
@@ -184,8 +204,8 @@ def _digest(p: Path) -> str:
 
 def test_item15_store_versions(tmp_path) -> None:
     db = tmp_path / "store.db"
-    rid = run_id(cli(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--budget", "5",
-                     "--no-report", "--retime", "0"))
+    rid = setup_run(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--budget", "5",
+                    "--no-report", "--retime", "0")
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == CURRENT
         conn.execute("PRAGMA user_version=0")   # a store from before versioning
@@ -277,9 +297,9 @@ def test_item18_the_markdown_report_escapes_model_text(tmp_path) -> None:
     evil = "<script>alert(1)</script><img src=x onerror=alert(2)> [click](javascript:alert(3))"
     answer.write_text(json.dumps({"configs": [{"reasoning": evil, "config": {"BX": 32, "BY": 2, "U": 1}},
                                               {"reasoning": evil, "config": {"BX": 64, "BY": 4, "U": 2}}]}))
-    rid = run_id(cli(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--strategy", "llm",
-                     "--llm", f"cmd:cat {answer}", "--budget", "6", "-o", "max_rounds=1", "-o", "warmup=0",
-                     "--no-report", "--retime", "0"))
+    rid = setup_run(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--strategy", "llm",
+                    "--llm", f"cmd:cat {answer}", "--budget", "6", "-o", "max_rounds=1", "-o", "warmup=0",
+                    "--no-report", "--retime", "0")
     proc = cli(tmp_path, "report", rid, "--md", "r.md")
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "r.md").read_text()
@@ -346,7 +366,7 @@ def test_resume_by_id_alone_from_another_directory_after_a_relative_recording_pa
     start.mkdir()
     elsewhere.mkdir()
     write(start / "r.json", kt_cache())
-    rid = run_id(cli(start, "tune", "--replay", "r.json", "--budget", "8", "--no-report", "--retime", "0"))
+    rid = setup_run(start, "tune", "--replay", "r.json", "--budget", "8", "--no-report", "--retime", "0")
     store = ["--store", str(start / "store.db")]
     done = cli(elsewhere, "tune", "--resume", rid, "--no-report", "--retime", "0", *store)
     assert done.returncode == 0, done.stderr
@@ -369,9 +389,9 @@ def test_prompt_show_of_a_later_round_is_the_stored_prompt_or_the_first_n_trials
         f"grid = list(itertools.product(*{[list(v) for v in VALUES.values()]!r}))\n"
         f"names = {list(VALUES)!r}\n"
         "print(json.dumps({'configs': [{'reasoning': 'r', 'config': dict(zip(names, g))} for g in grid[k:k + 2]]}))\n")
-    rid = run_id(cli(tmp_path, "tune", "--replay", str(rec), "--strategy", "llm", "--budget", "9",
-                     "--llm", f"cmd:{sys.executable} {script} {tmp_path / 'n'}", "-o", "llm.initial=2",
-                     "-o", "llm.refine=2", "-o", "llm.patience=9", "--no-report", "--retime", "0"))
+    rid = setup_run(tmp_path, "tune", "--replay", str(rec), "--strategy", "llm", "--budget", "9",
+                    "--llm", f"cmd:{sys.executable} {script} {tmp_path / 'n'}", "-o", "llm.initial=2",
+                    "-o", "llm.refine=2", "-o", "llm.patience=9", "--no-report", "--retime", "0")
     with sqlite3.connect(tmp_path / "store.db") as conn:
         stored = dict(conn.execute("SELECT round, prompt FROM llm_exchanges WHERE run_id=?", (rid,)).fetchall())
     assert {2, 3} <= set(stored), sorted(stored)

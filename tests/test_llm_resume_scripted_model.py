@@ -5,7 +5,8 @@ space that need a repair call, and sometimes a repair that still has no valid co
 * Item 3 of issue 22: every call of a round (repair calls too) is stored and replayed in order,
   so a run SIGKILLed at random moments (by exchanges stored, by trials stored, and blind) a dozen
   times resumes each time and ends with the same trials, and the same stored exchanges, as an
-  uninterrupted run.  A second `--resume` of a run that is still going is refused with one line.
+  uninterrupted run.  A second `--resume` of a run that is still going is refused with one line
+  (the running one is held inside a model call meanwhile, then answered at full speed).
 * Item 10: a rejected answer is stored with its text, provider and model; the configs the fallback
   topped a round up with are credited to the fallback, not to the model's round.
 """
@@ -40,6 +41,12 @@ import hashlib, json, os, random, sys, time
 prompt = sys.stdin.read()
 h = int(hashlib.sha256(prompt.encode()).hexdigest(), 16)
 rng = random.Random(h)
+hold = os.environ.get("SCRIPTED_MODEL_HOLD")
+if hold and os.path.exists(hold):  # answer only once the test removes the file (at most a minute)
+    open(hold + ".asked", "w").close()
+    until = time.monotonic() + 60
+    while os.path.exists(hold) and time.monotonic() < until:
+        time.sleep(0.02)
 time.sleep(float(os.environ.get("SCRIPTED_MODEL_DELAY", "0.03")))
 def valid(n):
     return [{"reasoning": "r", "config": {"BM": rng.choice([16, 32, 64, 128]), "W": rng.choice([2, 4, 8]),
@@ -166,31 +173,6 @@ def _killed_after_three_exchanges(workdir: Path, db: Path) -> str | None:
     return _run_id(db)
 
 
-def test_a_second_resume_of_a_running_scripted_model_run_is_refused_with_one_line(
-        tmp_path: Path, workdir: Path, reference: tuple[list[tuple], list[tuple]]) -> None:
-    ref_trials = reference[0]
-    db = tmp_path / "store.db"
-    run_id = _killed_after_three_exchanges(workdir, db)
-    assert run_id is not None
-    # A slow model keeps the winner running while the second resume starts.
-    winner = subprocess.Popen(_args(workdir, db, run_id), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              env=_env(delay=0.25))
-    try:
-        target = len(_exchanges(db)) + 1
-        while winner.poll() is None and len(_exchanges(db)) < target:
-            time.sleep(0.01)
-        assert winner.poll() is None
-        loser = subprocess.run(_args(workdir, db, run_id), capture_output=True, text=True, env=_env(), timeout=60)
-    finally:
-        _, err = winner.communicate(timeout=120)
-    assert winner.returncode == 0, err.decode()[-3000:]
-    assert loser.returncode == 2, loser.stderr[-3000:]
-    assert "Traceback" not in loser.stderr
-    lines = [line for line in loser.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("kerntune: error:") and "in use by another" in lines[0], lines
-    assert _trials(db) == ref_trials
-
-
 def _script(tmp_path: Path, body: str) -> str:
     path = tmp_path / "answer.py"
     path.write_text(textwrap.dedent(body))
@@ -236,11 +218,13 @@ def test_configs_the_fallback_topped_up_are_credited_to_the_fallback(tmp_path: P
     assert [a["reasoning"] for a in accepted] == ["one good"]
 
 
-def test_a_resume_without_llm_asks_the_runs_own_model_and_a_different_one_is_refused(
+def test_a_resume_without_llm_asks_the_runs_own_model_and_a_second_resume_while_it_runs_is_refused(
         tmp_path: Path, workdir: Path, reference: tuple[list[tuple], list[tuple]]) -> None:
     """The run keeps its model's spec: `--resume ID` alone asks the same model and ends on the
     uninterrupted run's trials (it once went on without a model, off the stored path, and stored more
-    trials than the budget); `--llm` naming another model is refused in one line."""
+    trials than the budget); `--llm` naming another model is refused in one line.  While that resume
+    runs (held inside its first model call, so it is surely past its start and still going), a second
+    `--resume` of the run is refused with one line and changes nothing."""
     ref_trials = reference[0]
     db = tmp_path / "store.db"
     run_id = _killed_after_three_exchanges(workdir, db)
@@ -248,10 +232,28 @@ def test_a_resume_without_llm_asks_the_runs_own_model_and_a_different_one_is_ref
     other = subprocess.run(KERNTUNE + ["tune", "--resume", run_id, "--store", str(db), "--no-report", "--llm",
                                        "replay:elsewhere.jsonl"], capture_output=True, text=True, env=_env(), timeout=120)
     assert other.returncode == 2 and "it was started with --llm" in other.stderr, other.stderr
-    done = subprocess.run(KERNTUNE + ["tune", "--resume", run_id, "--store", str(db), "--no-report"],
-                          capture_output=True, text=True, env=_env(), timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "with the model cmd:" in done.stdout + done.stderr
+    hold = tmp_path / "hold"
+    hold.touch()
+    winner = subprocess.Popen(KERNTUNE + ["tune", "--resume", run_id, "--store", str(db), "--no-report"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**_env(), "SCRIPTED_MODEL_HOLD": str(hold)})
+    try:
+        asked = tmp_path / "hold.asked"
+        deadline = time.monotonic() + 60
+        while not asked.exists() and winner.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert asked.exists() and winner.poll() is None, "the resume never asked its model"
+        loser = subprocess.run(_args(workdir, db, run_id), capture_output=True, text=True, env=_env(), timeout=60)
+        assert winner.poll() is None, "the held resume ended while the second one ran"
+    finally:
+        hold.unlink(missing_ok=True)
+        out, err = winner.communicate(timeout=120)
+    assert loser.returncode == 2, loser.stderr[-3000:]
+    assert "Traceback" not in loser.stderr
+    lines = [line for line in loser.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kerntune: error:") and "in use by another" in lines[0], lines
+    assert winner.returncode == 0, err[-3000:]
+    assert "with the model cmd:" in out + err
     assert _trials(db) == ref_trials
 
 
@@ -278,5 +280,7 @@ def test_ctrl_c_during_a_model_call_ends_the_run_at_once(tmp_path: Path, workdir
     proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 15
     assert _query(db, "SELECT status FROM runs") == [("interrupted",)]
-    time.sleep(0.5)
-    assert not alive(int(marker.read_text())), "the model's process outlived kerntune"
+    model, deadline = int(marker.read_text()), time.monotonic() + 0.5
+    while alive(model) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(model), "the model's process outlived kerntune"

@@ -1,7 +1,8 @@
-"""``tune --shapes``: a killed run resumes, the package's own choice is measured and the winner re-timed,
-every shape is checked before anything is tuned, a run where nothing ran says why, a file with a BOM
-is read.  Real processes on CPU kernel files (plain Python launchers in the measuring workers), real
-SQLite stores; the recorded H100 matmul spaces for the in-process resume."""
+"""``tune --shapes``: a killed run resumes (with the ``--retime`` it was started with), the package's own
+choice is measured and the winner re-timed, every shape is checked before anything is tuned, a run where
+nothing ran says why, a file with a BOM is read.  Real processes on CPU kernel files (plain Python
+launchers in the measuring workers), real SQLite stores; the recorded H100 matmul spaces for the
+in-process resume."""
 
 from __future__ import annotations
 
@@ -31,13 +32,19 @@ def _children(db: Path, parent: str) -> dict[str, list[tuple]]:
     return out
 
 
-def test_a_sigkilled_shapes_run_resumes_and_measures_no_finished_shape_or_trial_twice(tmp_path: Path) -> None:
+def test_a_sigkilled_shapes_run_resumes_with_its_own_retime_and_measures_no_finished_shape_or_trial_twice(
+        tmp_path: Path) -> None:
     """A killed ``tune --shapes`` could not be resumed (``--resume`` was refused with ``--shapes``) and a
     rerun measured every finished shape again.  Now the run is a parent whose id is printed first; killed
     with SIGKILL during its second shape, ``tune --resume ID`` keeps the finished shape as it is, takes the
     interrupted shape's stored trials in and stays within the budget (a shape not started yet is tuned on
-    a resume too: the in-process test below); one shape's run resumed alone is pointed at its parent."""
-    kernel = _kernel(tmp_path, "slow_sum", sleep=0.01)
+    a resume too: the in-process test below); one shape's run resumed alone is pointed at its parent.
+
+    ``--retime`` was neither stored with a ``--shapes`` run nor checked on its resume: a run started with
+    ``--retime 0`` and resumed without it re-timed the shapes left (the default 16), so one dispatch table
+    mixed re-timed and screening-only winners, and a resume typed with another ``--retime`` was taken.  Now
+    the parent keeps it: a resume without ``--retime`` uses the run's own, one with another is refused."""
+    kernel = _kernel(tmp_path, "slow_sum", sleep=0.02)
     shapes = _shapes(tmp_path, "1000\n2000\n")
     db = tmp_path / "store.db"
     proc, parent = start(tmp_path, str(kernel), "--shapes", str(shapes), "--budget", "8", "--strategy", "random",
@@ -56,8 +63,10 @@ def test_a_sigkilled_shapes_run_resumes_and_measures_no_finished_shape_or_trial_
     assert len(finished) == 1 and len(before) == 2
     child = _rows(db, "SELECT id FROM runs WHERE parent_id=?", (parent,))[0][0]  # one shape alone: its parent's
     one_line(run_cli(tmp_path, "tune", "--resume", child), f"kerntune tune --resume {parent}")
+    one_line(run_cli(tmp_path, "tune", "--resume", parent, "--retime", "16"),
+             f"cannot resume {parent}: it was started with --retime 0, not 16")
 
-    resumed = run_cli(tmp_path, "tune", "--resume", parent[:6], timeout=300)
+    resumed = run_cli(tmp_path, "tune", "--resume", parent[:6], timeout=300)  # no --retime: the run's own
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert resumed.stdout.startswith(f"run id: {parent} ")
     after = _children(db, parent)
@@ -73,6 +82,12 @@ def test_a_sigkilled_shapes_run_resumes_and_measures_no_finished_shape_or_trial_
     assert sorted(k for (k,) in _rows(db, "SELECT problem_key FROM best_configs")) == ["1000", "2000"]
     assert _rows(db, "SELECT status FROM runs WHERE id=?", (parent,)) == [("done",)]
     assert "(tuned before the resume)" in resumed.stderr
+    assert "(re-timed)" not in resumed.stderr and "over the default config" not in resumed.stderr, resumed.stderr
+    summaries = [json.loads(s)["shape_result"] for (s,) in
+                 _rows(db, "SELECT summary_json FROM runs WHERE parent_id=?", (parent,))]
+    assert len(summaries) == 2 and not any(s["retimed"] for s in summaries)
+    again = run_cli(tmp_path, "tune", "--resume", parent, "--retime", "0", timeout=300)  # the run's own: taken
+    assert again.returncode == 0, again.stderr[-3000:]
 
 
 def test_sigterm_on_a_shapes_run_says_how_to_resume_and_a_resume_refuses_other_settings(tmp_path: Path) -> None:
