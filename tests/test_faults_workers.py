@@ -109,7 +109,8 @@ def test_every_fault_is_classified_and_the_run_declares_the_right_winner(kernel:
                     " imports need more than that (benchmarks/gpu_checks covers the faults on a GPU)")
     probe = tmp_path / "probe.jsonl"
     monkeypatch.setenv("KERNTUNE_FAULTS_PROBE", str(probe))
-    ev = TritonEvaluator(kernel, (2000,), compile_workers=2, compile_timeout=6.0, bench_timeout=6.0, rep_ms=5,
+    # each planted hang costs its timeout; every other compile or benchmark here takes milliseconds
+    ev = TritonEvaluator(kernel, (2000,), compile_workers=2, compile_timeout=4.0, bench_timeout=4.0, rep_ms=5,
                          memory_limit_mb=1024)
     try:
         res = run_search(ev, "exhaustive", Budget(max_evals=100), seed=0)
@@ -120,8 +121,8 @@ def test_every_fault_is_classified_and_the_run_declares_the_right_winner(kernel:
     assert res.best is not None and res.best.config == {"mode": "good", "work": 1}
     expected = {
         "good": (Status.OK, None), "noisy": (Status.OK, None),
-        "compile_hang": (Status.COMPILE_TIMEOUT, "no result within 6 s"),
-        "bench_hang": (Status.TIMEOUT, "no result within 6 s"),
+        "compile_hang": (Status.COMPILE_TIMEOUT, "no result within 4 s"),
+        "bench_hang": (Status.TIMEOUT, "no result within 4 s"),
         "segfault": (Status.RUNTIME_ERROR, "signal 11"), "abort": (Status.RUNTIME_ERROR, "signal 6"),
         "exit": (Status.RUNTIME_ERROR, "exit code 0"),
         "wrong": (Status.WRONG_RESULT, "differs"), "nan": (Status.WRONG_RESULT, "NaN"),
@@ -140,39 +141,51 @@ def test_every_fault_is_classified_and_the_run_declares_the_right_winner(kernel:
     assert len(set(bench_pids)) >= 5, bench_pids   # segfault, abort, exit, hang each ended one
 
 
-def test_a_crashed_benchmark_worker_is_replaced_and_the_next_config_measures(kernel: Path, tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    probe = tmp_path / "probe.jsonl"
-    monkeypatch.setenv("KERNTUNE_FAULTS_PROBE", str(probe))
-    ev = TritonEvaluator(kernel, (500,), compile_workers=1, compile_timeout=8.0, bench_timeout=8.0, rep_ms=2)
-    try:
-        configs = [{"mode": "good", "work": 4}, {"mode": "segfault", "work": 1}, {"mode": "good", "work": 1}]
-        trials = ev.evaluate(configs)
-    finally:
-        ev.close()
+@pytest.fixture(scope="module")
+def default_limit_run(kernel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[list, list[dict]]:
+    """A good config, a segfault and the config queued behind it, under the default heap limit: the
+    trials and the workers' probes.  The crash's test and the memory limit's test check this one run
+    (each run here starts two workers that import torch)."""
+    probe = tmp_path_factory.mktemp("default_limit") / "probe.jsonl"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KERNTUNE_FAULTS_PROBE", str(probe))
+        mp.delenv("KERNTUNE_WORKER_MEMORY_MB", raising=False)
+        ev = TritonEvaluator(kernel, (500,), compile_workers=1, compile_timeout=8.0, bench_timeout=8.0, rep_ms=2)
+        try:
+            trials = ev.evaluate([{"mode": "good", "work": 4}, {"mode": "segfault", "work": 1},
+                                  {"mode": "good", "work": 1}])
+        finally:
+            ev.close()
+    return trials, _probes(probe)
+
+
+def test_a_crashed_benchmark_worker_is_replaced_and_the_next_config_measures(default_limit_run) -> None:
+    trials, probes = default_limit_run
     assert [t.status for t in trials] == [Status.OK, Status.RUNTIME_ERROR, Status.OK]
-    pids = {(p["mode"], p["work"]): p["pid"] for p in _probes(probe) if p["bench"]}
+    pids = {(p["mode"], p["work"]): p["pid"] for p in probes if p["bench"]}
     assert pids[("good", 4)] == pids[("segfault", 1)] != pids[("good", 1)]
 
 
 def test_kernel_code_runs_only_in_worker_processes_under_a_memory_limit(kernel: Path, tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        default_limit_run) -> None:
     """The launcher never runs in the tuning process, and each worker has a heap limit:
     the default (half the memory), or $KERNTUNE_WORKER_MEMORY_MB; 0 turns it off."""
     own_limit = resource.getrlimit(resource.RLIMIT_DATA)
     for env, expected_mb in ((None, default_memory_limit_mb()), ("1536", 1536), ("0", None)):
-        probe = tmp_path / f"probe-{env}.jsonl"
-        monkeypatch.setenv("KERNTUNE_FAULTS_PROBE", str(probe))
-        if env is None:
-            monkeypatch.delenv("KERNTUNE_WORKER_MEMORY_MB", raising=False)
+        if env is None:  # the default: the crash's run (its fresh benchmark worker included)
+            trials, runs = default_limit_run
+            assert [t.status for t in trials if t.config["mode"] == "good"] == [Status.OK] * 2
         else:
+            probe = tmp_path / f"probe-{env}.jsonl"
+            monkeypatch.setenv("KERNTUNE_FAULTS_PROBE", str(probe))
             monkeypatch.setenv("KERNTUNE_WORKER_MEMORY_MB", env)
-        ev = TritonEvaluator(kernel, (500,), compile_workers=1, compile_timeout=8.0, rep_ms=2)
-        try:
-            assert [t.status for t in ev.evaluate([{"mode": "good", "work": 1}])] == [Status.OK]
-        finally:
-            ev.close()
-        runs = _probes(probe)
+            ev = TritonEvaluator(kernel, (500,), compile_workers=1, compile_timeout=8.0, rep_ms=2)
+            try:
+                assert [t.status for t in ev.evaluate([{"mode": "good", "work": 1}])] == [Status.OK]
+            finally:
+                ev.close()
+            runs = _probes(probe)
         assert {p["bench"] for p in runs} == {True, False}          # compiled, then benchmarked
         assert all(p["pid"] != os.getpid() and p["ppid"] == os.getpid() for p in runs)
         limits = {p["data_limit"] for p in runs}

@@ -18,16 +18,21 @@ KERNELS = Path(__file__).parent / "data" / "cpu_kernels.py"
 
 @pytest.fixture(scope="module")
 def evaluator():
-    ev = TritonEvaluator(KERNELS, (2000,), compile_workers=2, compile_timeout=8.0, bench_timeout=20.0, rep_ms=5)
+    # compile_timeout: each planted hang (three in the search) costs it; every other compile takes milliseconds
+    ev = TritonEvaluator(KERNELS, (2000,), compile_workers=2, compile_timeout=4.0, bench_timeout=20.0, rep_ms=5)
     yield ev
     ev.close()
 
 
-def test_every_planted_failure_is_classified_and_the_run_goes_on(evaluator) -> None:
-    configs = [{"mode": m, "work": 1} for m in
-               ("good", "crash", "hang", "wrong", "nan", "raise_oor", "raise_compile", "inplace")]
-    trials = evaluator.evaluate(configs)
-    by_mode = {c["mode"]: t for c, t in zip(configs, trials)}
+@pytest.fixture(scope="module")
+def search(evaluator):
+    """One exhaustive search over every planted config (each hang costs a compile timeout, each crash a
+    worker's start-up): the winner's test and the failures' test check the same run."""
+    return run_search(evaluator, "exhaustive", Budget(max_evals=100), seed=0)
+
+
+def test_every_planted_failure_is_classified_and_the_run_goes_on(evaluator, search) -> None:
+    by_mode = {t.config["mode"]: t for t in search.history if t.config["work"] == 1}
     assert by_mode["good"].status is Status.OK and by_mode["good"].time_ms > 0
     # (a CPU launcher's first launch is its compile: it dies in its compile worker, the compiler's crash)
     assert by_mode["crash"].status is Status.COMPILE_ERROR and "signal 11" in by_mode["crash"].error
@@ -55,8 +60,8 @@ def test_stream_yields_every_config_once(evaluator) -> None:
     assert seen == list(range(len(configs)))
 
 
-def test_a_search_over_planted_configs_finds_the_right_winner(evaluator) -> None:
-    res = run_search(evaluator, "exhaustive", Budget(max_evals=100), seed=0)
+def test_a_search_over_planted_configs_finds_the_right_winner(evaluator, search) -> None:
+    res = search
     assert len(res.history) == evaluator.space.count()
     assert res.best.config["mode"] in {"good", "inplace"}
     bad = {t.config["mode"] for t in res.history if not t.ok}

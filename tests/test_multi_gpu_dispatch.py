@@ -46,15 +46,17 @@ def launch(config, inputs):
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         if config["n"] == HANG_N:
             time.sleep(3600)
-        time.sleep(0.1)  # a benchmark slower than a compile, so both GPUs have work queued
+        time.sleep(BENCH_S)  # a benchmark slower than a compile, so both GPUs have work queued
     return [sum(inputs[0])]
 '''
 
 
-def _kernel(tmp_path: Path) -> tuple[Path, Path]:
+def _kernel(tmp_path: Path, bench_s: float = 0.1) -> tuple[Path, Path]:
+    """The kernel file and its launch log; each benchmark launch takes ``bench_s``."""
     log = tmp_path / "launches.log"
     path = tmp_path / "devices_kernel.py"
-    path.write_text(f"LOG = {str(log)!r}\nCRASH_N, FATAL_N, HANG_N = {CRASH_N}, {FATAL_N}, {HANG_N}\n" + KERNEL)
+    path.write_text(f"LOG = {str(log)!r}\nCRASH_N, FATAL_N, HANG_N = {CRASH_N}, {FATAL_N}, {HANG_N}\n"
+                    f"BENCH_S = {bench_s!r}\n" + KERNEL)
     return path, log
 
 
@@ -64,28 +66,51 @@ def _launches(log: Path) -> list[tuple[int, str, int]]:
     return [(int(p), d, int(n)) for p, d, n in (line.split() for line in log.read_text().splitlines())]
 
 
-@pytest.fixture
-def two_gpus(tmp_path: Path):
-    path, log = _kernel(tmp_path)
-    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=3.0, rep_ms=5,
+@pytest.fixture(scope="module")
+def _shared_two_gpus(tmp_path_factory: pytest.TempPathFactory):
+    """One evaluator for the tests on two fake GPUs: its three workers each import torch at start-up, the
+    bulk of these tests' time, and none of the tests needs workers that measured nothing yet."""
+    path, log = _kernel(tmp_path_factory.mktemp("two_gpus"))
+    # bench_timeout: what the planted hang costs (in two tests); a benchmark here takes 0.2 s (two 0.1 s launches)
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=2.0, rep_ms=5,
                          devices=["0", "1"])
     yield ev, log
     ev.close()
 
 
-def test_configs_spread_over_both_gpus_each_benchmarked_once(two_gpus) -> None:
-    ev, log = two_gpus
+@pytest.fixture
+def two_gpus(_shared_two_gpus):
+    """The shared evaluator with its launch log emptied (no launch is in flight between tests), so each
+    test sees the launches of its own configs only."""
+    ev, log = _shared_two_gpus
+    log.unlink(missing_ok=True)
+    return ev, log
+
+
+@pytest.fixture(scope="module")
+def every_config_streamed(_shared_two_gpus):
+    """Every config streamed once over both GPUs, the crash, the fatal error and the hang among them:
+    what the stream yielded, in its order, and the launches the workers logged.  The spread's test and
+    the faults' test check this one batch (its hang and the workers started again after each fault
+    are most of its time)."""
+    ev, log = _shared_two_gpus
+    log.unlink(missing_ok=True)
+    yielded = list(ev.stream([{"n": n} for n in range(16)]))
+    return yielded, _launches(log)
+
+
+def test_configs_spread_over_both_gpus_each_benchmarked_once(two_gpus, every_config_streamed) -> None:
+    ev, _ = two_gpus
     assert ev.parallelism == 1 + 2  # one compile worker plus one benchmark worker per GPU
-    configs = [{"n": n} for n in range(16) if n != HANG_N]  # (the hang costs the bench timeout)
-    seen = [i for i, _ in ev.stream(configs)]
-    assert sorted(seen) == list(range(15))  # every config exactly once
+    yielded, launches = every_config_streamed
+    assert sorted(i for i, _ in yielded) == list(range(16))  # every config exactly once
     trials = ev.evaluate([])  # an empty batch is fine too
     assert trials == []
 
     by_config: dict[int, set[tuple[int, str]]] = defaultdict(set)
-    for pid, dev, n in _launches(log):
+    for pid, dev, n in launches:
         by_config[n].add((pid, dev))
-    assert sorted(by_config) == [c["n"] for c in configs]
+    assert sorted(by_config) == list(range(16))
     # None twice: every config's launches came from one process on one device.
     assert all(len(v) == 1 for v in by_config.values()), by_config
     per_device = defaultdict(int)
@@ -94,18 +119,16 @@ def test_configs_spread_over_both_gpus_each_benchmarked_once(two_gpus) -> None:
     assert set(per_device) == {"0", "1"} and min(per_device.values()) >= 3, per_device
 
 
-def test_a_crash_on_one_gpu_costs_that_config_only_and_the_worker_is_replaced(two_gpus) -> None:
+def test_a_crash_on_one_gpu_costs_that_config_only_and_the_worker_is_replaced(every_config_streamed) -> None:
     """Each benchmark worker has the next config queued in its pipe: when it dies, hangs or
     exits after a fatal error, that queued config must go to a fresh worker, not be blamed."""
-    ev, log = two_gpus
-    configs = [{"n": n} for n in range(16)]
-    trials = ev.evaluate(configs)
+    yielded, launches = every_config_streamed
+    trials = [t for _, t in sorted(yielded, key=lambda it: it[0])]
     assert trials[CRASH_N].status is Status.RUNTIME_ERROR and "signal 9" in trials[CRASH_N].error
     assert trials[FATAL_N].status is Status.RUNTIME_ERROR and "illegal" in trials[FATAL_N].error
     assert trials[HANG_N].status is Status.TIMEOUT
     special = {CRASH_N, FATAL_N, HANG_N}
     assert [t.status for i, t in enumerate(trials) if i not in special] == [Status.OK] * 13
-    launches = _launches(log)
     crashed_dev = next(d for _, d, n in launches if n == CRASH_N)
     # Each trial names the GPU that measured it, and that is where the process ran.
     where = {n: d for _, d, n in launches}
@@ -146,18 +169,27 @@ def test_store_and_resume_with_two_gpus(two_gpus, tmp_path: Path) -> None:
     assert {t.extra.get("gpu") for _, t, _ in rows if t.ok} == {"0", "1"}
 
 
+def _devices(path: Path, **kwargs: object) -> tuple[list[str | None], int]:
+    """The devices an evaluator picks and its benchmark worker count; its workers, started by the
+    constructor, are killed at once (left running, each went on to import torch for nothing)."""
+    ev = TritonEvaluator(path, (10,), compile_workers=1, **kwargs)  # type: ignore[arg-type]
+    try:
+        return ev.devices, len(ev.benchers)
+    finally:
+        ev.close()
+
+
 def test_gpu_count_follows_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     path, _ = _kernel(tmp_path)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,GPU-5e1f")
-    assert TritonEvaluator(path, (10,), compile_workers=1).devices == ["3", "GPU-5e1f"]
-    assert TritonEvaluator(path, (10,), compile_workers=1, gpus=1).devices == ["3"]
+    assert _devices(path) == (["3", "GPU-5e1f"], 2)
+    assert _devices(path, gpus=1) == (["3"], 1)
     with pytest.raises(KerntuneError, match="only 2 GPU"):
         TritonEvaluator(path, (10,), compile_workers=1, gpus=3)
     with pytest.raises(KerntuneError, match="at least 1"):
         TritonEvaluator(path, (10,), compile_workers=1, gpus=0)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    ev = TritonEvaluator(path, (10,), compile_workers=1)
-    assert ev.devices == [None] and len(ev.benchers) == 1  # no GPU: one worker, environment untouched
+    assert _devices(path) == ([None], 1)  # no GPU: one worker, environment untouched
 
 
 def test_tune_command_with_gpus(tmp_path: Path) -> None:
@@ -168,7 +200,9 @@ def test_tune_command_with_gpus(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    path, log = _kernel(tmp_path)
+    # 20 ms a launch: still far slower than a compile, and the runoff's and the re-timing's 70-90 launches
+    # on the first GPU take 2 s instead of 7 s
+    path, log = _kernel(tmp_path, bench_s=0.02)
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="0,1")
     base = [sys.executable, "-m", "kerntune", "tune", str(path), "--shape", "100", "--store", str(tmp_path / "t.db"),
             "--no-report", "--compile-timeout", "20"]

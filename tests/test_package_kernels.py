@@ -39,11 +39,13 @@ def _env() -> dict[str, str]:
         [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
 
 
-def _tune_exhaustive(tmp_path: Path, kernel_file: str, shape: str) -> subprocess.CompletedProcess:
-    """`kerntune tune FILE` over the whole space into ``tmp_path/t.db``; fails the test if it fails."""
+def _tune_exhaustive(tmp_path: Path, kernel_file: str, shape: str, retime: int = 2) -> subprocess.CompletedProcess:
+    """`kerntune tune FILE` over the whole space into ``tmp_path/t.db``; fails the test if it fails.
+    ``retime`` 0: no baseline, runoff or re-timing after the search (seconds of interpreted launches),
+    for a test that checks the trials alone."""
     cmd = [sys.executable, "-m", "kerntune", "tune", str(DATA / kernel_file), "--shape", shape,
            "--strategy", "exhaustive", "--budget", "100", "--store", str(tmp_path / "t.db"), "--no-report",
-           "--retime", "2", "--gpus", "1"]
+           "--retime", str(retime), "--gpus", "1"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -74,6 +76,18 @@ def _program_output(tmp_path: Path, program: str, prefix: Sequence[str] = (), en
                           env=env or _env(), timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _switch_off_with(kt: Sequence[str], tmp_path: Path, **bad: str) -> str:
+    """`kerntune exec` (``kt``) with the ``bad`` settings in the environment, over a program that only
+    says whether the switch turned on (exit status 1: off; a program that launches a kernel would run
+    it untuned for seconds before failing the same way): what the switch said on stderr.  Fails the
+    test if the switch turned on."""
+    asks = "import sys, kerntune.retune as r; sys.exit(r._original_run is None)"
+    proc = subprocess.run([*kt, sys.executable, "-c", asks], capture_output=True, text=True, env={**_env(), **bad},
+                          timeout=600, cwd=tmp_path)
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    return proc.stderr
 
 
 def test_capture_of_an_autotuned_launch_replays_with_other_configs() -> None:
@@ -247,21 +261,29 @@ def test_tune_a_package_kernel_where_it_lives_end_to_end(tmp_path: Path) -> None
 
 
 RETUNE_PROGRAM = """
-import json, sys, torch
+import json, threading, torch
 from fake_package import ops
 torch.manual_seed(0)
-outs = [ops.scale(torch.randn(n)) for n in (1000, 3000, 1000)]
+xs = [torch.randn(n) for n in (1000, 3000, 1000)]
+outs = [ops.scale(xs[0])]
+# the n=3000 key launched from another thread, as autograd's backward thread launches a training step's kernels
+t = threading.Thread(target=lambda: outs.append(ops.scale(xs[1])))
+t.start(); t.join()
+outs.append(ops.scale(xs[2]))
 import kerntune.retune as r
 print(json.dumps({"sums": [float(o.double().sum()) for o in outs], "tuned": r.STATS.tuned,
+                  "ok": len(outs) == 3 and all(bool(torch.allclose(o, 2 * x)) for o, x in zip(outs, xs)),
                   "loaded": r.STATS.loaded, "measured": r.STATS.measured,
                   "enabled": r._original_run is not None}))
 """
 
 
-def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_path: Path) -> None:
+def test_retune_switch_tunes_each_key_once_in_any_thread_and_a_later_process_only_loads(tmp_path: Path) -> None:
     """`kerntune exec --budget 0.5 -- python PROGRAM`: the package's autotuned kernel is tuned by kerntune
     with half its list per key, the winners stored; a second process loads them and measures nothing; the
-    outputs equal those of the program run without the switch."""
+    outputs equal those of the program run without the switch.  One key is launched from another thread,
+    as a training step's backward kernels launch from autograd's: the switch's store must answer there
+    too, tuning and loading (a SQLite connection serves only the thread that opened it)."""
     def run(*prefix: str) -> dict:
         return _program_output(tmp_path, RETUNE_PROGRAM, prefix)
 
@@ -277,12 +299,13 @@ def test_retune_switch_tunes_each_key_once_and_a_later_process_only_loads(tmp_pa
     assert 2 * 4 <= first["measured"] <= 2 * (4 + 16 + 36 + 18)  # half of the 8-config list per key, and the runoff
     assert second["tuned"] == [] and len(second["loaded"]) == 2 and second["measured"] == 0
     assert first["sums"] == pytest.approx(plain["sums"], rel=1e-6) and second["sums"] == first["sums"]
+    assert plain["ok"] and first["ok"] and second["ok"] and whole["ok"]
 
 
 def test_tune_with_launch_knobs_end_to_end_rejects_the_partial_grid(tmp_path: Path) -> None:
     """`kerntune tune` through the worker processes: every config with CHUNK=128 (half the caught grid's
     coverage) comes back wrong_result, every other one ok."""
-    _tune_exhaustive(tmp_path, "chunk_scale_where_it_lives.py", "1000")
+    _tune_exhaustive(tmp_path, "chunk_scale_where_it_lives.py", "1000", retime=0)
     rows = _trial_rows(tmp_path)
     assert len(rows) == 3 * 3 * 3 * 3  # CHUNK x BLOCK x warps (1, 2 widened) x stages (3 widened)
     assert all((s == "wrong_result") == (c["CHUNK"] == 128) for c, s in rows)
@@ -365,7 +388,7 @@ def test_a_list_whose_configs_carry_different_pre_hooks_is_refused() -> None:
 def test_tune_a_descriptor_kernel_end_to_end(tmp_path: Path) -> None:
     """`kerntune tune` on the descriptor kernel: compile workers and the benchmark worker run the list's
     pre_hook before each config, so every tile of the widened list computes the package's output."""
-    _tune_exhaustive(tmp_path, "desc_scale_where_it_lives.py", "64x48")
+    _tune_exhaustive(tmp_path, "desc_scale_where_it_lives.py", "64x48", retime=0)
     rows = _trial_rows(tmp_path)
     tiles = {(c["BLOCK_M"], c["BLOCK_N"]) for c, _ in rows}
     assert len(tiles) >= 6 and (4, 8) in tiles and (32, 32) in tiles  # the list widened a step each way
@@ -474,27 +497,6 @@ def test_an_in_place_output_that_aliases_an_input_is_never_poisoned() -> None:
     assert launch.write_only == []
 
 
-RETUNE_THREAD_PROGRAM = """
-import json, threading, torch
-from fake_package import ops
-torch.manual_seed(0)
-xs = [torch.randn(1000), torch.randn(3000)]
-outs = [ops.scale(xs[0])]
-t = threading.Thread(target=lambda: outs.append(ops.scale(xs[1])))  # as autograd's backward thread launches
-t.start(); t.join()
-import kerntune.retune as r
-print(json.dumps({"ok": len(outs) == 2 and all(bool(torch.allclose(o, 2 * x)) for o, x in zip(outs, xs)),
-                  "tuned": r.STATS.tuned}))
-"""
-
-
-def test_retune_switch_serves_a_kernel_launched_from_another_thread(tmp_path: Path) -> None:
-    """A training step's backward kernels launch from autograd's thread: the switch's store must
-    answer there too (a SQLite connection serves only the thread that opened it)."""
-    out = _program_output(tmp_path, RETUNE_THREAD_PROGRAM, _kerntune_exec(tmp_path / "r.db", "--budget", "0.5"))
-    assert out["ok"] and len(out["tuned"]) == 2
-
-
 RETUNE_RUNOFF_PROGRAM = """
 import json, torch
 from fake_package import ops
@@ -519,9 +521,7 @@ def test_retune_runoff_retimes_the_leaders_in_interleaved_rounds(tmp_path: Path)
     rounds = out["runoff"]
     assert len(rounds) == 3 and all(len(v) == 5 for v in rounds.values())
     assert out["config"] in [json.loads(k) for k in rounds]
-    bad = subprocess.run([*kt, sys.executable, str(tmp_path / "prog.py")], capture_output=True, text=True,
-                         env={**_env(), "KERNTUNE_AUTOTUNE_RUNOFF": "two"}, timeout=600, cwd=tmp_path)
-    assert bad.returncode != 0 and "KERNTUNE_AUTOTUNE_RUNOFF" in bad.stderr
+    assert "KERNTUNE_AUTOTUNE_RUNOFF" in _switch_off_with(kt, tmp_path, KERNTUNE_AUTOTUNE_RUNOFF="two")
 
 
 RETUNE_CUT_PROGRAM = """
@@ -565,9 +565,7 @@ def test_retune_cuts_configs_already_slower_and_runs_off_the_close_ones(tmp_path
     assert out["measured"] == 8 + len(screen) + sum(x is not None for v in leaders.values() for x in v) + tie
     off = _program_output(tmp_path, RETUNE_CUT_PROGRAM, _kerntune_exec(tmp_path / "off.db", "--cut", "0", "--runoff", "0"))
     assert off["cut"] == 0 and off["runoff"] is None and off["measured"] == 8
-    bad = subprocess.run([*kt, sys.executable, str(tmp_path / "prog.py")], capture_output=True, text=True,
-                         env={**_env(), "KERNTUNE_AUTOTUNE_CUT": "0.9"}, timeout=600, cwd=tmp_path)
-    assert bad.returncode != 0 and "KERNTUNE_AUTOTUNE_CUT" in bad.stderr
+    assert "KERNTUNE_AUTOTUNE_CUT" in _switch_off_with(kt, tmp_path, KERNTUNE_AUTOTUNE_CUT="0.9")
 
 
 RETUNE_OVERLAP_PROGRAM = """

@@ -134,10 +134,13 @@ def test_retime_and_runoff_wait_for_a_compile_start_up_and_are_not_charged_the_w
     GPU (here a process holding the lock shared for 2.5 s), and the wait is not counted in the task's
     timeout (1.5 s): it is not the config's, which would otherwise time out."""
     path, log = _kernel(tmp_path, 0.0, 0.0)
-    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=1.5, rep_ms=20)
+    # re-timing and the runoff need no compile worker: none is started
+    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=1.5, rep_ms=20,
+                         lazy_compilers=True)
     configs = [{"mode": "good", "n": 1}, {"mode": "good", "n": 2}]
     try:
-        ev.wait_ready()
+        # the benchmark worker's start-up is over (its own turn on the lock) before the holder takes the lock
+        assert ev.benchers[0].run({"mode": "ping"}, 60.0) == {"status": "ok"}
         holder = _hold_shared(_lock_of(ev), 2.5)
         trials = ev.retime(configs, rounds=1)
         let_go = _released(holder)

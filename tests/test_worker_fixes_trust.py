@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kerntune.evaluate.trial import Status
+from kerntune.evaluate.trial import Status, Trial
 from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
 
 torch = pytest.importorskip("torch")
@@ -69,7 +69,8 @@ def test_right_bool_configs_pass_where_the_default_config_crashes_or_hangs(tmp_p
     path = tmp_path / "crashing_default.py"
     path.write_text(f"OWN = {own!r}\nHOW = {how!r}\n" + CRASHING_DEFAULT)
     modes = ["good", "half", "good2", "half"]
-    trials, ev = _evaluate(path, [{"mode": m} for m in modes], timeout=5.0)
+    # the hang costs the bench timeout once; every other task here takes milliseconds
+    trials, ev = _evaluate(path, [{"mode": m} for m in modes], timeout=3.0)
     got = [(m, t.status, t.error) for m, t in zip(modes, trials)]
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT, Status.OK, Status.WRONG_RESULT], got
     assert "left unwritten" in trials[1].error and "2048 of 4096" in trials[1].error, got
@@ -79,15 +80,22 @@ def test_right_bool_configs_pass_where_the_default_config_crashes_or_hangs(tmp_p
     assert ("still checked against reference()" in said) == own and ("has no reference()" in said) == (not own)
 
 
-# One uninitialised bool workspace of two rows; each mode writes a row (all of it, or half) and returns it
-# as a view at an offset (row 1), or row 0 converted to int32 or to float.
-VIEWS = '''
+# One uninitialised bool workspace of two rows; each "view", "int" or "float" mode writes a row (all of it,
+# or half) and returns it as a view at an offset (row 1), or row 0 converted to int32 or to float.  The "op"
+# modes return a bool mask allocated inside a torch.library custom op's implementation, all of it or half
+# written (the workspace untouched).
+BOOL_OUTPUTS = '''
 import torch
 from kerntune.space import Choice, Space
-name = "views"
+name = "bool_outputs"
 RETURNS = {"view": lambda ws: ws[1], "int": lambda ws: ws[0].to(torch.int32), "float": lambda ws: ws[0].float()}
-space = Space([Choice("mode", options=tuple(f"{w}_{r}" for r in RETURNS for w in ("full", "half")))],
+space = Space([Choice("mode", options=tuple(f"{w}_{r}" for r in (*RETURNS, "op") for w in ("full", "half")))],
               default={"mode": "full_view"})
+@torch.library.custom_op("kerntune_test::mask_upto", mutates_args=())
+def mask_upto(x: torch.Tensor, hi: int) -> torch.Tensor:
+    out = torch.empty(x.numel(), dtype=torch.bool)
+    out[:hi] = x[:hi] >= 0
+    return out
 def make_inputs(shape):
     torch.manual_seed(0)
     n = shape[0]
@@ -97,52 +105,41 @@ def launch(config, inputs):
     how, ret = config["mode"].split("_")
     n = x.numel()
     hi = n // 2 if how == "half" else n
+    if ret == "op":
+        return (mask_upto(x, hi),)
     ws[1 if ret == "view" else 0, :hi] = x[:hi] >= 0
     return (RETURNS[ret](ws),)
 '''
 
 
-def test_a_bool_buffer_returned_as_a_view_or_a_converted_copy_left_half_unwritten_fails(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def bool_outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Trial]:
+    """Every mode of ``BOOL_OUTPUTS`` evaluated in one evaluator (two workers that import torch), by mode:
+    the tests of a returned view or converted copy and of a custom op's allocation check their own."""
+    path = tmp_path_factory.mktemp("bool_outputs") / "bool_outputs.py"
+    path.write_text(BOOL_OUTPUTS)
+    modes = ["full_view", "half_view", "full_int", "half_int", "full_float", "half_float", "full_op", "half_op"]
+    trials, _ = _evaluate(path, [{"mode": m} for m in modes])
+    return dict(zip(modes, trials))
+
+
+def test_a_bool_buffer_returned_as_a_view_or_a_converted_copy_left_half_unwritten_fails(bool_outputs) -> None:
     """A buffer of make_inputs was zeroed for the second launch only where the launch returned it at the
     same pointer: returned as a view at an offset, or converted (``.to(int32)``, ``.float()``), half of it
     left unwritten passed.  Now every uninitialised bool or integer buffer the default config lets be
     zeroed is zeroed, returned or not, and a view of an input is matched by its storage."""
-    path = tmp_path / "views.py"
-    path.write_text(VIEWS)
     modes = ["full_view", "half_view", "full_int", "half_int", "full_float", "half_float"]
-    trials, _ = _evaluate(path, [{"mode": m} for m in modes])
+    trials = [bool_outputs[m] for m in modes]
     got = [(m, t.status, t.error) for m, t in zip(modes, trials)]
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT] * 3, got
     assert all("left unwritten" in t.error for t in trials[1::2]), got
 
 
-# A bool mask allocated inside a torch.library custom op's implementation; "half" writes half of it.
-CUSTOM_OP = '''
-import torch
-from kerntune.space import Choice, Space
-name = "custom_op"
-space = Space([Choice("mode", options=("full", "half"))], default={"mode": "full"})
-@torch.library.custom_op("kerntune_test::mask_upto", mutates_args=())
-def mask_upto(x: torch.Tensor, hi: int) -> torch.Tensor:
-    out = torch.empty(x.numel(), dtype=torch.bool)
-    out[:hi] = x[:hi] >= 0
-    return out
-def make_inputs(shape):
-    torch.manual_seed(0)
-    return (torch.rand(shape[0]),)
-def launch(config, inputs):
-    (x,) = inputs
-    return (mask_upto(x, x.numel() // 2 if config["mode"] == "half" else x.numel()),)
-'''
-
-
-def test_a_bool_output_a_custom_op_allocates_left_half_unwritten_fails(tmp_path: Path) -> None:
+def test_a_bool_output_a_custom_op_allocates_left_half_unwritten_fails(bool_outputs) -> None:
     """The dispatch mode that zeroes the launch's own bool allocations saw only the custom op, and its
     implementation ran with the mode off: its ``torch.empty`` kept the True fill, so half a mask passed.
     Now the op's implementation runs with the mode on; what the op writes itself still shows (``full``)."""
-    path = tmp_path / "custom_op.py"
-    path.write_text(CUSTOM_OP)
-    trials, _ = _evaluate(path, [{"mode": "full"}, {"mode": "half"}])
+    trials = [bool_outputs["full_op"], bool_outputs["half_op"]]
     got = [(t.status, t.error) for t in trials]
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT], got
     assert "left unwritten" in trials[1].error and "2048 of 4096" in trials[1].error, got

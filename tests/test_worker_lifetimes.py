@@ -20,16 +20,20 @@ from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
 ROOT = Path(kerntune.__file__).resolve().parents[1]  # the kerntune this test imported, for its subprocess
 
 KERNEL = '''
-import os, sys, time
+import os, sys, threading, time
 from kerntune.space import Choice, Space
 name = "lifetimes"
-space = Space([Choice("mode", options=("good", "good2", "hang", "stuck_compile"))], default={"mode": "good"})
+space = Space([Choice("mode", options=("good", "good2", "hang", "stuck_compile", "threads"))],
+              default={"mode": "good"})
 BENCH = "--compile-only" not in sys.argv
 def make_inputs(shape):
     return ([1.0] * shape[0],)
 def reference(inputs):
     return [sum(inputs[0])]
 def launch(config, inputs):
+    if config["mode"] == "threads":  # the threads of the worker that launches it, in a log of their own
+        with open(LOG + ".threads", "a") as f:
+            f.write(f"{'bench' if BENCH else 'compile'} {','.join(sorted(t.name for t in threading.enumerate()))}\\n")
     if BENCH:
         with open(LOG, "a") as f:
             f.write(f"{os.getpid()} {config['mode']}\\n")
@@ -69,57 +73,72 @@ def _gone(pid: int) -> bool:
         return False
 
 
-def test_a_stream_left_early_kills_the_hung_config_instead_of_waiting_for_it(tmp_path: Path) -> None:
-    path, log = _kernel(tmp_path)
+@pytest.fixture(scope="module")
+def _shared(tmp_path_factory: pytest.TempPathFactory):
+    """One evaluator for the tests of ``evaluator``: each of its workers imports torch at start-up, and
+    none of the tests needs workers that never measured (a worker a test killed is started again)."""
+    path, log = _kernel(tmp_path_factory.mktemp("lifetimes"))
     ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=12.0, rep_ms=2,
                          memory_limit_mb=0)
-    try:
-        ev.wait_ready()
-        stream = ev.stream([{"mode": "good"}, {"mode": "hang"}, {"mode": "good2"}])
-        _, first = next(stream)
-        assert first.config == {"mode": "good"} and first.status is Status.OK
-        deadline = time.monotonic() + 10
-        while "hang" not in _modes(log) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        hung = ev.benchers[0].proc
-        t0 = time.perf_counter()
-        stream.close()  # the consumer stops (budget spent, Ctrl-C): the hang's 12 s are not waited for
-        assert time.perf_counter() - t0 < 4
-        assert hung is not None and hung.poll() is not None
-        # the evaluator goes on: a fresh worker measures the next batch
-        again = ev.evaluate([{"mode": "good2"}])
-        assert [t.status for t in again] == [Status.OK], again[0].error
-    finally:
-        ev.close()
+    yield ev, log
+    ev.close()
+
+
+@pytest.fixture
+def evaluator(_shared):
+    """The shared evaluator, its workers started, with its launch log emptied (no launch is in flight
+    between tests), so each test sees its own launches only."""
+    ev, log = _shared
+    ev.wait_ready()
+    log.unlink(missing_ok=True)
+    return ev, log
+
+
+def test_a_stream_left_early_kills_the_hung_config_instead_of_waiting_for_it(evaluator) -> None:
+    ev, log = evaluator
+    stream = ev.stream([{"mode": "good"}, {"mode": "hang"}, {"mode": "good2"}])
+    _, first = next(stream)
+    assert first.config == {"mode": "good"} and first.status is Status.OK
+    deadline = time.monotonic() + 10
+    while "hang" not in _modes(log) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    hung = ev.benchers[0].proc
+    t0 = time.perf_counter()
+    stream.close()  # the consumer stops (budget spent, Ctrl-C): the hang's 12 s are not waited for
+    assert time.perf_counter() - t0 < 4
+    assert hung is not None and hung.poll() is not None
+    # the evaluator goes on: a fresh worker measures the next batch
+    again = ev.evaluate([{"mode": "good2"}])
+    assert [t.status for t in again] == [Status.OK], again[0].error
 
 
 TUNER = '''
 import sys
 from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
-ev = TritonEvaluator(sys.argv[1], (100,), compile_workers=1, compile_timeout=600, bench_timeout=600, rep_ms=2,
+ev = TritonEvaluator(sys.argv[1], (100,), compile_workers=2, compile_timeout=600, bench_timeout=600, rep_ms=2,
                      memory_limit_mb=0)
 print(" ".join(str(w.proc.pid) for w in ev.benchers + ev.compilers), flush=True)
-ev.evaluate([{"mode": sys.argv[2]}])
+ev.evaluate([{"mode": m} for m in sys.argv[2:]])
 '''
 
 
-@pytest.mark.parametrize("mode, stage", [("hang", "hang"), ("stuck_compile", "compiling")])
-def test_workers_end_with_a_tuner_killed_by_sigkill(tmp_path: Path, mode: str, stage: str) -> None:
-    """Killed while a benchmark worker hangs in a kernel, or while a compile worker is stuck in a
-    compile (it used to look for its tuner between tasks only, and outlived it by the compile's length):
-    every worker, and every process of its group, is gone within seconds."""
+def test_workers_end_with_a_tuner_killed_by_sigkill(tmp_path: Path) -> None:
+    """Killed while a benchmark worker hangs in a kernel and a compile worker is stuck in a compile
+    (it used to look for its tuner between tasks only, and outlived it by the compile's length):
+    every worker, and every process of its group, is gone within seconds.  One tuner holds both
+    (two compile workers: the stuck one, and the one that compiled the hang)."""
     path, log = _kernel(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    tuner = subprocess.Popen([sys.executable, "-c", TUNER, str(path), mode], stdout=subprocess.PIPE, text=True,
-                             env=env)
+    tuner = subprocess.Popen([sys.executable, "-c", TUNER, str(path), "stuck_compile", "hang"],
+                             stdout=subprocess.PIPE, text=True, env=env)
     pids: list[int] = []
     try:
         assert tuner.stdout is not None
         pids = [int(p) for p in tuner.stdout.readline().split()]
-        deadline = time.monotonic() + 15
-        while stage not in _modes(log) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30  # three workers' start-ups first
+        while not {"hang", "compiling"} <= set(_modes(log)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert stage in _modes(log)
+        assert {"hang", "compiling"} <= set(_modes(log)), _modes(log)
         pids += _group_members(pids)
         tuner.send_signal(signal.SIGKILL)  # no finally, no atexit: only the workers themselves can notice
         tuner.wait()
@@ -149,21 +168,17 @@ def _group_members(leaders: list[int]) -> list[int]:
     return out
 
 
-def test_retiming_drops_a_config_after_its_failure(tmp_path: Path) -> None:
-    path, log = _kernel(tmp_path)
-    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=1.5, rep_ms=2,
-                         memory_limit_mb=0)
-    try:
-        ev.wait_ready()
-        trials = ev.retime([{"mode": "good"}, {"mode": "hang"}], rounds=4)
-    finally:
-        ev.close()
+def test_retiming_drops_a_config_after_its_failure(evaluator, monkeypatch: pytest.MonkeyPatch) -> None:
+    ev, log = evaluator
+    monkeypatch.setattr(ev, "bench_timeout", 1.5)  # the hang's cost
+    trials = ev.retime([{"mode": "good"}, {"mode": "hang"}], rounds=4)
     assert trials[0].status is Status.OK and len(trials[0].extra["rounds_ms"]) == 4
     assert trials[1].status is Status.TIMEOUT
     assert _modes(log).count("hang") == 1  # one timeout, not one per round
 
 
-def test_halt_survives_a_worker_cleared_by_its_owner_and_the_stream_always_resumes(tmp_path: Path) -> None:
+def test_halt_survives_a_worker_cleared_by_its_owner_and_the_stream_always_resumes(
+        tmp_path: Path, evaluator, monkeypatch: pytest.MonkeyPatch) -> None:
     """halt() read ``proc`` twice without the owner's lock (kill() sets it None); the AttributeError
     escaped the stream's finally, skipped the pool shutdowns and resume(): workers halted for good."""
     from kerntune.evaluate.triton_backend.worker_proc import _Worker
@@ -183,61 +198,33 @@ def test_halt_survives_a_worker_cleared_by_its_owner_and_the_stream_always_resum
     w.halt()
     assert w.halted
 
-    path, log = _kernel(tmp_path)
-    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=12.0, rep_ms=2,
-                         memory_limit_mb=0)
-    try:
-        ev.wait_ready()
-        bencher = ev.benchers[0]
-        real_halt = bencher.halt
+    ev, _ = evaluator
+    bencher = ev.benchers[0]
+    real_halt = bencher.halt
 
-        def failing_halt() -> None:
-            real_halt()
-            raise AttributeError("'NoneType' object has no attribute 'pid'")
+    def failing_halt() -> None:
+        real_halt()
+        raise AttributeError("'NoneType' object has no attribute 'pid'")
 
-        bencher.halt = failing_halt  # type: ignore[method-assign]
+    with monkeypatch.context() as patched:
+        patched.setattr(bencher, "halt", failing_halt)
         stream = ev.stream([{"mode": "good"}, {"mode": "hang"}, {"mode": "good2"}])
         _, first = next(stream)
         assert first.status is Status.OK
         stream.close()  # no error escapes, and no worker stays halted
         assert not any(x.halted for x in ev.benchers + ev.compilers)
-        del bencher.halt
-        again = ev.evaluate([{"mode": "good2"}])
-        assert [t.status for t in again] == [Status.OK], again[0].error
-    finally:
-        ev.close()
+    again = ev.evaluate([{"mode": "good2"}])
+    assert [t.status for t in again] == [Status.OK], again[0].error
 
 
-THREADS = '''
-import os, sys, threading
-from kerntune.space import Choice, Space
-name = "threads"
-space = Space([Choice("mode", options=("good",))], default={"mode": "good"})
-def make_inputs(shape):
-    return ([1.0] * shape[0],)
-def reference(inputs):
-    return [sum(inputs[0])]
-def launch(config, inputs):
-    kind = "compile" if "--compile-only" in sys.argv else "bench"
-    with open(LOG, "a") as f:
-        f.write(f"{kind} {','.join(sorted(t.name for t in threading.enumerate()))}\\n")
-    return [sum(inputs[0])]
-'''
-
-
-def test_compile_workers_run_no_thread_that_their_forks_would_inherit(tmp_path: Path) -> None:
+def test_compile_workers_run_no_thread_that_their_forks_would_inherit(evaluator) -> None:
     """fork_compile forks compile workers; a watcher thread there made each fork warn of deadlocks
     (Python 3.12).  Benchmark workers keep theirs; compile workers watch the tuner between tasks."""
-    log = tmp_path / "threads.log"
-    path = tmp_path / "threads_kernel.py"
-    path.write_text(f"LOG = {str(log)!r}\n" + THREADS)
-    ev = TritonEvaluator(path, (100,), compile_workers=1, compile_timeout=20.0, bench_timeout=10.0, rep_ms=2,
-                         memory_limit_mb=0)
-    try:
-        assert [t.status for t in ev.evaluate([{"mode": "good"}])] == [Status.OK]
-    finally:
-        ev.close()
-    seen = dict(ln.split(" ", 1) for ln in reversed(log.read_text().splitlines()))
+    ev, log = evaluator
+    threads = Path(f"{log}.threads")
+    threads.unlink(missing_ok=True)
+    assert [t.status for t in ev.evaluate([{"mode": "threads"}])] == [Status.OK]
+    seen = dict(ln.split(" ", 1) for ln in reversed(threads.read_text().splitlines()))
     assert seen["compile"] == "MainThread", seen
     assert "kerntune-parent-watch" in seen["bench"], seen
 
