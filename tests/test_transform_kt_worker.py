@@ -1,6 +1,7 @@
 """The Kernel Tuner worker's limits as the user sets them: ``--timeout`` is the limit a request gets (the
-start-up allowance only where a worker starts, and named in the message), a hanging argument generator
-is reported as the generator's failure, and processes model code starts end with the worker."""
+start-up allowance only where a worker starts, and named in the message), a crash or a hang costs its
+config only, a hanging argument generator is reported as the generator's failure, and processes model code
+starts end with the worker."""
 
 from __future__ import annotations
 
@@ -50,20 +51,29 @@ def test_children_of_model_code_end_with_the_worker(tmp_path):
 
 
 @pytest.mark.skipif(not has_opencl(), reason="no OpenCL platform (install pocl-binary-distribution)")
-def test_warm_worker_gets_the_timeout_alone_and_a_new_one_its_allowance_named():
+def test_warm_worker_gets_the_timeout_alone_a_new_one_its_allowance_named_and_a_crash_or_hang_costs_one_config():
+    """One session: a hang in a warm worker is given the timeout alone; then a crash (signal 11) and a hang in
+    one batch each cost their config only, the hang (a new worker's first bench) given the device set-up
+    allowance, named in its message, and a fresh worker measures the rest of the batch."""
     hang = NAIVE.replace("C[y * n + x] = sum;", "C[y * n + x] = sum;\n"
+                         "        if (CRASH && x == 0 && y == 0) { C[((long)1 << 40) + get_global_id(0)] = 1.0f; }\n"
                          "        while (HANG && C[0] < 1e30f) { C[0] = C[0] * 1.0f + 0.0f; }")
     base = {"block_size_x": 16, "block_size_y": 16}
-    spec = KernelSpec("matmul", hang, {"block_size_x": [16], "block_size_y": [16], "HANG": [0, 1]})
+    spec = KernelSpec("matmul", hang, {"block_size_x": [16], "block_size_y": [16], "CRASH": [0, 1], "HANG": [0, 1]})
     with KernelTunerSession("opencl", (32, 32), iterations=3, timeout_s=3, first_result_s=40, memory_mb=4096) as s:
         s.make_args(file=DATA / "matmul_args.py")
         assert [t.status for _, t in s.bench(KernelSpec("matmul", NAIVE), [base], save_reference=True)] == [Status.OK]
         t0 = time.monotonic()
-        got = dict(s.bench(spec, [dict(base, HANG=1)]))
+        got = dict(s.bench(spec, [dict(base, CRASH=0, HANG=1)]))
         took = time.monotonic() - t0
         assert got[0].status is Status.TIMEOUT and got[0].error.startswith("no result within 3 s; worker killed")
         assert took < 25, took  # the warm worker's device was set up: no allowance
-        # the next bench is a new worker's first: it gets the allowance, and the message says so
-        s.first_result_s = 1
-        got = dict(s.bench(spec, [dict(base, HANG=1)]))
-        assert "no result within 4 s (3 s plus 1 s for the new worker to set the device up)" in got[0].error
+        # the next bench is a new worker's first: the hang gets the allowance, and the message says so
+        s.first_result_s = 2
+        got = dict(s.bench(spec, [dict(base, CRASH=1, HANG=0), dict(base, CRASH=0, HANG=1),
+                                  dict(base, CRASH=0, HANG=0)]))
+        assert got[0].status is Status.RUNTIME_ERROR and "signal 11" in got[0].error
+        assert got[1].status is Status.TIMEOUT
+        assert "no result within 5 s (3 s plus 2 s for the new worker to set the device up)" in got[1].error
+        assert got[2].status is Status.OK  # a fresh worker measured the rest of the batch
+        assert s.restarts == 3

@@ -2,8 +2,11 @@
 
 Triton runs under its CPU interpreter (``TRITON_INTERPRET=1``); the model is scripted; kernels, checks,
 evaluator workers and the CLI are real.  One test scripts the evaluator's screening and re-time as well,
-to make the noise it judges deterministic (its name says so).  The interpreter's timings say nothing of a
-GPU's: what is tested is how verdicts are reached and what a run leaves behind.
+to make the noise it judges deterministic (its name says so); runs whose checks do not depend on the
+original's screening leave it unmeasured (``unmeasured``).  The interpreter's timings say nothing of a GPU's:
+what is tested is how verdicts are reached and what a run leaves behind.  The defects found in the
+explicit strategy's run (an answer identical to the accepted kernel, the headline speedup) are held by
+tests/test_transform_triton_scripted.py, on its one explicit run.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ pytest.importorskip("triton")
 
 from kerntune.evaluate.trial import Status, Trial  # noqa: E402
 from kerntune.llm import LLMClient  # noqa: E402
+from kerntune.transform.context import KernelState  # noqa: E402
 from kerntune.transform.scripted import ScriptedTransformProvider  # noqa: E402
 from kerntune.transform.triton_backend import TritonSession  # noqa: E402
 from kerntune.transform.triton_context import TritonTransformContext, TritonTransformer  # noqa: E402
@@ -44,6 +48,19 @@ def interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return dict(os.environ)
+
+
+def unmeasured(monkeypatch: pytest.MonkeyPatch, time_ms: float = 1.0) -> None:
+    """The original stands at its default config with a nominal ``time_ms`` instead of being tuned in worker
+    processes (two per run, each importing torch), where its screening decides nothing a test checks: a
+    run whose model gives no kernel file, one whose screening is scripted anyway, one whose rewrite only
+    has to screen faster than the original to be accepted."""
+    def original_at_default(ctx: TritonTransformContext) -> KernelState:
+        ctx.original_state = ctx.current = KernelState(ctx.original, dict(ctx.triton.original_space.default),
+                                                       time_ms)
+        return ctx.current
+
+    monkeypatch.setattr(TritonTransformContext, "measure_original", original_at_default)
 
 
 def one_prompt(code: str) -> list[dict]:
@@ -83,7 +100,10 @@ def test_scripted_winner_wrong_at_the_final_retime_is_rejected_and_the_original_
                                                                                       monkeypatch):
     """A re-time that found the winner's output wrong was only logged: a launch that returns its cached
     output (no work) won at 10341x.  The per-step paired rounds are switched off here so that the final
-    re-time alone has to catch it; the step must end rejected, and result.json must say so."""
+    re-time alone has to catch it; the step must end rejected, and result.json must say so.  The original
+    screens at a nominal second (``unmeasured``), which a launch that does no work beats as it beats the
+    real one (about 0.1 s here); the final re-time measures both for real."""
+    unmeasured(monkeypatch, time_ms=1000.0)
     monkeypatch.setattr(TritonTransformContext, "side_by_side", lambda self, *a, **k: None)
     result = transformer(tmp_path, one_prompt(CACHED), budget=2, retime_rounds=3).run()
     step = result.steps[0]
@@ -95,39 +115,19 @@ def test_scripted_winner_wrong_at_the_final_retime_is_rejected_and_the_original_
     assert saved["accepted"] == [] and saved["steps"][0]["status"] == "rejected" and saved["kernel_source"] == ORIG
 
 
-# -- 2. an answer identical to an accepted kernel ------------------------------------------------------
-def test_scripted_answer_identical_to_the_current_kernel_is_no_change_and_the_run_finishes(tmp_path, interpreter):
-    """The split-K fix answered the accepted tiles file again: keyed by code, its variant replaced the
-    accepted one and the run died at the end (KeyError 'tiles'), losing everything.  Now the identical
-    answer is "no change", rejected without being checked or tuned, and the tiles kernel wins."""
-    rules = [{"kind": "evaluate-step", "contains": "(split_k)", "reply": {"apply": True, "reason": "short K"}},
-             {"kind": "evaluate-step", "reply": {"apply": False, "reason": "not here"}},
-             {"kind": "execute", "contains": "# Tile shapes and launch options",
-              "reply": {"code": TILES, "explanation": "tiles"}},
-             {"kind": "execute", "contains": "# Split-K or stream-K",
-              "reply": {"code": (DATA / "rewrite_wrong.py").read_text(), "explanation": "split K"}},
-             {"kind": "fix", "reply": {"code": TILES, "explanation": "back to the tiles"}}]
-    result = transformer(tmp_path, rules, strategy="explicit", budget=2, fix_rounds=1, retime_rounds=0).run()
-    steps = {s.id: s for s in result.steps}
-    assert steps["tiles"].status == "accepted", steps["tiles"].reason
-    fix = steps["split_k.fix1"]
-    assert fix.status == "rejected" and fix.reason.startswith("no change"), fix.reason
-    assert fix.evaluations == 0 and not fix.tune_params
-    assert result.accepted == ["tiles"] and result.kernel_source == TILES
-    assert Path(result.kernel_file).read_text() == TILES and "step_tiles.py" in Path(result.combined_file).read_text()
-
-
-# -- 3. paired verdicts and the headline ---------------------------------------------------------------
+# -- 2. paired verdicts ---------------------------------------------------------------------------------
 def test_scripted_noop_screened_faster_is_judged_on_paired_rounds_and_rejected(tmp_path, interpreter, monkeypatch):
     """A no-op rewrite (a comment added) was accepted on screening noise (1.25x, 1.95x).  Here a scripted
     screening says 2x and a scripted re-time says "the same within noise" round by round (the evaluator's
-    re-time is the paired judge now, as on the Kernel Tuner path): it must be rejected on the rounds."""
+    re-time is the paired judge now, as on the Kernel Tuner path): it must be rejected on the rounds.  The
+    original's screening is scripted too (``unmeasured``: 1 ms)."""
     import kerntune.transform.context as context
     from kerntune.evaluate.triton_backend.evaluator import TritonEvaluator
 
+    unmeasured(monkeypatch)
     real_best = context.settled_best
     monkeypatch.setattr(context, "settled_best", lambda *a: (lambda t: t and dataclasses.replace(
-        t, time_ms=t.time_ms / 2))(real_best(*a)))  # the rewrite's screening: noise said twice as fast
+        t, time_ms=0.5))(real_best(*a)))  # the rewrite's screening: noise said twice as fast
     noise = iter([0.8, 1.25, 0.9, 1.1, 0.95, 1.05] * 10)
 
     def scripted_retime(self, configs, rep_ms=None, rounds=None):
@@ -143,26 +143,11 @@ def test_scripted_noop_screened_faster_is_judged_on_paired_rounds_and_rejected(t
     assert result.accepted == [] and result.speedup == 1.0 and result.kernel_source == ORIG
 
 
-def test_scripted_faster_rewrite_is_accepted_on_paired_rounds_and_the_headline_is_the_retime(tmp_path,
-                                                                                           interpreter):
-    """The headline speedup was the screening times' ratio while the side-by-side re-time (the one
-    measured fairly) said otherwise.  A really faster rewrite (tunable tiles) must be accepted on paired
-    rounds, and the headline must be the final re-time's, with its interval."""
-    result = transformer(tmp_path, one_prompt(TILES), budget=2, retime_rounds=6).run()
-    step = result.steps[0]
-    assert step.status == "accepted" and "paired by round over" in step.reason, step.reason
-    assert result.retimed is not None and result.retimed["rounds"] == 6
-    assert result.speedup == result.retimed["speedup"] > 1.0
-    assert [result.speedup_lo, result.speedup_hi] == result.retimed["speedup_ci"] and result.speedup_rounds == 6
-    assert (result.best_time_ms, result.original_time_ms) == (result.retimed["winner_ms"],
-                                                              result.retimed["original_ms"])
-    assert "paired by round over 6 rounds" in result.summary().splitlines()[0]
-
-
-# -- 4. a workdir of its own ------------------------------------------------------------------------
+# -- 3. a workdir of its own ------------------------------------------------------------------------
 def test_runs_started_in_the_same_second_get_workdirs_of_their_own(tmp_path, interpreter, monkeypatch):
     """The default workdir was NAME-TIME to the second, made with exist_ok: two runs started together
     wrote into one folder.  A given folder holding another run's files is not written into either."""
+    unmeasured(monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20260101-000000")
     prose = [{"kind": "one-prompt", "reply": "Sure! Bigger tiles and tl.dot."}]
@@ -177,11 +162,13 @@ def test_runs_started_in_the_same_second_get_workdirs_of_their_own(tmp_path, int
     assert (Path(first.workdir) / "result.json").read_bytes() == saved
 
 
-# -- 5. checkpoints -----------------------------------------------------------------------------------
+# -- 4. checkpoints -----------------------------------------------------------------------------------
 def test_run_killed_after_an_accepted_step_keeps_it_in_o_json_and_workdir(tmp_path, interpreter):
     """-o and --json were written only at the end: a run killed after accepting a rewrite lost it.  The
     scripted model (through ``cmd:``) hangs on the first prompt after the tiles step; the run is then
-    SIGKILLed, and the accepted tiles kernel must be in -o, --json and WORKDIR/result.json."""
+    SIGKILLed, and the accepted tiles kernel must be in -o, --json and WORKDIR/result.json.  The tiles are
+    accepted on their screening (``--retime-rounds 0``, no paired rounds): how a step is accepted is not
+    what is tested here, only that its acceptance is written at once."""
     model, marker = tmp_path / "model.py", tmp_path / "hanging"
     model.write_text("import sys, time\nfrom kerntune.transform.scripted import Script, load_script\n"
                      "p = sys.stdin.read()\nif '(persistent)' in p and 'evaluate-step' in p:\n"
@@ -190,15 +177,15 @@ def test_run_killed_after_an_accepted_step_keeps_it_in_o_json_and_workdir(tmp_pa
     out, js, work = tmp_path / "best.py", tmp_path / "result.json", tmp_path / "work"
     cmd = [sys.executable, "-m", "kerntune", "transform", str(DATA / "matmul_small.py"), "--shape", "32x32x32",
            "--strategy", "explicit", "--llm", f"cmd:{sys.executable} {model} {DATA / 'scripted_explicit.yaml'}",
-           "--budget", "2", "--rep-ms", "5", "--workdir", str(work), "-o", str(out), "--json", str(js)]
+           "--budget", "2", "--rep-ms", "5", "--retime-rounds", "0", "--workdir", str(work), "-o", str(out),
+           "--json", str(js)]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=interpreter, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 400
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
+            time.sleep(0.2)
         assert marker.exists(), proc.stderr.read().decode()[-3000:] if proc.poll() is not None else "no hang"
-        time.sleep(1)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -210,7 +197,7 @@ def test_run_killed_after_an_accepted_step_keeps_it_in_o_json_and_workdir(tmp_pa
     assert not list(tmp_path.glob(".*.tmp")) and not list(work.glob(".*.tmp"))
 
 
-# -- 6. the check's processes and a killed tuner --------------------------------------------------------
+# -- 5. the check's processes and a killed tuner --------------------------------------------------------
 def test_check_processes_die_with_a_sigkilled_tuner(tmp_path, interpreter):
     """The judge (a session of its own) waited for its runner without a limit, and neither watched the
     tuner: a check of a hung variant outlived a SIGKILLed tuner for ever."""
@@ -260,7 +247,7 @@ def test_judge_gives_up_on_a_hung_runner_after_its_timeout(tmp_path, interpreter
     assert verdict["ok"] is False and verdict["stage"] == "timeout" and "within 5 s" in verdict["error"], verdict
 
 
-# -- 7. output paths checked first ------------------------------------------------------------------------
+# -- 6. output paths checked first ------------------------------------------------------------------------
 def test_unwritable_output_path_is_refused_before_any_measurement(tmp_path, interpreter):
     """An -o under a regular file crashed with a traceback after the whole run, and --json was lost."""
     (tmp_path / "file.txt").write_text("not a folder")
@@ -275,10 +262,11 @@ def test_unwritable_output_path_is_refused_before_any_measurement(tmp_path, inte
     assert "original kernel" not in proc.stderr and not (tmp_path / "w").exists()
 
 
-# -- 8. model calls ----------------------------------------------------------------------------------------
-def test_scripted_model_calls_count_the_repair_round(tmp_path, interpreter):
+# -- 7. model calls ----------------------------------------------------------------------------------------
+def test_scripted_model_calls_count_the_repair_round(tmp_path, interpreter, monkeypatch):
     """An answer without JSON goes back to the model once (``LLMClient``'s repair round): two exchanges,
     both in the transcript, counted as one "model call"."""
+    unmeasured(monkeypatch)
     prose = [{"kind": "one-prompt", "reply": "Sure! Bigger tiles and tl.dot."}]
     result = transformer(tmp_path, prose, retime_rounds=0).run()
     assert [s.status for s in result.steps] == ["failed"]
