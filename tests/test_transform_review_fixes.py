@@ -357,5 +357,6 @@ def test_scripted_cli_run_killed_after_an_accepted_step_keeps_its_kernel_and_jso
     data = json.loads(res.read_text())
     assert data["accepted"] == ["one"] and data["finished"] is False, data
     assert out.read_text() == data["kernel_source"] and "0.5 * UNUSED" in data["kernel_source"]
-    assert data["speedup"] > 1 and data["speedup_rounds"] == 6
+    # 6 paired rounds, or 12 where the first 6 were inconclusive (a loaded machine: CI runs files side by side)
+    assert data["speedup"] > 1 and data["speedup_rounds"] in (6, 12)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no temporary file left behind
