@@ -229,3 +229,64 @@ def test_a_compile_error_that_says_illegal_is_a_compile_error() -> None:
                  "to enable device-side assertions.", "Triton Error [CUDA]: an illegal instruction was encountered",
                  "CUDA_ERROR_ILLEGAL_ADDRESS"):
         assert classify(RuntimeError(text))[0] == "runtime_error", text
+
+
+# A plain-Python kernel file: its launches log whether torch is loaded in the process running them.
+NO_TORCH = '''
+import os, sys
+from kerntune.space import Choice, Space
+name = "no_torch"
+space = Space([Choice("n", options=(1, 2))], default={"n": 1})
+def make_inputs(shape):
+    return ([1.0] * shape[0],)
+def reference(inputs):
+    return [sum(inputs[0])]
+def launch(config, inputs):
+    with open(LOG, "a") as f:
+        f.write(f"{os.getpid()} {'torch' in sys.modules}\\n")
+    return [sum(inputs[0])]
+'''
+
+# torch imported by make_inputs alone, whose output buffer (torch.empty) a config leaves unwritten; the
+# right output is zeros, which fresh memory holds unless the worker fills it with NaN (as it does with torch).
+LAZY_TORCH = '''
+from kerntune.space import Choice, Space
+name = "lazy_torch"
+space = Space([Choice("write", options=(True, False))], default={"write": True})
+def make_inputs(shape):
+    import torch
+    return (torch.empty(shape[0]),)
+def reference(inputs):
+    return inputs[0].new_zeros(inputs[0].shape)
+def launch(config, inputs):
+    out = inputs[0]
+    if config["write"]:
+        out.zero_()
+    return out
+'''
+
+
+def test_workers_of_a_kernel_file_without_torch_never_import_it_and_one_importing_it_late_is_checked(
+        tmp_path: Path) -> None:
+    """Importing torch costs a worker 3-4 s: a kernel file that never needs it (plain Python) gets
+    workers that never import it. One whose ``make_inputs`` imports it is still judged with torch:
+    its ``torch.empty`` output starts as NaN, so a config leaving it unwritten fails."""
+    pytest.importorskip("torch")
+    log = tmp_path / "launches.log"
+    path = tmp_path / "no_torch.py"
+    path.write_text(f"LOG = {str(log)!r}\n" + NO_TORCH)
+    ev = TritonEvaluator(path, (4,), compile_workers=1, rep_ms=2, memory_limit_mb=0)
+    try:
+        assert [t.status for t in ev.evaluate([{"n": 1}, {"n": 2}])] == [Status.OK, Status.OK]
+    finally:
+        ev.close()
+    seen = [line.split() for line in log.read_text().splitlines()]
+    assert len({pid for pid, _ in seen}) >= 2 and {loaded for _, loaded in seen} == {"False"}, seen
+    lazy = tmp_path / "lazy_torch.py"
+    lazy.write_text(LAZY_TORCH)
+    ev = TritonEvaluator(lazy, (1 << 18,), compile_workers=1, rep_ms=2, memory_limit_mb=0)
+    try:
+        trials = ev.evaluate([{"write": True}, {"write": False}])
+    finally:
+        ev.close()
+    assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT], trials

@@ -16,6 +16,7 @@ they have filled in their choices.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -439,11 +440,8 @@ def no_grad() -> contextlib.AbstractContextManager[Any]:
     """Autograd off for kerntune's own in-place resets of a launch's tensors: a package's
     training call passes weights that require gradients (leaf tensors), and autograd refuses
     ``copy_`` or ``fill_`` on those; the kernels' own writes are Triton's and never tracked."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - the capture needs torch anyway
-        return contextlib.nullcontext()
-    return torch.no_grad()
+    torch = sys.modules.get("torch")  # not imported: nothing can require gradients (plain-Python kernels)
+    return contextlib.nullcontext() if torch is None else torch.no_grad()
 
 
 def _record(fn: Any, call: Callable[[], Any], which: int, kernel: Any = None) -> Launch:

@@ -147,6 +147,9 @@ class TritonEvaluator(Evaluator):
             w._start()                                                      # the caller does first
         self._device: dict[str, Any] | None = None
         self._dead: dict[int, str] = {}  # benchers whose worker could not start: index -> the error
+        # Compile-worker start-ups that failed in a row, over all compile workers and batches, and the
+        # last one's status and error (_stream says what follows from them).
+        self._compile_startups: dict[str, Any] = {"failed": 0, "status": None, "error": None}
         self._default_failed: str | None = None  # the default config failed as the reference (reference.Reference)
         self._reference_failed: str | None = None  # the file's reference() hung or killed a worker: every config fails
         self._news = threading.Lock()  # benchmark threads of several GPUs take reference news at once: said once
@@ -181,6 +184,12 @@ class TritonEvaluator(Evaluator):
         done: queue.Queue[tuple[int, Trial]] = queue.Queue()
         lock = threading.Lock()
         stop = threading.Event()
+        # A start-up runs no config: after STARTUP_TRIES compile-worker start-ups failed in a row, configs
+        # fail with the last one's error at once instead of starting a worker each (a kernel file that
+        # cannot start here, such as a CUDA kernel on a machine without CUDA, cost seconds per config,
+        # in every batch of a sequential search). Each new batch tries one start-up again.
+        startups = self._compile_startups
+        startups["failed"] = min(startups["failed"], STARTUP_TRIES - 1)
 
         def compile_all(worker: _Worker) -> None:
             while True:
@@ -188,8 +197,13 @@ class TritonEvaluator(Evaluator):
                     if not pending:
                         return
                     i, cfg = pending.pop(0)
+                    given_up = dict(startups) if startups["failed"] >= STARTUP_TRIES else None
                 if self._reference_failed is not None:  # nothing could check it: no compile is worth its time
                     done.put((i, self._reference_trial(cfg, 0.0)))
+                    continue
+                if given_up is not None:
+                    done.put((i, Trial(dict(configs[i]), Status(given_up["status"]), compile_s=0.0,
+                                       error=given_up["error"])))
                     continue
                 task = {"mode": "compile", "config": {k: jsonable(v) for k, v in cfg.items()}}
                 t0 = time.perf_counter()
@@ -203,6 +217,15 @@ class TritonEvaluator(Evaluator):
                 elif res.pop("crashed", False) and not res.get("startup"):
                     res["status"] = "compile_error"  # compile workers only compile: the compiler died
                 res.setdefault("compile_s", time.perf_counter() - t0)
+                with lock:
+                    if res.get("startup"):
+                        startups["failed"] += 1
+                        startups["status"], startups["error"] = res["status"], res.get("error")
+                        if startups["failed"] == STARTUP_TRIES:
+                            log.info("the compile workers failed to start %d times in a row: the batch's "
+                                        "other configs fail with the same error", STARTUP_TRIES)
+                    else:
+                        startups["failed"] = 0
                 if res["status"] == "ok":
                     compiled.put((i, res["compile_s"]))
                 else:
