@@ -39,6 +39,7 @@ demo: $(DEMO_STAMP)
 # kernels on CPUs its LLVM does not know (an AMD Zen 5 gets "unknown target CPU 'generic'"), so
 # Debian's PoCL is installed too; its ICD file in /etc/OpenCL/vendors is the one pyopencl's loader reads.
 # pytest-xdist runs the test files side by side on every core (a file's tests in one process).
+# Files go out heaviest first (tests/conftest.py, from tests/file_seconds.json), so no core idles at the end.
 test: $(STAMP)
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ] || [ ! -f /etc/OpenCL/vendors/pocl.icd ]; then \
 	  echo "make test: installing chromium and chromium-driver (report browser test), pocl-opencl-icd (OpenCL tests)"; \
@@ -47,7 +48,7 @@ test: $(STAMP)
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium chromium-driver pocl-opencl-icd >/dev/null || { echo "make test: could not install them" >&2; exit 1; }; \
 	fi
-	KERNTUNE_REQUIRE_LOCAL=1 KERNTUNE_REQUIRE_BROWSER=1 KERNTUNE_REQUIRE_PACKAGES=1 $(BIN)/python -m pytest -n auto --dist loadfile
+	KERNTUNE_REQUIRE_LOCAL=1 KERNTUNE_REQUIRE_BROWSER=1 KERNTUNE_REQUIRE_PACKAGES=1 $(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 clean:
 	rm -rf $(VENV) .kerntune .pytest_cache .hypothesis
