@@ -23,9 +23,13 @@ FULL = ('```json\n{"configs": [\n {"reasoning": "a", "config": {"BM": 64}},\n'
         ' {"reasoning": "b", "config": {"BM": 128}},\n {"reasoning": "c", "config": {"BM": 256}}\n]}\n```\n')
 
 
-def _wait_for(path: Path, limit: float = 20.0) -> None:
+def _wait_for(path: Path, limit: float = 20.0, line: bool = False) -> None:
+    """Until ``path`` exists (``line``: and holds a whole line: a shell's ``echo > file`` creates the file
+    before it writes, and a read in between got '')."""
     deadline = time.monotonic() + limit
-    while not path.exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        if path.exists() and (not line or path.read_text().endswith("\n")):
+            return
         time.sleep(0.02)
 
 
@@ -161,7 +165,7 @@ def test_a_cmd_model_dies_with_a_sigkilled_tuner(tmp_path: Path) -> None:
         f"spec = 'cmd:sh -c \\'echo $$ > {pidfile}; exec sleep 300\\''\n"
         "LLMClient(make_provider(spec), timeout=600, retries=0).complete([Message('user', 'configs?')])\n")])
     try:
-        _wait_for(pidfile)
+        _wait_for(pidfile, line=True)
         model = int(pidfile.read_text())
         assert _alive(model)
     finally:

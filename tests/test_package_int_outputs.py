@@ -9,11 +9,12 @@ bit flipped), and the package call's first result is held while the caught call 
 outputs cannot get the previous call's block back with the very values they are about to be given.
 
 None of kerntune's adapters tunes a kernel with a bool or integer output, so a package-form kernel file
-written here stands in: a Triton kernel (run by Triton's interpreter on the CPU, TRITON_INTERPRET=1 set
-before triton is imported) that marks a padded batch's real tokens (bool) and gives each its index (-1
-for padding, int64), launched by its "package" with CHUNK=256 elements a program over a grid it sizes
-itself; CHUNK=128 leaves the second half of both outputs unwritten, the padding, whose right values are
-exactly what the package's buffers start with.
+stands in, the one the GPU checks run (benchmarks/gpu_checks/package_int_outputs.py): a Triton kernel
+(run by Triton's interpreter on the CPU here, TRITON_INTERPRET=1 set before triton is imported) that
+marks a padded batch's real tokens (bool) and gives each its index (-1 for padding, int64), launched by
+its "package" with CHUNK=256 elements a program over a grid it sizes itself; CHUNK=128 leaves the second
+half of both outputs unwritten, the padding, whose right values are exactly what the package's buffers
+start with.
 """
 
 from __future__ import annotations
@@ -37,82 +38,16 @@ from kerntune.evaluate.triton_backend.output_check import compare_outputs  # noq
 if os.environ.get("TRITON_INTERPRET") != "1":  # imported under a real GPU session: not what these tests are for
     pytest.skip("needs TRITON_INTERPRET=1 before triton is imported", allow_module_level=True)
 
-KERNEL_FILE = '''
-import weakref
-
-import torch
-import triton
-import triton.language as tl
-
-name = "fake.mark_tokens"
-ALLOC = "full"
-
-
-@triton.jit
-def mark_kernel(x_ptr, keep_ptr, pos_ptr, n, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
-    start = tl.program_id(0) * CHUNK
-    for off in tl.static_range(0, CHUNK, BLOCK):
-        offs = start + off + tl.arange(0, BLOCK)
-        m = offs < n
-        real = tl.load(x_ptr + offs, mask=m, other=0.0) > 0
-        tl.store(keep_ptr + offs, real, mask=m)
-        tl.store(pos_ptr + offs, tl.where(real, offs, -1).to(tl.int64), mask=m)
-
-
-_BLOCKS = []  # (weak reference to the tensor handed out, the block behind it)
-
-
-def _empty(n, dtype):
-    """torch.empty as a GPU's caching allocator serves it: a block whose tensor is gone is handed back
-    with what its last user left in it."""
-    for i, (ref, block) in enumerate(_BLOCKS):
-        if ref() is None and block.numel() == n and block.dtype == dtype:
-            out = block.view(n)
-            _BLOCKS[i] = (weakref.ref(out), block)
-            return out
-    # a new block holds garbage unlike the right output (torch.empty here could reuse the memory of an
-    # earlier test's identical output, right values and all, and the test then depended on that)
-    block = torch.full((n,), True) if dtype == torch.bool else torch.full((n,), 2**40, dtype=dtype)
-    out = block.view(n)
-    _BLOCKS.append((weakref.ref(out), block))
-    return out
-
-
-def mark(x):
-    """The package's launcher: its own buffers, CHUNK 256 a program."""
-    n = x.numel()
-    if ALLOC == "full":
-        keep, pos = torch.zeros(n, dtype=torch.bool), torch.full((n,), -1, dtype=torch.int64)
-    else:
-        keep, pos = _empty(n, torch.bool), _empty(n, torch.int64)
-    mark_kernel[(triton.cdiv(n, 256),)](x, keep, pos, n, CHUNK=256, BLOCK=64)
-    return keep, pos
-
-
-kernel = mark_kernel
-knobs = {"CHUNK": [128, 256, 512], "BLOCK": [64]}
-
-
-def default(shape):
-    return {"CHUNK": 256, "BLOCK": 64}
-
-
-def make_inputs(shape):
-    (n,) = shape
-    g = torch.Generator().manual_seed(0)
-    x = torch.rand(n, generator=g) + 0.1  # real tokens first
-    x[n // 2:] = 0.0  # padding
-    return (x,)
-
-
-def call(inputs):
-    return mark(*inputs)
-'''
+# The kernel file run.sh checks on a GPU (benchmarks/gpu_checks/package_int_outputs.py), its buffers
+# picked by ALLOC.
+KERNEL_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_checks" / "package_int_outputs.py"
 
 
 def _kernel_file(tmp_path: Path, alloc: str = "full") -> Path:
     path = tmp_path / f"mark_{alloc}.py"
-    path.write_text(KERNEL_FILE.replace('ALLOC = "full"', f'ALLOC = "{alloc}"'))
+    text = KERNEL_FILE.read_text()
+    assert 'ALLOC = "empty"' in text
+    path.write_text(text.replace('ALLOC = "empty"', f'ALLOC = "{alloc}"'))
     return path
 
 
