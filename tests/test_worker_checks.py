@@ -290,3 +290,42 @@ def test_workers_of_a_kernel_file_without_torch_never_import_it_and_one_importin
     finally:
         ev.close()
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT], trials
+
+
+# A kernel file whose compile workers cannot start (their make_inputs raises), each start-up logged.
+NO_COMPILE_START = '''
+import os, sys
+from kerntune.space import Choice, Space
+name = "no_compile_start"
+space = Space([Choice("n", options=tuple(range(16)))], default={"n": 0})
+def make_inputs(shape):
+    if "--compile-only" in sys.argv:
+        with open(LOG, "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        raise RuntimeError("no device for the compiler here")
+    return ([1.0] * shape[0],)
+def reference(inputs):
+    return [sum(inputs[0])]
+def launch(config, inputs):
+    return [sum(inputs[0])]
+'''
+
+
+def test_compile_workers_that_fail_three_start_ups_in_a_row_fail_the_rest_at_once_and_retry_once_a_batch(
+        tmp_path: Path) -> None:
+    """Each config started a compile worker that died at start-up, seconds apiece: now after three start-ups
+    failed in a row the batch's other configs fail with that error at once, and a later batch tries once."""
+    log = tmp_path / "startups.log"
+    path = tmp_path / "no_compile_start.py"
+    path.write_text(f"LOG = {str(log)!r}\n" + NO_COMPILE_START)
+    ev = TritonEvaluator(path, (4,), compile_workers=1, rep_ms=2, memory_limit_mb=0)
+    try:
+        first = ev.evaluate([{"n": n} for n in range(10)])
+        started = len(log.read_text().splitlines())
+        later = ev.evaluate([{"n": n} for n in range(10, 14)])
+    finally:
+        ev.close()
+    assert started == 3, started
+    assert len(log.read_text().splitlines()) == 4
+    for t in first + later:
+        assert t.status is Status.RUNTIME_ERROR and "no device for the compiler here" in (t.error or ""), t

@@ -29,7 +29,10 @@ the one stream of compiled configs: whichever GPU is free takes the next
 config, and each config is benchmarked on exactly one GPU.  A GPU whose
 benchmark worker dies before it is ready hands its configs back to the others;
 after ``STARTUP_TRIES`` such start-ups in a row it is left out for good (when
-every GPU is, the run fails with the error).  Leaders are re-timed on the
+every GPU is, the run fails with the error).  Compile workers whose start-ups
+fail ``STARTUP_TRIES`` times in a row fail the batch's other configs with that
+error at once (a kernel file that cannot start on this machine), trying once
+more in each later batch.  Leaders are re-timed on the
 first healthy device only, so the times that pick the winner are comparable.
 On a machine without GPUs the device ids are only labels, which is how the
 dispatch is tested on CPU.
@@ -223,7 +226,7 @@ class TritonEvaluator(Evaluator):
                         startups["status"], startups["error"] = res["status"], res.get("error")
                         if startups["failed"] == STARTUP_TRIES:
                             log.info("the compile workers failed to start %d times in a row: the batch's "
-                                        "other configs fail with the same error", STARTUP_TRIES)
+                                     "other configs fail with the same error", STARTUP_TRIES)
                     else:
                         startups["failed"] = 0
                 if res["status"] == "ok":
