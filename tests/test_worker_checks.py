@@ -292,21 +292,26 @@ def test_workers_of_a_kernel_file_without_torch_never_import_it_and_one_importin
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT], trials
 
 
-# A kernel file whose compile workers cannot start (their make_inputs raises), each start-up logged.
+# A kernel file whose compile workers cannot start (their make_inputs raises) on device BROKEN ("all":
+# on any), each start-up logged with its device; a compile takes COMPILE_S.
 NO_COMPILE_START = '''
-import os, sys
+import os, sys, time
 from kerntune.space import Choice, Space
 name = "no_compile_start"
 space = Space([Choice("n", options=tuple(range(16)))], default={"n": 0})
 def make_inputs(shape):
+    device = os.environ.get("CUDA_VISIBLE_DEVICES")
     if "--compile-only" in sys.argv:
         with open(LOG, "a") as f:
-            f.write(f"{os.getpid()}\\n")
-        raise RuntimeError("no device for the compiler here")
+            f.write(f"{os.getpid()} {device}\\n")
+        if BROKEN in ("all", device):
+            raise RuntimeError("no device for the compiler here")
     return ([1.0] * shape[0],)
 def reference(inputs):
     return [sum(inputs[0])]
 def launch(config, inputs):
+    if "--compile-only" in sys.argv:
+        time.sleep(COMPILE_S)
     return [sum(inputs[0])]
 '''
 
@@ -317,7 +322,7 @@ def test_compile_workers_that_fail_three_start_ups_in_a_row_fail_the_rest_at_onc
     failed in a row the batch's other configs fail with that error at once, and a later batch tries once."""
     log = tmp_path / "startups.log"
     path = tmp_path / "no_compile_start.py"
-    path.write_text(f"LOG = {str(log)!r}\n" + NO_COMPILE_START)
+    path.write_text(f"LOG = {str(log)!r}\nBROKEN = 'all'\nCOMPILE_S = 0\n" + NO_COMPILE_START)
     ev = TritonEvaluator(path, (4,), compile_workers=1, rep_ms=2, memory_limit_mb=0)
     try:
         first = ev.evaluate([{"n": n} for n in range(10)])
@@ -329,3 +334,22 @@ def test_compile_workers_that_fail_three_start_ups_in_a_row_fail_the_rest_at_onc
     assert len(log.read_text().splitlines()) == 4
     for t in first + later:
         assert t.status is Status.RUNTIME_ERROR and "no device for the compiler here" in (t.error or ""), t
+
+
+def test_a_compile_worker_that_cannot_start_beside_a_healthy_one_costs_three_configs_not_its_share(
+        tmp_path: Path) -> None:
+    """Two compile workers (one per fake GPU label), the second's start-ups all fail (as one out of memory
+    while fifteen start at once): it takes no more configs after three tries, the healthy one compiles the
+    rest (a compile takes 0.4 s, a start-up less). Each config it took used to start it again."""
+    log = tmp_path / "startups.log"
+    path = tmp_path / "one_broken.py"
+    path.write_text(f"LOG = {str(log)!r}\nBROKEN = '1'\nCOMPILE_S = 0.4\n" + NO_COMPILE_START)
+    ev = TritonEvaluator(path, (4,), compile_workers=2, rep_ms=2, memory_limit_mb=0, devices=["0", "1"])
+    try:
+        trials = ev.evaluate([{"n": n} for n in range(12)])
+    finally:
+        ev.close()
+    failed = [t for t in trials if t.status is not Status.OK]
+    assert len(failed) <= 3 and all("no device for the compiler here" in (t.error or "") for t in failed), trials
+    starts = [line.split()[1] for line in log.read_text().splitlines()]
+    assert starts.count("1") == 3, starts

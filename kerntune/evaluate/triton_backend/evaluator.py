@@ -29,10 +29,10 @@ the one stream of compiled configs: whichever GPU is free takes the next
 config, and each config is benchmarked on exactly one GPU.  A GPU whose
 benchmark worker dies before it is ready hands its configs back to the others;
 after ``STARTUP_TRIES`` such start-ups in a row it is left out for good (when
-every GPU is, the run fails with the error).  Compile workers whose start-ups
-fail ``STARTUP_TRIES`` times in a row fail the batch's other configs with that
-error at once (a kernel file that cannot start on this machine), trying once
-more in each later batch.  Leaders are re-timed on the
+every GPU is, the run fails with the error).  A compile worker whose start-ups
+fail ``STARTUP_TRIES`` times in a row takes no more of the batch's configs; when
+none is left, the rest fail with its error at once (a kernel file that cannot
+start on this machine); each later batch gives each one more try.  Leaders are re-timed on the
 first healthy device only, so the times that pick the winner are comparable.
 On a machine without GPUs the device ids are only labels, which is how the
 dispatch is tested on CPU.
@@ -150,9 +150,8 @@ class TritonEvaluator(Evaluator):
             w._start()                                                      # the caller does first
         self._device: dict[str, Any] | None = None
         self._dead: dict[int, str] = {}  # benchers whose worker could not start: index -> the error
-        # Compile-worker start-ups that failed in a row, over all compile workers and batches, and the
-        # last one's status and error (_stream says what follows from them).
-        self._compile_startups: dict[str, Any] = {"failed": 0, "status": None, "error": None}
+        # Start-ups that failed in a row, per compile worker and over batches (_stream says what follows)
+        self._compile_fails: list[int] = [0] * len(self.compilers)
         self._default_failed: str | None = None  # the default config failed as the reference (reference.Reference)
         self._reference_failed: str | None = None  # the file's reference() hung or killed a worker: every config fails
         self._news = threading.Lock()  # benchmark threads of several GPUs take reference news at once: said once
@@ -187,26 +186,37 @@ class TritonEvaluator(Evaluator):
         done: queue.Queue[tuple[int, Trial]] = queue.Queue()
         lock = threading.Lock()
         stop = threading.Event()
-        # A start-up runs no config: after STARTUP_TRIES compile-worker start-ups failed in a row, configs
-        # fail with the last one's error at once instead of starting a worker each (a kernel file that
-        # cannot start here, such as a CUDA kernel on a machine without CUDA, cost seconds per config,
-        # in every batch of a sequential search). Each new batch tries one start-up again.
-        startups = self._compile_startups
-        startups["failed"] = min(startups["failed"], STARTUP_TRIES - 1)
+        # A start-up runs no config: a compile worker whose start-ups failed STARTUP_TRIES times in a row
+        # takes no more configs (the others take them), and once none is left the rest fail with the last
+        # start-up's error at once. Before, every config started a worker that failed the same way (a CUDA
+        # kernel on a machine without CUDA: seconds a config, in every batch of a sequential search);
+        # a worker that cannot start beside healthy ones (out of memory as fifteen start) costs 3 configs.
+        fails = self._compile_fails
+        fails[:] = [min(f, STARTUP_TRIES - 1) for f in fails]  # one more try each in a new batch
+        retired: set[int] = set()
+        last: dict[str, Any] = {}  # the last failed start-up's status and error
 
-        def compile_all(worker: _Worker) -> None:
+        def compile_all(slot: int, worker: _Worker) -> None:
             while True:
                 with lock:
-                    if not pending:
+                    if fails[slot] >= STARTUP_TRIES:
+                        retired.add(slot)
+                        rest = [] if len(retired) < len(fails) else pending[:]
+                        if rest:
+                            pending.clear()
+                            log.info("every compile worker failed to start %d times in a row: the batch's "
+                                     "%d other configs fail with the last error", STARTUP_TRIES, len(rest))
+                    elif not pending:
                         return
-                    i, cfg = pending.pop(0)
-                    given_up = dict(startups) if startups["failed"] >= STARTUP_TRIES else None
+                    else:
+                        i, cfg = pending.pop(0)
+                if fails[slot] >= STARTUP_TRIES:
+                    for j, _ in rest:
+                        done.put((j, Trial(dict(configs[j]), Status(last["status"]), compile_s=0.0,
+                                           error=last["error"])))
+                    return
                 if self._reference_failed is not None:  # nothing could check it: no compile is worth its time
                     done.put((i, self._reference_trial(cfg, 0.0)))
-                    continue
-                if given_up is not None:
-                    done.put((i, Trial(dict(configs[i]), Status(given_up["status"]), compile_s=0.0,
-                                       error=given_up["error"])))
                     continue
                 task = {"mode": "compile", "config": {k: jsonable(v) for k, v in cfg.items()}}
                 t0 = time.perf_counter()
@@ -222,13 +232,10 @@ class TritonEvaluator(Evaluator):
                 res.setdefault("compile_s", time.perf_counter() - t0)
                 with lock:
                     if res.get("startup"):
-                        startups["failed"] += 1
-                        startups["status"], startups["error"] = res["status"], res.get("error")
-                        if startups["failed"] == STARTUP_TRIES:
-                            log.info("the compile workers failed to start %d times in a row: the batch's "
-                                     "other configs fail with the same error", STARTUP_TRIES)
+                        fails[slot] += 1
+                        last.update(status=res["status"], error=res.get("error"))
                     else:
-                        startups["failed"] = 0
+                        fails[slot] = 0
                 if res["status"] == "ok":
                     compiled.put((i, res["compile_s"]))
                 else:
@@ -309,8 +316,8 @@ class TritonEvaluator(Evaluator):
         finished = False
         live = self.compilers + [self.benchers[g] for g in gpus]
         try:
-            for w in self.compilers:
-                compile_pool.submit(compile_all, w)
+            for slot, w in enumerate(self.compilers):
+                compile_pool.submit(compile_all, slot, w)
             for g in gpus:
                 bench_pool.submit(bench_all, g)
             for _ in range(len(configs)):
