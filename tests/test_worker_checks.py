@@ -269,7 +269,7 @@ def launch(config, inputs):
 def test_workers_of_a_kernel_file_without_torch_never_import_it_and_one_importing_it_late_is_checked(
         tmp_path: Path) -> None:
     """Importing torch costs a worker 3-4 s: a kernel file that never needs it (plain Python) gets
-    workers that never import it. One whose ``make_inputs`` imports it is still judged with torch:
+    workers that never import it, in screening, re-timing or a runoff (whose timer imported it). One whose ``make_inputs`` imports it is still judged with torch:
     its ``torch.empty`` output starts as NaN, so a config leaving it unwritten fails."""
     pytest.importorskip("torch")
     log = tmp_path / "launches.log"
@@ -277,7 +277,10 @@ def test_workers_of_a_kernel_file_without_torch_never_import_it_and_one_importin
     path.write_text(f"LOG = {str(log)!r}\n" + NO_TORCH)
     ev = TritonEvaluator(path, (4,), compile_workers=1, rep_ms=2, memory_limit_mb=0)
     try:
-        assert [t.status for t in ev.evaluate([{"n": 1}, {"n": 2}])] == [Status.OK, Status.OK]
+        trials = ev.evaluate([{"n": 1}, {"n": 2}])
+        assert [t.status for t in trials] == [Status.OK, Status.OK]
+        assert [t.status for t in ev.retime([{"n": 1}, {"n": 2}], rep_ms=2, rounds=2)] == [Status.OK, Status.OK]
+        assert ev.runoff([{"n": 1}, {"n": 2}], [t.time_ms for t in trials]) is not None  # its timer too
     finally:
         ev.close()
     seen = [line.split() for line in log.read_text().splitlines()]
@@ -330,8 +333,9 @@ def test_compile_workers_that_fail_three_start_ups_in_a_row_fail_the_rest_at_onc
         later = ev.evaluate([{"n": n} for n in range(10, 14)])
     finally:
         ev.close()
-    assert started == 3, started
-    assert len(log.read_text().splitlines()) == 4
+    # 3 counted; a 4th where the worker started with the evaluator had died before its first task came
+    assert started in (3, 4), started
+    assert len(log.read_text().splitlines()) == started + 1
     for t in first + later:
         assert t.status is Status.RUNTIME_ERROR and "no device for the compiler here" in (t.error or ""), t
 
@@ -352,4 +356,64 @@ def test_a_compile_worker_that_cannot_start_beside_a_healthy_one_costs_three_con
     failed = [t for t in trials if t.status is not Status.OK]
     assert len(failed) <= 3 and all("no device for the compiler here" in (t.error or "") for t in failed), trials
     starts = [line.split()[1] for line in log.read_text().splitlines()]
-    assert starts.count("1") == 3, starts
+    assert starts.count("1") in (3, 4), starts  # 4: as in the test above
+
+
+def test_a_triton_kernel_whose_launch_alone_imports_torch_is_judged_with_torch(tmp_path: Path) -> None:
+    """A kernel file importing triton gets torch in its workers even where only its launch imports torch:
+    the output its launch allocates (torch.empty) is NaN while a config is checked, so a config leaving
+    half of it unwritten fails (without torch the worker poisoned nothing: the half held zeros, right)."""
+    pytest.importorskip("triton")
+    path = tmp_path / "launch_imports_torch.py"
+    path.write_text('''
+import triton
+from kerntune.space import Choice, Space
+name = "launch_imports_torch"
+space = Space([Choice("full", options=(True, False))], default={"full": True})
+def make_inputs(shape):
+    return (shape[0],)
+def reference(inputs):
+    import torch
+    return torch.zeros(inputs[0])
+def launch(config, inputs):
+    import torch
+    n = inputs[0]
+    out = torch.empty(n)
+    out[: n if config["full"] else n // 2] = 0.0
+    return out
+''')
+    ev = TritonEvaluator(path, (1 << 18,), compile_workers=1, rep_ms=2, memory_limit_mb=0)
+    try:
+        trials = ev.evaluate([{"full": True}, {"full": False}])
+    finally:
+        ev.close()
+    assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT], trials
+
+
+def test_a_stream_left_while_a_compile_worker_starts_counts_no_failed_start_up(tmp_path: Path) -> None:
+    """Leaving a stream kills a compile worker still starting (healthy, but slow): that is no start-up
+    failure. Counted as one, three such batches left the worker one real failure from being retired."""
+    path = tmp_path / "slow_start.py"
+    path.write_text('''
+import os, sys, time
+from kerntune.space import Choice, Space
+name = "slow_start"
+space = Space([Choice("n", options=tuple(range(64)))], default={"n": 0})
+def make_inputs(shape):
+    if "--compile-only" in sys.argv and os.environ.get("CUDA_VISIBLE_DEVICES") == "0":
+        time.sleep(30)
+    return ([1.0] * shape[0],)
+def reference(inputs):
+    return [sum(inputs[0])]
+def launch(config, inputs):
+    return [sum(inputs[0])]
+''')
+    ev = TritonEvaluator(path, (4,), compile_workers=2, rep_ms=2, memory_limit_mb=0, devices=["0", "1"])
+    try:
+        for b in range(3):
+            stream = ev.stream([{"n": 8 * b + k} for k in range(8)])
+            assert next(stream)[1].status is Status.OK
+            stream.close()
+        assert ev._compile_fails == [0, 0]
+    finally:
+        ev.close()

@@ -199,7 +199,8 @@ class TritonEvaluator(Evaluator):
         def compile_all(slot: int, worker: _Worker) -> None:
             while True:
                 with lock:
-                    if fails[slot] >= STARTUP_TRIES:
+                    retiring = fails[slot] >= STARTUP_TRIES
+                    if retiring:
                         retired.add(slot)
                         rest = [] if len(retired) < len(fails) else pending[:]
                         if rest:
@@ -210,7 +211,7 @@ class TritonEvaluator(Evaluator):
                         return
                     else:
                         i, cfg = pending.pop(0)
-                if fails[slot] >= STARTUP_TRIES:
+                if retiring:
                     for j, _ in rest:
                         done.put((j, Trial(dict(configs[j]), Status(last["status"]), compile_s=0.0,
                                            error=last["error"])))
@@ -230,6 +231,8 @@ class TritonEvaluator(Evaluator):
                 elif res.pop("crashed", False) and not res.get("startup"):
                     res["status"] = "compile_error"  # compile workers only compile: the compiler died
                 res.setdefault("compile_s", time.perf_counter() - t0)
+                if stop.is_set():  # the stream was left (its workers halted mid-task): nobody waits, and a
+                    return  # start-up cut short is no failure to count against this worker
                 with lock:
                     if res.get("startup"):
                         fails[slot] += 1

@@ -23,6 +23,7 @@ import os
 import sys
 import time
 import traceback
+import types
 from typing import Any, Callable, Iterator, TextIO
 
 from kerntune.evaluate.triton_backend.fork_compile import CompileTimeout
@@ -263,6 +264,16 @@ def _build_inputs(module: Any, shape: tuple[int, ...], torch: Any, compile_only:
     return inputs, originals
 
 
+def _holds_triton(module: Any) -> bool:
+    """Whether the kernel file's own namespace holds Triton: the module, one of its submodules or a
+    jitted kernel (``sys.modules`` cannot tell: a compile worker imports Triton itself)."""
+    for value in list(getattr(module, "__dict__", {}).values()):
+        owner = value.__name__ if isinstance(value, types.ModuleType) else type(value).__module__
+        if isinstance(owner, str) and owner.split(".")[0] == "triton":
+            return True
+    return False
+
+
 def main() -> None:
     path, shape = sys.argv[1], tuple(int(x) for x in sys.argv[2].split("x"))
     flags = sys.argv[3:]
@@ -285,10 +296,13 @@ def main() -> None:
 
     module = load_kernel_module(path)
     space = module_space(module, shape)
-    # torch as the kernel file has it: a file whose inputs are torch tensors has imported it (a package
-    # kernel through its package). A launcher without torch (plain-Python kernels) is timed by the wall
-    # clock and skips the 3-4 s import in every worker it starts.
+    # torch where the kernel file uses it: a Triton kernel's tensors are torch's (its launch may be the
+    # only place that imports torch), and a package kernel has imported it through its package. A
+    # launcher with neither (plain-Python kernels) is timed by the wall clock and skips the 3-4 s import
+    # in every worker it starts.
     torch = sys.modules.get("torch")
+    if torch is None and _holds_triton(module):
+        import torch
 
     def say(message: dict[str, Any]) -> None:
         pipe.write(json.dumps(message) + "\n")
@@ -299,7 +313,10 @@ def main() -> None:
     with gpu_turn(lock, exclusive=not compile_only, say=say):
         inputs, originals = _build_inputs(module, shape, torch, compile_only)
         if torch is None and "torch" in sys.modules:  # make_inputs imported torch itself: built again
-            torch = sys.modules["torch"]  # with it, so that fresh outputs are poisoned and CUDA times
+            torch = sys.modules["torch"]  # with it, so that fresh outputs are poisoned and CUDA times;
+            inputs = originals = None  # the first build's memory goes back first
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
             inputs, originals = _build_inputs(module, shape, torch, compile_only)
     bench = timer(torch)
 
