@@ -29,3 +29,4 @@ T=300 t inplace_e2e python benchmarks/real_kernels/inplace_e2e.py --out $OUT/inp
 t maxnreg_tunes python $G/maxnreg_list.py /tmp/gpu_checks_reg.db
 t maxnreg_loads python $G/maxnreg_list.py /tmp/gpu_checks_reg.db
 t orphan python $G/orphan_check.py --out $OUT/orphan.json
+t lazy_torch python $G/lazy_torch.py $OUT/lazy_torch
