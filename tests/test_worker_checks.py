@@ -1,7 +1,8 @@
 """How the Triton evaluator's benchmark worker judges a config, on CPU launchers in real worker
 processes: the reference of a kernel file without ``reference()`` when its default config fails or
 hangs, exact integer outputs, a launcher that returns nothing, CUDA errors that leave the context
-unusable, and a compile worker's crash."""
+unusable, a compile worker's crash, compile workers that cannot start, and kernel files that import
+torch late or never (a worker imports it only where the kernel file needs it)."""
 
 from __future__ import annotations
 
