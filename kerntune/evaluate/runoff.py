@@ -19,8 +19,8 @@ cycles instead.  Each launch is timed like a window's (CUDA events around it, L2
 from __future__ import annotations
 
 import math
-import sys
 import statistics
+import sys
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
