@@ -270,8 +270,9 @@ def launch(config, inputs):
 def test_workers_of_a_kernel_file_without_torch_never_import_it_and_one_importing_it_late_is_checked(
         tmp_path: Path) -> None:
     """Importing torch costs a worker 3-4 s: a kernel file that never needs it (plain Python) gets
-    workers that never import it, in screening, re-timing or a runoff (whose timer imported it). One whose ``make_inputs`` imports it is still judged with torch:
-    its ``torch.empty`` output starts as NaN, so a config leaving it unwritten fails."""
+    workers that never import it, in screening, re-timing or a runoff (whose timer imported it). One
+    whose ``make_inputs`` imports it is still judged with torch: its ``torch.empty`` output starts as
+    NaN, so a config leaving it unwritten fails."""
     pytest.importorskip("torch")
     log = tmp_path / "launches.log"
     path = tmp_path / "no_torch.py"
