@@ -23,26 +23,19 @@ def _log():
     with open(LOG, "a") as f:
         f.write(f"reserved_MiB={torch.cuda.memory_reserved() >> 20}\\n")
 '''
+# A and B differ only in where torch is imported: inside make_inputs, or at the file's top.
+SAME_INPUTS = '''
+def make_inputs(shape):
+{import_here}    return (torch.ones(shape[0], device="cuda"),)
+def reference(inputs):
+    return inputs[0] * 1
+def launch(config, inputs):
+    _log()
+    return inputs[0] * 1
+'''
 FILES = {
-    "A_make_inputs_imports_torch": BODY + '''
-def make_inputs(shape):
-    import torch
-    return (torch.ones(shape[0], device="cuda"),)
-def reference(inputs):
-    return inputs[0] * 1
-def launch(config, inputs):
-    _log()
-    return inputs[0] * 1 if config["scale"] == 1 else inputs[0] * 1
-''',
-    "B_torch_at_top": "import torch\n" + BODY + '''
-def make_inputs(shape):
-    return (torch.ones(shape[0], device="cuda"),)
-def reference(inputs):
-    return inputs[0] * 1
-def launch(config, inputs):
-    _log()
-    return inputs[0] * 1
-''',
+    "A_make_inputs_imports_torch": BODY + SAME_INPUTS.format(import_here="    import torch\n"),
+    "B_torch_at_top": "import torch\n" + BODY + SAME_INPUTS.format(import_here=""),
     "C_launch_imports_torch": "import triton\n" + BODY + '''
 def make_inputs(shape):
     return (shape[0],)
