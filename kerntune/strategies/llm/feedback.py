@@ -7,6 +7,7 @@ Pure functions of the history, so a prompt can be rebuilt from the store
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from typing import Any, Sequence
@@ -129,3 +130,86 @@ def next_step_rules(n: int, stuck: bool) -> str:
             "- Use most of the rest for 1-2 field mutations of Anchor 2.\n"
             "- Reserve at most a small minority for one clearly different family, not random noise.\n"
             "- Keep each configuration sparse and do not repeat any measured configuration.")
+
+
+# -- code paths ------------------------------------------------------------------------------------
+#: Most on/off switches whose joint settings are listed one by one (2**4 = 16 code paths); beyond that
+#: the prompts ask only that each switch be tried both ways.
+PATH_SWITCHES = 4
+
+
+def switches(space: Space) -> list[str]:
+    """The on/off fields: exactly two values, 0 and 1 or False and True.  Each picks a code path
+    (shared memory or not, a read-only cache or not, strided or consecutive work), a jump in speed
+    that the sizes around it hardly predict, so neither a model's reasoning nor a surrogate's
+    neighbours tell which setting wins: the model is asked to measure them, not to guess."""
+    out = []
+    for p in space.params:
+        values = p.values()
+        if len(values) == 2 and all(type(v) in (int, bool) for v in values) and {int(v) for v in values} == {0, 1}:
+            out.append(p.name)
+    return out
+
+
+def _path_text(names: Sequence[str], combo: Sequence[Any]) -> str:
+    return ", ".join(f"{n}={json.dumps(jsonable(v))}" for n, v in zip(names, combo))
+
+
+def first_round_paths(space: Space, n: int) -> str:
+    """The first round's line on code paths ("" without switches: the prompt is then as before).
+    With few switches, every joint setting the constraints allow gets a configuration; otherwise each
+    switch is set both ways.  A model left to its reasoning spends a whole first batch on the path it
+    believes in, and measures the others only after rounds of mutations that change one field each."""
+    names = switches(space)
+    if not names:
+        return ""
+    if len(names) <= PATH_SWITCHES and 2 ** len(names) <= n:
+        return (f"\n- The on/off switches ({', '.join(names)}) choose between code paths whose speed is hard to"
+                " predict from first principles: give every combination of them that the constraints allow at"
+                " least one configuration, with the other parameters set to suit that path.")
+    return (f"\n- The on/off switches ({', '.join(names)}) choose between code paths whose speed is hard to"
+            " predict from first principles: set each of them both ways in several configurations.")
+
+
+def _allowed_paths(space: Space, names: Sequence[str]) -> set[tuple[Any, ...]] | None:
+    """The joint switch settings that some valid config has, where the valid set is in memory
+    (a recording's, or a small space's); None where finding them would mean walking the space."""
+    if not space.materialised:
+        return None
+    return {tuple(c[n] for n in names) for c in space.valid_configs()}
+
+
+def code_paths(space: Space, history: Sequence[Trial]) -> str:
+    """A later round's section on code paths: per joint setting of the switches, how many configs ran
+    and failed and its best time against the best of all, then the settings not measured yet.  The
+    results table shows the 30 best configs, which on a space whose paths differ by 1.5x can all sit
+    on one path: the others' standing is then nowhere in the prompt ("" without switches or with too
+    many to list)."""
+    names = switches(space)
+    if not names or len(names) > PATH_SWITCHES:
+        return ""
+    ok = ranked(history)
+    best_all = ok[0].time_ms if ok else None
+    seen: dict[tuple[Any, ...], list[Trial]] = {}
+    for t in history:
+        seen.setdefault(tuple(space.by_name[n].own(t.config[n]) for n in names), []).append(t)
+    rows = []
+    for combo, trials in sorted(seen.items(), key=lambda kv: min((t.time_ms for t in kv[1] if t.ok), default=float("inf"))):
+        good = [t.time_ms for t in trials if t.ok]
+        failed = len(trials) - len(good)
+        fails = f", {failed} failed" if failed else ""
+        if good and best_all:
+            rel = "the best" if min(good) == best_all else f"+{(min(good) / best_all - 1) * 100:.1f}% vs the best"
+            rows.append(f"- {_path_text(names, combo)}: best {min(good):.4g} ms ({rel}), {len(good)} ran{fails}")
+        else:
+            rows.append(f"- {_path_text(names, combo)}: none ran{fails}")
+    allowed = _allowed_paths(space, names)
+    values = [space.by_name[n].values() for n in names]
+    missing = [c for c in itertools.product(*values) if c not in seen and (allowed is None or c in allowed)]
+    if missing:
+        where = "" if allowed is not None else " (where the constraints allow them)"
+        rows.append(f"- not measured yet{where}: " + "; ".join(_path_text(names, c) for c in missing))
+    rows.append("- A path measured in few configurations, or only with sizes that suit another path, is not"
+                " ruled out yet.")
+    return (f"\n## Code paths (joint settings of the on/off switches {', '.join(names)})\n\n" + "\n".join(rows)
+            + "\n")

@@ -79,7 +79,8 @@ def first_round(space: Space, workload: dict[str, Any], device: dict[str, Any], 
                 opts: PromptOptions | None = None, past: Sequence[Any] = ()) -> list[Message]:
     opts = opts or PromptOptions()
     user = template("first_round.md").substitute(
-        **_common(space, workload, device, opts), n=n, **_kernel_parts(workload, opts, past))
+        **_common(space, workload, device, opts), n=n, paths=feedback.first_round_paths(space, n),
+        **_kernel_parts(workload, opts, past))
     return [Message("system", template("system.md").substitute()), Message("user", user)]
 
 
@@ -95,6 +96,7 @@ def refine_round(space: Space, workload: dict[str, Any], device: dict[str, Any],
         results=feedback.results_table(space, history, opts.results_cap),
         top_patterns=feedback.top_patterns(space, history),
         failure_patterns=feedback.failure_patterns(space, history),
+        code_paths=feedback.code_paths(space, history),
         rules=feedback.next_step_rules(n, stuck),
     )
     return [Message("system", template("system.md").substitute()), Message("user", user)]
