@@ -173,10 +173,13 @@ def first_round_paths(space: Space, n: int) -> str:
 
 def _allowed_paths(space: Space, names: Sequence[str]) -> set[tuple[Any, ...]] | None:
     """The joint switch settings that some valid config has, where the valid set is in memory
-    (a recording's, or a small space's); None where finding them would mean walking the space."""
-    if not space.materialised:
-        return None
-    return {tuple(c[n] for n in names) for c in space.valid_configs()}
+    (a recording's, or a small space's) or there is no constraint (then every one); None where
+    finding them would mean walking the space."""
+    if space.materialised:
+        return {tuple(c[n] for n in names) for c in space.valid_configs()}
+    if not space.constraints:
+        return set(itertools.product(*(space.by_name[n].values() for n in names)))
+    return None
 
 
 def code_paths(space: Space, history: Sequence[Trial]) -> str:

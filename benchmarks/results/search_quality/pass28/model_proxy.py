@@ -11,6 +11,7 @@ live run's, not what the model would have written for that history: a proxy.
     python benchmarks/results/search_quality/pass28/model_proxy.py convolution_A100 90 model
     python benchmarks/results/search_quality/pass28/model_proxy.py all 10 model call_patience=1
     python benchmarks/results/search_quality/pass28/model_proxy.py convolution_A100 30 nomodel strategy=gp
+    TRANSCRIPTS=DIR OUTDIR=OUT python benchmarks/results/search_quality/pass28/model_proxy.py all 10 model
 """
 import gzip
 import json
@@ -36,6 +37,8 @@ from vs_gp import gp_mean_curves  # noqa: E402
 SPACES = ["convolution_A100", "convolution_A4000", "dedispersion_A100", "dedispersion_A4000", "dedispersion_MI250X",
           "matmul_256x8192x8192_h100", "matmul_4096_h100", "matmul_8192x8192x512_h100"]
 OUT = Path(os.environ.get("OUTDIR", Path(__file__).parent))
+#: The transcripts replayed (TRANSCRIPTS=DIR: another set, e.g. an earlier commit's, written out with git show)
+TRANSCRIPTS = Path(os.environ.get("TRANSCRIPTS", ROOT / "benchmarks/llm/transcripts/auto"))
 
 
 def one(args):
@@ -47,7 +50,7 @@ def one(args):
     strategy = o.pop("strategy", "auto")
     llm = None
     if model:  # as strong_auto.sh ran it
-        llm = LLMClient.from_spec(f"replay:{ROOT}/benchmarks/llm/transcripts/auto/{space}.llm.jsonl")
+        llm = LLMClient.from_spec(f"replay:{TRANSCRIPTS}/{space}.llm.jsonl")
         o = {"model_clock_s": 30, "max_calls": 4, **o}
     res = run_search(ev, strategy, Budget(max_evals=200), seed=seed, run=RunOptions(strategy_options=o, llm=llm))
     return [float(x) for x in best_so_far([t.time_ms if t.ok else None for t in res.history], ref.worst) / ref.optimum]
