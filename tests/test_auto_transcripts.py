@@ -61,3 +61,23 @@ def test_auto_replays_a_strong_model_transcript(space: Path, transcript: Path) -
     assert all(cfg in measured for cfg in accepted)
     again = _run(space, transcript, 60)
     assert [t.config for t in again.history] == [t.config for t in res.history]
+
+
+@pytest.mark.parametrize("transcript", sorted((TRANSCRIPTS / "auto").glob("*.llm.jsonl")),
+                         ids=lambda p: p.name[: -len(".llm.jsonl")])
+def test_the_development_transcripts_answer_the_prompts_a_run_sends(transcript: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Acceptance 2's figures replay these answers as answers to what a run asks now: every call's
+    question, run as strong_auto.sh ran it (budget 200, the MI250X device named), is the one recorded.
+    A prompt change that alters them leaves the figures standing on answers to other questions: the
+    prompts must then be answered afresh (benchmarks/search_quality/strong_auto.sh)."""
+    from kerntune.evaluate.replay import replay_extras
+
+    space = transcript.name[: -len(".llm.jsonl")]
+    _, device = replay_extras(None, "AMD Instinct MI250X" if "MI250X" in space else None)
+    ev = ReplayEvaluator.from_file(SHIPPED / f"{space}.json.gz", device_info=device)
+    with caplog.at_level("WARNING"):
+        res = run_search(ev, "auto", Budget(max_evals=200), seed=0,
+                         run=RunOptions(llm=LLMClient.from_spec(f"replay:{transcript}"), strategy_options=OPTIONS))
+    assert res.extra["model_calls"] == len([x for x in transcript.read_text().splitlines() if x.strip()])
+    assert not [r for r in caplog.records if "asks another question" in r.getMessage()]

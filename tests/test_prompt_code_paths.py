@@ -90,11 +90,38 @@ def test_paths_the_constraints_exclude_are_not_asked_for() -> None:
     history = [_trial(members[0], 1.0)]
     missing = re.search(r"- not measured yet: (.*)", feedback.code_paths(recorded, history)).group(1)
     assert missing == "use_shmem=1, read_only=false; use_shmem=1, read_only=true"
-    # constraints on a space not held in memory: the missing ones are named with a caveat
+    # Constraints on a space not held in memory: walked (the prompt counts it too), so the same settings,
+    # and the same text before and after anything has put the valid set in memory (a prompt rebuilt from
+    # the store says what the run's said)
     constrained = _space(constraints=("use_shmem == 1 or not read_only",))
-    text = feedback.code_paths(constrained, history)
+    fresh = feedback.code_paths(constrained, history)
+    assert re.search(r"- not measured yet: (.*)", fresh).group(1) == missing
+    constrained.valid_configs()
+    assert constrained.materialised and feedback.code_paths(constrained, history) == fresh
+    # too large to walk: the settings are named with a caveat, and the space is not walked
+    big = Space([PowerOfTwo(f"p{i}", low=1, high=2 ** 15) for i in range(6)]
+                + [Choice("use_shmem", options=(0, 1)), Boolean("read_only")],
+                constraints=("use_shmem == 1 or not read_only",))
+    assert big.cartesian_size > feedback.WALK_LIMIT
+    cfg = {**{f"p{i}": 1 for i in range(6)}, "use_shmem": 0, "read_only": False}
+    text = feedback.code_paths(big, [_trial(cfg, 1.0)])
     assert "not measured yet (where the constraints allow them): " in text
-    assert "use_shmem=0, read_only=true" in text
+    assert "use_shmem=0, read_only=true" in text and not big.materialised
+
+
+def test_the_first_round_counts_only_switch_settings_that_exist() -> None:
+    base = {"BLOCK": 32, "GROUP": 8, "unroll": 0}
+    three = [{**base, "use_shmem": s, "read_only": r} for s in (0, 1) for r in (False, True) if s or not r]
+    line = next(x for x in first_round(_space(members=three), {}, {}, 3)[1].content.splitlines() if "on/off" in x)
+    assert "every combination" in line  # 3 settings exist, and a batch of 3 holds them
+    # a field the valid set holds at one value is no switch: not named, and "both ways" not asked of it
+    fixed = [{**base, "use_shmem": 1, "read_only": r} for r in (False, True)]
+    text = first_round(_space(members=fixed), {}, {}, 25)[1].content
+    line = next(x for x in text.splitlines() if "on/off" in x)
+    assert "(read_only)" in line and "use_shmem" not in line
+    assert "use_shmem" not in feedback.code_paths(_space(members=fixed), [_trial(fixed[0], 1.0)]).split("\n- ")[1]
+    none = [{**base, "use_shmem": 1, "read_only": True}]
+    assert "on/off" not in first_round(_space(members=none), {}, {}, 25)[1].content
 
 
 def test_no_code_path_section_without_switches_or_with_too_many() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import weakref
 from collections import Counter
 from typing import Any, Sequence
 
@@ -159,11 +160,14 @@ def first_round_paths(space: Space, n: int) -> str:
     """The first round's line on code paths ("" without switches: the prompt is then as before).
     With few switches, every joint setting the constraints allow gets a configuration; otherwise each
     switch is set both ways.  A model left to its reasoning spends a whole first batch on the path it
-    believes in, and measures the others only after rounds of mutations that change one field each."""
-    names = switches(space)
+    believes in, and measures the others only after rounds of mutations that change one field each.
+    Where the valid set is known, a switch that it holds at one value is no switch, and the settings
+    counted against the batch are those that exist."""
+    names, allowed = _live_switches(space)
     if not names:
         return ""
-    if len(names) <= PATH_SWITCHES and 2 ** len(names) <= n:
+    settings = len(allowed) if allowed is not None else 2 ** len(names)
+    if len(names) <= PATH_SWITCHES and settings <= n:
         return (f"\n- The on/off switches ({', '.join(names)}) choose between code paths whose speed is hard to"
                 " predict from first principles: give every combination of them that the constraints allow at"
                 " least one configuration, with the other parameters set to suit that path.")
@@ -171,15 +175,39 @@ def first_round_paths(space: Space, n: int) -> str:
             " predict from first principles: set each of them both ways in several configurations.")
 
 
+#: Spaces walked for their switch settings: those whose valid configs the prompt counts as well
+#: (``prompting._common``, ``rounds._unmeasured_left``); larger ones with constraints are not walked.
+WALK_LIMIT = 5_000_000
+_PATHS_CACHE: "weakref.WeakKeyDictionary[Space, dict[tuple[str, ...], frozenset[tuple[Any, ...]]]]" = \
+    weakref.WeakKeyDictionary()
+
+
 def _allowed_paths(space: Space, names: Sequence[str]) -> set[tuple[Any, ...]] | None:
-    """The joint switch settings that some valid config has, where the valid set is in memory
-    (a recording's, or a small space's) or there is no constraint (then every one); None where
-    finding them would mean walking the space."""
-    if space.materialised:
-        return {tuple(c[n] for n in names) for c in space.valid_configs()}
-    if not space.constraints:
+    """The joint switch settings that some valid config has: from the valid set where it is in memory
+    (a recording's), every one without constraints, else by walking the space where the prompt counts it
+    too; None for a larger space.  Walked lazily, never materialised (that would change how the space
+    is sampled), and kept per space, so a prompt rebuilt later says the same as the run's."""
+    if not space.constraints and not space.materialised:
         return set(itertools.product(*(space.by_name[n].values() for n in names)))
-    return None
+    if not space.materialised and space.cartesian_size > WALK_LIMIT:
+        return None
+    key = tuple(names)
+    cached = _PATHS_CACHE.setdefault(space, {})
+    if key not in cached:
+        configs = space.valid_configs() if space.materialised else space.enumerate()
+        cached[key] = frozenset(tuple(c[n] for n in names) for c in configs)
+    return set(cached[key])
+
+
+def _live_switches(space: Space) -> tuple[list[str], set[tuple[Any, ...]] | None]:
+    """The switches, less those the valid set (where known) holds at one value, and their joint
+    settings that exist (None where unknown)."""
+    names = switches(space)
+    allowed = _allowed_paths(space, names) if names else None
+    if allowed is None:
+        return names, None
+    keep = [i for i in range(len(names)) if len({c[i] for c in allowed}) > 1]
+    return [names[i] for i in keep], {tuple(c[i] for i in keep) for c in allowed}
 
 
 def code_paths(space: Space, history: Sequence[Trial]) -> str:
@@ -188,7 +216,7 @@ def code_paths(space: Space, history: Sequence[Trial]) -> str:
     results table shows the 30 best configs, which on a space whose paths differ by 1.5x can all sit
     on one path: the others' standing is then nowhere in the prompt ("" without switches or with too
     many to list)."""
-    names = switches(space)
+    names, allowed = _live_switches(space)
     if not names or len(names) > PATH_SWITCHES:
         return ""
     ok = ranked(history)
@@ -201,12 +229,11 @@ def code_paths(space: Space, history: Sequence[Trial]) -> str:
         good = [t.time_ms for t in trials if t.ok]
         failed = len(trials) - len(good)
         fails = f", {failed} failed" if failed else ""
-        if good and best_all:
+        if good and best_all is not None:
             rel = "the best" if min(good) == best_all else f"+{(min(good) / best_all - 1) * 100:.1f}% vs the best"
             rows.append(f"- {_path_text(names, combo)}: best {min(good):.4g} ms ({rel}), {len(good)} ran{fails}")
         else:
             rows.append(f"- {_path_text(names, combo)}: none ran{fails}")
-    allowed = _allowed_paths(space, names)
     values = [space.by_name[n].values() for n in names]
     missing = [c for c in itertools.product(*values) if c not in seen and (allowed is None or c in allowed)]
     if missing:
