@@ -118,7 +118,8 @@ def main() -> None:
 
     env = environment()
 
-    def write(rows: list[dict[str, Any]], summary: dict[str, Any], partial: bool) -> None:
+    def write(rows: list[dict[str, Any]], summary: dict[str, Any], partial: bool,
+              failed: list[dict[str, str]] | None = None) -> None:
         """The result file; rewritten after every row (``"partial": true``), so a run stopped
         part-way (hours with a model on the CPU) keeps the spaces it finished."""
         if a.out:
@@ -127,26 +128,40 @@ def main() -> None:
                    "seed": a.seed, "options": opts, "environment": env, "summary": summary, "rows": rows}
             if partial:
                 doc["partial"] = True
+            if failed:
+                doc["failed"] = failed
             a.out.write_text(json.dumps(doc, indent=1) + "\n")
 
     with ProcessPoolExecutor(a.jobs) as pool:
         futs = [pool.submit(one, sp, st, a.budget, a.repeats, a.seed, opts.get(st, {}), a.llm, a.llm_timeout, a.space_dir,
                            a.curves) for sp, st in jobs]
-        rows = []
-        for f in futs:
-            row = f.result()
+        rows, failed = [], []
+        for f, (sp, st) in zip(futs, jobs):
+            try:
+                row = f.result()
+            except Exception as exc:  # noqa: BLE001 - one job's failure must not lose the others' rows
+                # (a job that failed at once was reported only when its turn came, after an hour of the
+                # others' work, and the rows finished meanwhile were never written)
+                failed.append({"space": sp, "strategy": st, "error": f"{type(exc).__name__}: {exc}"})
+                print(f"{st:>10} {sp:<28} FAILED: {type(exc).__name__}: {exc}", flush=True)
+                write(rows, {}, partial=True, failed=failed)
+                continue
             rows.append(row)
             print(f"{row['strategy']:>10} {row['space']:<28} score {row['score']:6.3f} +- {row['stderr']:.3f} "
                   f"[{row['ci95'][0]:.2f}, {row['ci95'][1]:.2f}]  best/opt@40 {row['best_over_opt_at'].get(40, float('nan')):.3f} "
                   f"@200 {row['best_over_opt_at'].get(200, float('nan')):.3f}  {row['wall_s']:.0f}s", flush=True)
-            if len(rows) < len(jobs):
-                write(rows, {}, partial=True)
+            if len(rows) + len(failed) < len(jobs):
+                write(rows, {}, partial=True, failed=failed)
     summary = {}
     for st in a.strategies.split(","):
         scores = [r["score"] for r in rows if r["strategy"] == st]
+        if not scores:
+            continue
         summary[st] = {"mean_score": float(np.mean(scores)), "min_score": float(np.min(scores))}
         print(f"{st}: mean {summary[st]['mean_score']:.3f} min {summary[st]['min_score']:.3f}")
-    write(rows, summary, partial=False)
+    write(rows, summary, partial=bool(failed), failed=failed)
+    if failed:
+        sys.exit(f"{len(failed)} of {len(jobs)} jobs failed (listed under \"failed\" in the result file)")
 
 
 if __name__ == "__main__":
