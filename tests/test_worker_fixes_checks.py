@@ -114,6 +114,24 @@ def test_unwritten_memory_is_poisoned_only_inside_the_check_and_settings_come_ba
             assert torch.empty(1000).numel() == 1000
 
 
+def test_poisoning_unwritten_memory_loads_no_inductor() -> None:
+    """``torch.use_deterministic_algorithms`` imports ``torch._inductor.config`` (about 900 modules, 3 s
+    of CPU) to set a flag no Triton launch reads: every benchmark worker paid it at its first check.
+    In a fresh interpreter the poisoned block still poisons and restores, and leaves Inductor unloaded."""
+    import subprocess
+    import sys
+
+    program = ("import sys, torch\n"
+               "from kerntune.evaluate.triton_backend.output_check import unwritten_poisoned\n"
+               "with unwritten_poisoned(torch):\n"
+               "    assert torch.isnan(torch.empty(8)).all() and torch.are_deterministic_algorithms_enabled()\n"
+               "assert not torch.are_deterministic_algorithms_enabled()\n"
+               "print('torch._inductor.config' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
+
+
 def test_float64_outputs_are_held_to_a_float64_tolerance() -> None:
     """float64 fell to the loose (1e-3, 1e-3) default: an error of 1e-5 relative passed."""
     ref = torch.linspace(1, 2, 1000, dtype=torch.float64)

@@ -102,6 +102,7 @@ def combined_space(spaces: Sequence[Any], labels: Sequence[str]) -> Any:
 GUARDED = {"torch": ("allclose", "isnan", "isfinite", "nan_to_num", "equal", "Tensor", "float16", "bfloat16",
                      "float32", "float64", "complex64", "complex128", "cuda", "view_as_real", "where", "linalg",
                      "use_deterministic_algorithms"),
+           "torch._C": ("_set_deterministic_algorithms",),  # unwritten_poisoned sets the mode through it
            "torch.Tensor": ("float", "abs", "max", "any", "item", "numel", "clone", "copy_", "to", "__and__",
                             "__invert__", "__sub__", "__truediv__", "__getitem__", "shape", "dtype", "__bool__",
                             "__float__", "resolve_conj"),

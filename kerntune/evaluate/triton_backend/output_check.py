@@ -8,6 +8,7 @@ that would replace them (``kerntune.transform.triton_harness.GUARDED``)."""
 from __future__ import annotations
 
 import contextlib
+import sys
 import warnings
 from typing import Any, Callable, Iterator
 
@@ -155,12 +156,26 @@ def unwritten_poisoned(torch: Any) -> Iterator[None]:
     try:
         with warnings.catch_warnings():  # ops without a deterministic implementation say so: not the kernel's news
             warnings.filterwarnings("ignore", message=r".*deterministic", category=UserWarning)
-            torch.use_deterministic_algorithms(True, warn_only=was[1] if was[0] else True)
+            _set_deterministic(torch, True, warn_only=was[1] if was[0] else True)
             det.fill_uninitialized_memory = True
             yield
     finally:
         det.fill_uninitialized_memory = was[2]
-        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
+        _set_deterministic(torch, was[0], warn_only=was[1])
+
+
+def _set_deterministic(torch: Any, mode: bool, warn_only: bool) -> None:
+    """``torch.use_deterministic_algorithms`` without its import of ``torch._inductor.config``: that
+    import took 3 s and 900 modules in every benchmark worker's first check, for a flag of Inductor's code
+    generation that no Triton launch reads.  Where Inductor is loaded, its flag is set as torch sets it."""
+    setter = getattr(getattr(torch, "_C", None), "_set_deterministic_algorithms", None)
+    if setter is None:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+        return
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:
+        inductor.deterministic = mode
+    setter(mode, warn_only=warn_only)
 
 
 def _poison_value(dtype: Any, torch: Any) -> Any:
