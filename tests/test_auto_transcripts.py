@@ -65,19 +65,40 @@ def test_auto_replays_a_strong_model_transcript(space: Path, transcript: Path) -
 
 @pytest.mark.parametrize("transcript", sorted((TRANSCRIPTS / "auto").glob("*.llm.jsonl")),
                          ids=lambda p: p.name[: -len(".llm.jsonl")])
-def test_the_development_transcripts_answer_the_prompts_a_run_sends(transcript: Path,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_the_development_transcripts_answer_the_prompts_a_run_sends(transcript: Path, caplog: pytest.LogCaptureFixture,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Acceptance 2's figures replay these answers as answers to what a run asks now: every call's
     question, run as strong_auto.sh ran it (budget 200, the MI250X device named), is the one recorded.
     A prompt change that alters them leaves the figures standing on answers to other questions: the
-    prompts must then be answered afresh (benchmarks/search_quality/strong_auto.sh)."""
-    from kerntune.evaluate.replay import replay_extras
+    prompts must then be answered afresh (benchmarks/search_quality/strong_auto.sh).
 
+    A transcript holding ``max_calls`` answers is checked up to its last call and the run stopped
+    there (no later call can be made; the surrogate's remaining evaluations took most of a minute of
+    CI); a shorter one runs to the end, so that a run asking once more than was recorded fails."""
+    from kerntune.evaluate.replay import replay_extras
+    from kerntune.llm.providers.local import ReplayProvider
+    from kerntune.strategies.base import BudgetExhausted
+
+    recorded = len([x for x in transcript.read_text().splitlines() if x.strip()])
+    answered: list[int] = []
+    send = ReplayProvider.send
+
+    def counted(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        reply = send(self, *args, **kwargs)  # the question is compared with the recorded one in here
+        answered.append(self.position)
+        return reply
+
+    def stop_after_the_last_call(_ctx) -> None:  # noqa: ANN001
+        if recorded == OPTIONS["max_calls"] and len(answered) == recorded:
+            raise BudgetExhausted("every recorded call was asked")
+
+    monkeypatch.setattr(ReplayProvider, "send", counted)
     space = transcript.name[: -len(".llm.jsonl")]
     _, device = replay_extras(None, "AMD Instinct MI250X" if "MI250X" in space else None)
     ev = ReplayEvaluator.from_file(SHIPPED / f"{space}.json.gz", device_info=device)
     with caplog.at_level("WARNING"):
         res = run_search(ev, "auto", Budget(max_evals=200), seed=0,
-                         run=RunOptions(llm=LLMClient.from_spec(f"replay:{transcript}"), strategy_options=OPTIONS))
-    assert res.extra["model_calls"] == len([x for x in transcript.read_text().splitlines() if x.strip()])
+                         run=RunOptions(llm=LLMClient.from_spec(f"replay:{transcript}"), strategy_options=OPTIONS,
+                                        progress=stop_after_the_last_call))
+    assert len(answered) == recorded, res.stop_reason
     assert not [r for r in caplog.records if "asks another question" in r.getMessage()]
