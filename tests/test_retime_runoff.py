@@ -111,6 +111,7 @@ def test_the_gpu_is_asked_once_per_process_and_environment(monkeypatch: pytest.M
     ``transform`` or ``--shapes`` run builds one evaluator per step or shape."""
     from kerntune.evaluate.triton_backend import sizing
 
+    monkeypatch.setattr(sizing, "no_gpu_driver", lambda: False)  # as on a machine with a GPU driver
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "kerntune-test-probe"}
     first = sizing.probe_device(env)  # no such GPU: "unknown GPU", asked of a child all the same
     assert first["name"] == "unknown GPU"
@@ -122,3 +123,21 @@ def test_the_gpu_is_asked_once_per_process_and_environment(monkeypatch: pytest.M
     assert sizing.probe_device(dict(env)) == first
     with pytest.raises(AssertionError, match="asked the GPU again"):  # another GPU is asked
         sizing.probe_device({**env, "CUDA_VISIBLE_DEVICES": "kerntune-test-other"})
+
+
+def test_without_a_gpu_driver_no_child_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no driver library loads, the probe's child (importing torch, 2-3 s of CPU) could only
+    find no GPU: the answer is given without it, as the child would give it."""
+    from kerntune.evaluate.triton_backend import sizing
+
+    def no_child(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a child was asked")
+
+    monkeypatch.setattr(sizing.subprocess, "run", no_child)
+    monkeypatch.setattr(sizing.ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(name)))
+    monkeypatch.setattr(sizing.os.path, "exists", lambda p: False)
+    monkeypatch.setattr(sizing.sys, "platform", "linux")
+    assert sizing.probe_device({**os.environ, "CUDA_VISIBLE_DEVICES": "kerntune-test-nodriver"}) == {"name": "unknown GPU"}
+    monkeypatch.setattr(sizing.os.path, "exists", lambda p: p == "/dev/kfd")  # an AMD GPU's node: asked
+    with pytest.raises(AssertionError, match="a child was asked"):
+        sizing.probe_device({**os.environ, "CUDA_VISIBLE_DEVICES": "kerntune-test-kfd"})

@@ -4,6 +4,7 @@ compile worker's inputs on the GPU; the GPU's name and properties (asked once pe
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import json
 import os
@@ -117,6 +118,20 @@ _PROBE = ("import json, torch; p = torch.cuda.get_device_properties(0); print(js
           " 'triton': __import__('triton').__version__}))")
 
 
+def no_gpu_driver() -> bool:
+    """True where no GPU can answer a probe: on Linux, no NVIDIA driver library loads (torch opens the
+    same ``libcuda.so.1``) and no AMD GPU node (``/dev/kfd``) exists.  Why: the probe's child imports
+    torch (2-3 s of CPU) only to find no GPU, at every run on a machine without one.  Elsewhere (or with
+    a driver) the child is asked as before."""
+    if not sys.platform.startswith("linux") or os.path.exists("/dev/kfd"):
+        return False
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return True
+    return False
+
+
 def probe_device(env: dict[str, str]) -> dict[str, Any]:
     """The first visible GPU's name, properties and torch/Triton versions under ``env``, asked of a child
     process (this one must not initialise CUDA: its compile workers' start-ups and a caller's own
@@ -127,6 +142,9 @@ def probe_device(env: dict[str, str]) -> dict[str, Any]:
     run builds one per step or shape.  A query that timed out is not kept (a busy GPU may answer later)."""
     key = (sys.executable, env.get("CUDA_VISIBLE_DEVICES"), env.get("PYTHONPATH"))
     if key in _PROBED:
+        return dict(_PROBED[key])
+    if no_gpu_driver():
+        _PROBED[key] = {"name": "unknown GPU"}
         return dict(_PROBED[key])
     try:
         out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120, env=env)
