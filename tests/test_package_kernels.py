@@ -39,16 +39,29 @@ def _env() -> dict[str, str]:
         [str(DATA), str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
 
 
-def _tune_exhaustive(tmp_path: Path, kernel_file: str, shape: str, retime: int = 2) -> subprocess.CompletedProcess:
+def _tune_exhaustive(tmp_path: Path, kernel_file: str, shape: str, retime: int = 2,
+                     budget: int = 100) -> subprocess.CompletedProcess:
     """`kerntune tune FILE` over the whole space into ``tmp_path/t.db``; fails the test if it fails.
     ``retime`` 0: no baseline, runoff or re-timing after the search (seconds of interpreted launches),
-    for a test that checks the trials alone."""
+    for a test that checks the trials alone.  A ``budget`` below the space's size: the package's own
+    pick (tried first) and the space's first configs in its order."""
     cmd = [sys.executable, "-m", "kerntune", "tune", str(DATA / kernel_file), "--shape", shape,
-           "--strategy", "exhaustive", "--budget", "100", "--store", str(tmp_path / "t.db"), "--no-report",
+           "--strategy", "exhaustive", "--budget", str(budget), "--store", str(tmp_path / "t.db"), "--no-report",
            "--retime", str(retime), "--gpus", "1"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
+
+
+def _run_space(tmp_path: Path) -> Any:
+    """The space ``_tune_exhaustive``'s run searched, as its store holds it."""
+    import json
+    import sqlite3
+
+    from kerntune.space import space_from_dict
+
+    with sqlite3.connect(tmp_path / "t.db") as con:
+        return space_from_dict(json.loads(con.execute("SELECT space_json FROM runs").fetchone()[0]))
 
 
 def _trial_rows(tmp_path: Path) -> list[tuple[dict, str]]:
@@ -246,8 +259,9 @@ def test_launch_knobs_join_the_list_and_a_partial_write_fails_the_check() -> Non
 
 def test_tune_a_package_kernel_where_it_lives_end_to_end(tmp_path: Path) -> None:
     """`kerntune tune FILE` on the package kernel: worker processes catch the launch, the too-short
-    blocks come back wrong_result, the package's own choice is the baseline of the speedup."""
-    proc = _tune_exhaustive(tmp_path, "row_sum_where_it_lives.py", "32x200")
+    blocks come back wrong_result, the package's own choice is the baseline of the speedup.  Four rows:
+    the checks need the row length alone, and fewer rows make every interpreted launch cheaper."""
+    proc = _tune_exhaustive(tmp_path, "row_sum_where_it_lives.py", "4x200")
     assert 'baseline: {"BLOCK_SIZE": 256, "num_warps": 4}' in proc.stderr
     # On the CPU interpreter the re-time is noise: the pick either shows its speedup over the package's
     # choice or, timed slower beyond noise, leaves that choice the winner.  Both name it as the baseline.
@@ -256,7 +270,7 @@ def test_tune_a_package_kernel_where_it_lives_end_to_end(tmp_path: Path) -> None
             or "slower beyond noise: the baseline stays the winner" in proc.stderr), proc.stdout + proc.stderr
     rows = _trial_rows(tmp_path)
     status = {c["BLOCK_SIZE"]: s for c, s in rows}
-    assert len(rows) == 4 * 4 + 0  # every config of the space, the baseline among them
+    assert len(rows) == 4 * 2 + 0  # every config of the space (blocks x warps 2, 4), the baseline among them
     assert status[64] == status[128] == "wrong_result" and status[256] == status[512] == "ok"
 
 
@@ -264,9 +278,9 @@ RETUNE_PROGRAM = """
 import json, threading, torch
 from fake_package import ops
 torch.manual_seed(0)
-xs = [torch.randn(n) for n in (1000, 3000, 1000)]
+xs = [torch.randn(n) for n in (100, 300, 100)]
 outs = [ops.scale(xs[0])]
-# the n=3000 key launched from another thread, as autograd's backward thread launches a training step's kernels
+# the n=300 key launched from another thread, as autograd's backward thread launches a training step's kernels
 t = threading.Thread(target=lambda: outs.append(ops.scale(xs[1])))
 t.start(); t.join()
 outs.append(ops.scale(xs[2]))
@@ -295,7 +309,7 @@ def test_retune_switch_tunes_each_key_once_in_any_thread_and_a_later_process_onl
     # and its tie-break's 3)
     assert 2 * 8 <= whole["measured"] <= 2 * (8 + 16 + 36 + 18) and whole["sums"] == pytest.approx(plain["sums"], rel=1e-6)
     assert not plain["enabled"] and plain["measured"] == 0
-    assert first["enabled"] and len(first["tuned"]) == 2 and first["loaded"] == []  # keys n=1000 and n=3000
+    assert first["enabled"] and len(first["tuned"]) == 2 and first["loaded"] == []  # keys n=100 and n=300
     assert 2 * 4 <= first["measured"] <= 2 * (4 + 16 + 36 + 18)  # half of the 8-config list per key, and the runoff
     assert second["tuned"] == [] and len(second["loaded"]) == 2 and second["measured"] == 0
     assert first["sums"] == pytest.approx(plain["sums"], rel=1e-6) and second["sums"] == first["sums"]
@@ -304,10 +318,13 @@ def test_retune_switch_tunes_each_key_once_in_any_thread_and_a_later_process_onl
 
 def test_tune_with_launch_knobs_end_to_end_rejects_the_partial_grid(tmp_path: Path) -> None:
     """`kerntune tune` through the worker processes: every config with CHUNK=128 (half the caught grid's
-    coverage) comes back wrong_result, every other one ok."""
-    _tune_exhaustive(tmp_path, "chunk_scale_where_it_lives.py", "1000", retime=0)
+    coverage) comes back wrong_result, every other one ok.  Ten of the space's 81 configs: the package's
+    pick and every CHUNK x BLOCK at one warp count and stage count (which the interpreter ignores)."""
+    _tune_exhaustive(tmp_path, "chunk_scale_where_it_lives.py", "1000", retime=0, budget=10)
     rows = _trial_rows(tmp_path)
-    assert len(rows) == 3 * 3 * 3 * 3  # CHUNK x BLOCK x warps (1, 2 widened) x stages (3 widened)
+    assert _run_space(tmp_path).count() == 3 * 3 * 3 * 3  # CHUNK x BLOCK x warps (1, 2 widened) x stages (3 widened)
+    assert len(rows) == 10 and {(c["CHUNK"], c["BLOCK"]) for c, _ in rows} == {
+        (chunk, block) for chunk in (128, 256, 512) for block in (32, 64, 128)}
     assert all((s == "wrong_result") == (c["CHUNK"] == 128) for c, s in rows)
     assert all(s == "ok" for c, s in rows if c["CHUNK"] != 128)
 
@@ -387,8 +404,10 @@ def test_a_list_whose_configs_carry_different_pre_hooks_is_refused() -> None:
 
 def test_tune_a_descriptor_kernel_end_to_end(tmp_path: Path) -> None:
     """`kerntune tune` on the descriptor kernel: compile workers and the benchmark worker run the list's
-    pre_hook before each config, so every tile of the widened list computes the package's output."""
-    _tune_exhaustive(tmp_path, "desc_scale_where_it_lives.py", "64x48", retime=0)
+    pre_hook before each config, so every tile of the widened list computes the package's output.  The
+    kernel file sets the list's configs to 1 warp and 1 stage, which the interpreter ignores: widened,
+    48 configs, all 12 tiles among them (the shipped 4 warps and 3 stages made 108, 100 of them run)."""
+    _tune_exhaustive(tmp_path, "desc_scale_where_it_lives.py", "32x48", retime=0)  # BLOCK_N 32 ends past the edge
     rows = _trial_rows(tmp_path)
     tiles = {(c["BLOCK_M"], c["BLOCK_N"]) for c, _ in rows}
     assert len(tiles) >= 6 and (4, 8) in tiles and (32, 32) in tiles  # the list widened a step each way
@@ -527,7 +546,7 @@ def test_retune_runoff_retimes_the_leaders_in_interleaved_rounds(tmp_path: Path)
 RETUNE_CUT_PROGRAM = """
 import json, torch
 from fake_package import ops
-x = torch.randn(4096)
+x = torch.randn(2048)  # 16 programs of 128: WORK's time ratios as at 4096, each launch half as long
 y = ops.scale_work(x)
 import kerntune.retune as r
 s = r.STATS.searches[0]
@@ -587,7 +606,7 @@ def arriving(self, t_configs, on_ready=None, on_idle=None):
 
 rt.ListEvaluator._compile = arriving
 from fake_package import ops
-x = torch.randn(4096)
+x = torch.randn(2048)  # 16 programs of 128: WORK's time ratios as at 4096, each launch half as long
 y = ops.scale_work(x)
 import kerntune.retune as r
 s = r.STATS.searches[0]
