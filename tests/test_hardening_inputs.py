@@ -1,6 +1,7 @@
 """Issue 22's input items, one test each (4, 12-18): real files, real SQLite stores, real
-kerntune processes.  The corpus of ``test_bad_inputs.py`` covers the breadth; these pin the
-behaviour each fix promised."""
+kerntune processes (every refused command runs in a process of its own; set-up runs and several
+commands whose output or files are checked run the CLI's ``main`` in this process: ``run_main``).  The corpus
+of ``test_bad_inputs.py`` covers the breadth; these pin the behaviour each fix promised."""
 
 from __future__ import annotations
 
@@ -41,12 +42,14 @@ def write(path: Path, data: dict) -> Path:
     return path
 
 
-def setup_run(tmp: Path, *args: str) -> str:
-    """The run id of ``kerntune ARGS`` (a tune or compare that must succeed), run by the CLI's ``main`` in this
-    process in ``tmp`` with the store ``tmp/store.db`` and no model from the environment, as ``cli`` runs it.
-    For the runs whose stored trials a test checks, or that it then resumes, exports or refuses through real
-    processes: one more process start (about a second of CPU, its imports) adds nothing to what is checked."""
+def run_main(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    """``kerntune ARGS`` run by the CLI's ``main`` in this process in ``tmp`` with the store ``tmp/store.db`` and no
+    model from the environment, as ``cli`` runs it in a process of its own: its exit code, stdout and stderr (an
+    exception other than SystemExit propagates: the test fails on it, as on a traceback).  For commands whose
+    output or files a test checks, not how a refusal reads (one line, no traceback: real processes, ``cli``):
+    one more process start (about a second of CPU, its imports) adds nothing to what is checked."""
     out, err = io.StringIO(), io.StringIO()
+    code: object = 0
     sigterm = signal.getsignal(signal.SIGTERM)  # main turns SIGTERM into Ctrl-C; this process keeps its own
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(tmp)
@@ -57,10 +60,21 @@ def setup_run(tmp: Path, *args: str) -> str:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 main(list(args))
         except SystemExit as exc:
-            assert exc.code in (0, None), err.getvalue()[-2000:]
+            code = exc.code
         finally:
             signal.signal(signal.SIGTERM, sigterm)
-    return out.getvalue().split("run id: ")[1].split()[0]
+    if not isinstance(code, int):  # sys.exit(None) is 0; sys.exit("message") prints it and is 1
+        err.write("" if code is None else f"{code}\n")
+        code = 0 if code is None else 1
+    return subprocess.CompletedProcess(["kerntune", *args], code, out.getvalue(), err.getvalue())
+
+
+def setup_run(tmp: Path, *args: str) -> str:
+    """The run id of ``kerntune ARGS`` (a tune or compare that must succeed), run by ``run_main``.  For the runs
+    whose stored trials a test checks, or that it then resumes, exports or refuses."""
+    proc = run_main(tmp, *args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.split("run id: ")[1].split()[0]
 
 
 def trial_rows(db: Path, rid: str) -> list[tuple]:
@@ -157,8 +171,8 @@ def test_item13_a_sparse_recording_is_its_recorded_set(tmp_path) -> None:
 def test_item14_space_info_reads_what_store_export_table_writes(tmp_path) -> None:
     rid = setup_run(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--budget", "12",
                     "--no-report", "--retime", "0")
-    assert cli(tmp_path, "store", "export", rid, "--table", "t.json").returncode == 0
-    info = cli(tmp_path, "space", "info", "t.json", "--json")
+    assert run_main(tmp_path, "store", "export", rid, "--table", "t.json").returncode == 0
+    info = run_main(tmp_path, "space", "info", "t.json", "--json")
     assert info.returncode == 0, info.stderr
     facts = json.loads(info.stdout)
     assert facts["format"] == "kerntune-table" and facts["recorded"] == 12
@@ -172,14 +186,14 @@ def test_store_export_and_prompt_show_take_last_or_a_prefix_and_a_comparison(tmp
     rec = write(tmp_path / "r.json", kt_cache())
     comp = setup_run(tmp_path, "compare", "--space", str(rec), "--strategies", "random,genetic", "--budget", "6",
                      "--repeats", "2", "--no-report")
-    proc = cli(tmp_path, "store", "export", "last", "--csv", "c.csv", "--table", "t.json")
+    proc = run_main(tmp_path, "store", "export", "last", "--csv", "c.csv", "--table", "t.json")
     assert proc.returncode == 0, proc.stderr
     with open(tmp_path / "c.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 24 and len({r["repeat"] for r in rows}) == 4, {r["repeat"] for r in rows}
-    facts = json.loads(cli(tmp_path, "space", "info", "t.json", "--json").stdout)
+    facts = json.loads(run_main(tmp_path, "space", "info", "t.json", "--json").stdout)
     assert facts["format"] == "kerntune-table" and 6 <= facts["recorded"] <= 24
-    assert cli(tmp_path, "store", "export", comp[:6], "--csv", "c2.csv").returncode == 0
+    assert run_main(tmp_path, "store", "export", comp[:6], "--csv", "c2.csv").returncode == 0
     for wildcard in ("_", "%", comp[:3] + "_"):  # a prefix is a prefix, not a LIKE pattern
         one_line(cli(tmp_path, "store", "export", wildcard, "--csv", "w.csv"), "no run")
     assert (tmp_path / "c2.csv").read_text() == (tmp_path / "c.csv").read_text()
@@ -193,7 +207,7 @@ def test_store_export_and_prompt_show_take_last_or_a_prefix_and_a_comparison(tmp
     tune = setup_run(tmp_path, "tune", "--replay", str(write(tmp_path / "o.json", other)), "--budget", "4",
                      "--no-report", "--retime", "0")
     one_line(cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", tune), "another space")
-    shown = cli(tmp_path, "prompt", "show", "--space", str(tmp_path / "o.json"), "--round", "2", "--run", "last")
+    shown = run_main(tmp_path, "prompt", "show", "--space", str(tmp_path / "o.json"), "--round", "2", "--run", "last")
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
 
 
@@ -300,7 +314,7 @@ def test_item18_the_markdown_report_escapes_model_text(tmp_path) -> None:
     rid = setup_run(tmp_path, "tune", "--replay", str(write(tmp_path / "r.json", kt_cache())), "--strategy", "llm",
                     "--llm", f"cmd:cat {answer}", "--budget", "6", "-o", "max_rounds=1", "-o", "warmup=0",
                     "--no-report", "--retime", "0")
-    proc = cli(tmp_path, "report", rid, "--md", "r.md")
+    proc = run_main(tmp_path, "report", rid, "--md", "r.md")
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "r.md").read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text   # the reason is shown, as text
@@ -329,12 +343,15 @@ def test_item16_a_kernel_file_on_a_machine_without_torch_is_one_line(tmp_path) -
 
 def test_a_kernel_file_whose_configs_all_fail_alike_stops_early_with_one_line(tmp_path) -> None:
     """Without a GPU every config of the example matmul fails with the same error: the run stops after
-    the first few instead of spending its whole budget, and says why in one line (exit 2)."""
+    the first few instead of spending its whole budget, and says why in one line (exit 2).  The search is
+    random (the stop is the tune command's, whatever the strategy): in its first batch of eight the compile
+    worker's three failed start-ups (each importing torch) fail the other five at once, where the default
+    strategy's smaller batches (the default config alone, then two on two cores) each try one more."""
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the example's configs run")
     proc = cli(tmp_path, "tune", str(ROOT / "examples/triton/matmul.py"), "--shape", "64x64x64", "--budget", "100",
-               "--no-report")
+               "--strategy", "random", "--no-report")
     one_line(proc, "nothing ran", "every config failed with")
     assert "the first 8 configs all failed the same way" in " ".join(proc.stdout.split()), proc.stdout
 
@@ -395,11 +412,11 @@ def test_prompt_show_of_a_later_round_is_the_stored_prompt_or_the_first_n_trials
     with sqlite3.connect(tmp_path / "store.db") as conn:
         stored = dict(conn.execute("SELECT round, prompt FROM llm_exchanges WHERE run_id=?", (rid,)).fetchall())
     assert {2, 3} <= set(stored), sorted(stored)
-    shown = cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", rid)
+    shown = run_main(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", rid)
     assert shown.returncode == 0 and "as stored" in shown.stderr, shown.stderr
     assert shown.stdout.strip() == stored[2].strip()
     assert stored[2] != stored[3]
-    first3 = cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", rid, "--trials", "3")
+    first3 = run_main(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", rid, "--trials", "3")
     assert first3.returncode == 0, first3.stderr
     assert "/ 3 measured" in first3.stdout, first3.stdout
     one_line(cli(tmp_path, "prompt", "show", "--space", str(rec), "--round", "2", "--run", rid, "--trials", "0"),

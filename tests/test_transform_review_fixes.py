@@ -154,7 +154,9 @@ def test_scripted_exclusive_scan_rewrite_is_rejected_as_incorrect_on_the_c_backe
 @needs_cc
 def test_scripted_row_sums_reordered_in_lanes_are_correct_on_the_c_backend():
     """Sums of standard normal floats in 4 or 8 lanes round differently from the sequential sum, in 16384
-    outputs (several blocks of the nearby scale): every config must pass the check."""
+    outputs (several blocks of the nearby scale): every config must pass the check, the screening's.  The
+    step is then judged on its screening times (``confirm_rounds=0``): side-by-side rounds (one, or six where
+    one is inconclusive) would only run the best config's same sums again."""
     lanes = ROWSUM.replace("""        float s = 0.0f;
         for (int c = 0; c < cols; c++) s += a[r * cols + c];""", """        float acc[LANES] = {0};
         for (int c = 0; c < cols; c++) acc[c % LANES] += a[r * cols + c];
@@ -164,7 +166,7 @@ def test_scripted_row_sums_reordered_in_lanes_are_correct_on_the_c_backend():
     args = [np.zeros(rows, np.float32), np.random.default_rng(3).standard_normal(rows * cols).astype(np.float32),
             np.int32(rows), np.int32(cols)]
     result = KernelTransformer(ROWSUM, strategy="one-prompt", llm=one_prompt(lanes, {"LANES": [4, 8]}), backend="c",
-                               problem_size=(1,), args=args, iterations=3, budget=2, confirm_rounds=1).run()
+                               problem_size=(1,), args=args, iterations=3, budget=2, confirm_rounds=0).run()
     step = result.steps[0]
     assert step.statuses == {"ok": 2}, (step.statuses, step.reason)
     assert not step.reason.startswith("incorrect"), step.reason

@@ -63,6 +63,21 @@ def unmeasured(monkeypatch: pytest.MonkeyPatch, time_ms: float = 1.0) -> None:
     monkeypatch.setattr(TritonTransformContext, "measure_original", original_at_default)
 
 
+#: ``kerntune ARGS`` with the original left unmeasured at a nominal second, as ``unmeasured`` leaves it, in the CLI's
+#: own process: ``python -c UNMEASURED_CLI ARGS``
+UNMEASURED_CLI = """import sys
+from kerntune.transform.context import KernelState
+from kerntune.transform.triton_context import TritonTransformContext
+def original_at_default(ctx):
+    ctx.original_state = ctx.current = KernelState(ctx.original, dict(ctx.triton.original_space.default),
+                                                   1000.0)
+    return ctx.current
+TritonTransformContext.measure_original = original_at_default
+from kerntune.cli import main
+main(sys.argv[1:])
+"""
+
+
 def one_prompt(code: str) -> list[dict]:
     return [{"kind": "one-prompt", "reply": {"code": code, "explanation": "faster"}}]
 
@@ -167,15 +182,16 @@ def test_run_killed_after_an_accepted_step_keeps_it_in_o_json_and_workdir(tmp_pa
     """-o and --json were written only at the end: a run killed after accepting a rewrite lost it.  The
     scripted model (through ``cmd:``) hangs on the first prompt after the tiles step; the run is then
     SIGKILLed, and the accepted tiles kernel must be in -o, --json and WORKDIR/result.json.  The tiles are
-    accepted on their screening (``--retime-rounds 0``, no paired rounds): how a step is accepted is not
-    what is tested here, only that its acceptance is written at once."""
+    accepted on their screening (``--retime-rounds 0``, no paired rounds) against an original left at a
+    nominal second (``UNMEASURED_CLI``: the CLI with ``unmeasured``'s patch, not tuned in two more worker
+    processes): how a step is accepted is not what is tested here, only that its acceptance is written at once."""
     model, marker = tmp_path / "model.py", tmp_path / "hanging"
     model.write_text("import sys, time\nfrom kerntune.transform.scripted import Script, load_script\n"
                      "p = sys.stdin.read()\nif '(persistent)' in p and 'evaluate-step' in p:\n"
                      f"    open({str(marker)!r}, 'w').close()\n    time.sleep(3600)\n"
                      "print(Script(load_script(sys.argv[1])).answer(p))\n")
     out, js, work = tmp_path / "best.py", tmp_path / "result.json", tmp_path / "work"
-    cmd = [sys.executable, "-m", "kerntune", "transform", str(DATA / "matmul_small.py"), "--shape", "32x32x32",
+    cmd = [sys.executable, "-c", UNMEASURED_CLI, "transform", str(DATA / "matmul_small.py"), "--shape", "32x32x32",
            "--strategy", "explicit", "--llm", f"cmd:{sys.executable} {model} {DATA / 'scripted_explicit.yaml'}",
            "--budget", "2", "--rep-ms", "5", "--retime-rounds", "0", "--workdir", str(work), "-o", str(out),
            "--json", str(js)]
@@ -229,11 +245,13 @@ def test_check_processes_die_with_a_sigkilled_tuner(tmp_path, interpreter):
 
 
 def test_judge_gives_up_on_a_hung_runner_after_its_timeout(tmp_path, interpreter):
-    """The judge's wait for its runner had no limit of its own (only the session's kill bounded it)."""
+    """The judge's wait for its runner had no limit of its own (only the session's kill bounded it).  The
+    limit here is 2 s: the runner may still be importing torch when it ends, which is no answer either
+    (its launch would never return); without a limit the judge waits until this test's 150 s."""
     session = TritonSession(DATA / "matmul_small.py", SHAPE, workdir=tmp_path, timeout_s=600, memory_mb=4096)
     harness = session.write_variant("hangs", HANGS).harness
     proc = subprocess.Popen([sys.executable, "-m", "kerntune.transform.triton_check", str(DATA / "matmul_small.py"),
-                             str(harness), "32x32x32", "5"], env=interpreter, stdout=subprocess.PIPE,
+                             str(harness), "32x32x32", "2"], env=interpreter, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=150)
@@ -244,7 +262,7 @@ def test_judge_gives_up_on_a_hung_runner_after_its_timeout(tmp_path, interpreter
             pass
         proc.wait()
     verdict = json.loads(out.decode().splitlines()[-1])
-    assert verdict["ok"] is False and verdict["stage"] == "timeout" and "within 5 s" in verdict["error"], verdict
+    assert verdict["ok"] is False and verdict["stage"] == "timeout" and "within 2 s" in verdict["error"], verdict
 
 
 # -- 6. output paths checked first ------------------------------------------------------------------------
