@@ -65,6 +65,7 @@ from kerntune.strategies.gp_model import (  # noqa: F401  (surrogate and the tes
     _enumerated,
 )
 from kerntune.strategies.gp_prior import PastPrior
+from kerntune.strategies.surrogate_aux import one_blas_thread
 
 _TRANSFER_STARTUP = 0       # random start (default config included) when past runs are told
 
@@ -88,6 +89,16 @@ def _past_observations(space: Space, transfer: Sequence[dict[str, float]], total
 
 def search(ctx: SearchContext, startup: int | None = None, kappa: float = 2.5, local_share: float = 0.3,
            refit_every: int = 5, batch_size: int | None = None, transfer_model: str = "prior") -> None:
+    """The GP search (``_search``) with BLAS held to one thread, as ``auto``'s surrogate holds it: its
+    factorisations are small, and several BLAS threads on a busy 2-core machine took each solve to about
+    9 ms (6.5 of a 120-evaluation run's 8.1 s; same picks either way).  Kernels measured meanwhile run in
+    worker processes of their own, which the limit does not reach."""
+    with one_blas_thread():
+        _search(ctx, startup, kappa, local_share, refit_every, batch_size, transfer_model)
+
+
+def _search(ctx: SearchContext, startup: int | None, kappa: float, local_share: float, refit_every: int,
+            batch_size: int | None, transfer_model: str) -> None:
     """``batch_size`` configs per step (default: 1 on a recording, the run's parallelism (its evaluator's)
     up to 8 on a real one, where a batch compiles in parallel).  ``transfer_model`` says how past runs
     (``ctx.transfer``) are used: ``prior`` (their shrunk, distance-weighted prediction as the GP's prior
