@@ -1,7 +1,11 @@
-"""The command line as a user meets it: real subprocesses, real files."""
+"""The command line as a user meets it, on real files: ``kerntune.cli.main`` (what ``python -m kerntune``
+runs) in this process, and real processes where a run is killed and resumed (a process costs about a
+second of imports)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -11,13 +15,27 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from kerntune.cli import main
 
 KERNTUNE = [sys.executable, "-m", "kerntune"]
 
 
-def run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, KERNTUNE_STORE=str(cwd / "store.db"))
-    return subprocess.run(KERNTUNE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+def run(args: list[str], cwd: Path, store: Path | None = None) -> subprocess.CompletedProcess:
+    """``kerntune ARGS`` in this process, in ``cwd``, with the store ``store`` (else ``cwd/store.db``) and
+    no model from the environment; exit code, stdout and stderr as a process's.  Exceptions propagate."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        mp.setenv("KERNTUNE_STORE", str(store or cwd / "store.db"))
+        for name in ("KERNTUNE_LLM", "KERNTUNE_LLM_BASE_URL"):
+            mp.delenv(name, raising=False)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
+            main(args)
+    code = exit_info.value.code
+    return subprocess.CompletedProcess(args, code if isinstance(code, int) else int(code is not None),
+                                       out.getvalue(), err.getvalue())
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
@@ -119,7 +137,8 @@ def test_sigkilled_compare_resumes_without_losing_or_repeating_a_trial(tmp_path,
         run_id = sqlite3.connect(db).execute("SELECT id FROM runs WHERE kind='compare'").fetchone()[0]
         assert len(_trial_rows(db)) < len(reference)
 
-    done = run(["compare", "--resume", run_id, "--no-report"], tmp_path)
+    done = subprocess.run(KERNTUNE + ["compare", "--resume", run_id, "--no-report"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)  # a process that ran no reference
     assert done.returncode == 0, done.stderr
     rows = _trial_rows(db)
     pairs = [(label, key) for label, key, _ in rows]
@@ -274,12 +293,10 @@ def test_a_comparison_of_a_relative_path_resumes_from_another_directory(tmp_path
     here.mkdir()
     elsewhere.mkdir()
     (here / "rec.json.gz").write_bytes(conv_path.read_bytes())
-    env = dict(os.environ, KERNTUNE_STORE=str(tmp_path / "store.db"))
-    first = subprocess.run(KERNTUNE + ["compare", "--space", "rec.json.gz", "--strategies", "random", "--budget", "10",
-                                       "--repeats", "1", "--no-report"], cwd=here, env=env, capture_output=True,
-                           text=True, timeout=300)
+    store = tmp_path / "store.db"
+    first = run(["compare", "--space", "rec.json.gz", "--strategies", "random", "--budget", "10", "--repeats", "1",
+                 "--no-report"], here, store)
     assert first.returncode == 0, first.stderr
-    run_id = sqlite3.connect(tmp_path / "store.db").execute("SELECT id FROM runs WHERE kind='compare'").fetchone()[0]
-    again = subprocess.run(KERNTUNE + ["compare", "--resume", run_id, "--no-report"], cwd=elsewhere, env=env,
-                           capture_output=True, text=True, timeout=300)
+    run_id = sqlite3.connect(store).execute("SELECT id FROM runs WHERE kind='compare'").fetchone()[0]
+    again = run(["compare", "--resume", run_id, "--no-report"], elsewhere, store)
     assert again.returncode == 0, again.stderr

@@ -1,4 +1,6 @@
-"""CLI defects a review found, one test (or a few) each, driving the real ``python -m kerntune``:
+"""CLI defects a review found, one test (or a few) each, driving ``kerntune.cli.main`` (what ``python -m kerntune``
+runs) in this process, and the real ``python -m kerntune`` where a process is interrupted or runs without
+root's capabilities:
 
 1. ``tune`` printed its run id before the store row existed (a package kernel's baseline, minutes,
    came between), so a kill or Ctrl-C there left an id the store did not know, with a ``--resume``
@@ -19,7 +21,9 @@ file of the measuring-worker tests (tests/data/cpu_kernels.py) for a real kernel
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import io
 import json
 import os
 import shlex
@@ -33,7 +37,8 @@ from typing import Callable
 
 import pytest
 
-from cli_runs import PACKAGE_ROOT, interrupt, no_llm_env, one_line, run_cli
+from cli_runs import PACKAGE_ROOT, interrupt, no_llm_env, one_line
+from kerntune.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SPACES = ROOT / "examples" / "spaces"
@@ -50,6 +55,24 @@ def _runs(db: Path) -> list[tuple[str, str]]:
 
 def _env(tmp: Path) -> dict[str, str]:
     return dict(no_llm_env(), PYTHONPATH=str(PACKAGE_ROOT), KERNTUNE_STORE=str(tmp / "store.db"))
+
+
+def run_here(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``kerntune ARGS`` as ``cli_runs.run_cli`` runs it (in ``tmp``, the store ``tmp/store.db``, no model from
+    the environment, ``env`` over it), but in this process: ``kerntune.cli.main``, what ``python -m kerntune``
+    runs, without the second of imports a process costs.  Exceptions propagate."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp)
+        for name in ("KERNTUNE_LLM", "KERNTUNE_LLM_BASE_URL"):
+            mp.delenv(name, raising=False)
+        for name, value in {"KERNTUNE_STORE": str(tmp / "store.db"), **(env or {})}.items():
+            mp.setenv(name, value)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
+            main(list(args))
+    code = exit_info.value.code
+    return subprocess.CompletedProcess(args, code if isinstance(code, int) else int(code is not None),
+                                       out.getvalue(), err.getvalue())
 
 
 def _alive(pid: int) -> bool:
@@ -132,8 +155,8 @@ def test_a_read_only_store_file_is_refused_at_open_before_any_run_id(tmp_path: P
     os.chmod(tmp_path, 0o755)  # a capability-less root child must still reach the folder
     os.chmod(base, 0o777)
     db = base / "store.db"
-    first = run_cli(base, "tune", "--replay", str(CONV), "--strategy", "random", "--budget", "5", "--no-report",
-                    "--store", str(db))
+    first = run_here(base, "tune", "--replay", str(CONV), "--strategy", "random", "--budget", "5", "--no-report",
+                     "--store", str(db))
     assert first.returncode == 0, first.stderr
     before = _runs(db)
     for p in base.iterdir():
@@ -151,7 +174,7 @@ def test_a_read_only_store_file_is_refused_at_open_before_any_run_id(tmp_path: P
 # -- 2 ---------------------------------------------------------------------------------------------------
 def test_space_prune_writes_its_space_and_diff_into_a_folder_that_does_not_exist_yet(tmp_path: Path) -> None:
     """``-o new/dir/p.yaml`` passed the check and crashed at the write, after the work (FileNotFoundError)."""
-    proc = run_cli(tmp_path, "space", "prune", "--space", str(CONV), "--rule", "-o", "new/dir/p.yaml")
+    proc = run_here(tmp_path, "space", "prune", "--space", str(CONV), "--rule", "-o", "new/dir/p.yaml")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "accepts:" in (tmp_path / "new/dir/p.yaml").read_text()
     assert (tmp_path / "new/dir/p.yaml.diff").read_text().strip()
@@ -161,7 +184,7 @@ def test_space_prune_refuses_a_diff_path_that_is_a_directory_before_the_work(tmp
     """The diff is written beside the space as OUTPUT.diff: a directory there was a traceback after the space
     had been written; now it is one line before anything is done."""
     (tmp_path / "p.yaml.diff").mkdir()
-    proc = run_cli(tmp_path, "space", "prune", "--space", str(CONV), "--rule", "-o", "p.yaml")
+    proc = run_here(tmp_path, "space", "prune", "--space", str(CONV), "--rule", "-o", "p.yaml")
     one_line(proc, "p.yaml.diff", "is a directory")
     assert proc.stdout == "" and not (tmp_path / "p.yaml").exists()
 
@@ -169,10 +192,11 @@ def test_space_prune_refuses_a_diff_path_that_is_a_directory_before_the_work(tmp
 def test_space_evaluate_checks_its_json_path_before_the_prunings_and_makes_its_folder(tmp_path: Path) -> None:
     """``--json DIR`` was a traceback after every pruning (a model's minutes); ``--json new/e.json`` too."""
     (tmp_path / "adir").mkdir()
-    refused = run_cli(tmp_path, "space", "evaluate", "--space", str(CONV), "--rule", "--runs", "1", "--json", "adir")
+    refused = run_here(tmp_path, "space", "evaluate", "--space", str(CONV), "--rule", "--runs", "1", "--json", "adir")
     one_line(refused, "--json adir", "is a directory")
     assert refused.stdout == ""  # refused before the prunings, whose table was printed first
-    done = run_cli(tmp_path, "space", "evaluate", "--space", str(CONV), "--rule", "--runs", "1", "--json", "new/e.json")
+    done = run_here(tmp_path, "space", "evaluate", "--space", str(CONV), "--rule", "--runs", "1", "--json",
+                    "new/e.json")
     assert done.returncode == 0, done.stderr
     assert '"runs": 1' in (tmp_path / "new/e.json").read_text()
 
@@ -205,16 +229,16 @@ def test_cache_export_refuses_an_output_it_cannot_write_in_one_line(tmp_path: Pa
     """A folder given as the file, a path under a file, a file given as the folder: raw tracebacks before."""
     (tmp_path / "adir").mkdir()
     (tmp_path / "afile").write_text("x")
-    one_line(run_cli(tmp_path, "cache", "export", *args), *needles)
+    one_line(run_here(tmp_path, "cache", "export", *args), *needles)
     assert (tmp_path / "afile").read_text() == "x"
 
 
 def test_cache_export_writes_into_folders_that_do_not_exist_yet(tmp_path: Path, cache_store: Path) -> None:
     """``-o missing/x.json`` crashed (FileNotFoundError); ``--kernel-tuner`` already made its folder."""
-    proc = run_cli(tmp_path, "cache", "export", "--json", "-o", "missing/x.json")
+    proc = run_here(tmp_path, "cache", "export", "--json", "-o", "missing/x.json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "missing/x.json").read_text())["entries"][0]["shape"] == [64, 64]
-    kt = run_cli(tmp_path, "cache", "export", "--kernel-tuner", "deep/kt")
+    kt = run_here(tmp_path, "cache", "export", "--kernel-tuner", "deep/kt")
     assert kt.returncode == 0, kt.stderr
     assert [p.name for p in (tmp_path / "deep/kt").iterdir()] == ["0a1b2c3d_64x64.json"]
 
@@ -229,7 +253,7 @@ def test_ctrl_c_hint_names_a_store_that_is_not_the_default_and_runs_as_printed(t
     assert code == 130 and rid is not None, err
     hint = err.strip().splitlines()[-1].split("continue with: ")[1]
     assert hint == f"kerntune tune --resume {rid} --store {shlex.quote(str(other))}", hint
-    resumed = run_cli(tmp_path, *shlex.split(hint)[1:], timeout=300)
+    resumed = run_here(tmp_path, *shlex.split(hint)[1:])
     assert resumed.returncode == 0, resumed.stderr
     assert _runs(other) == [(rid, "done")]
     assert not (tmp_path / "store.db").exists()  # the default store was not created
@@ -248,7 +272,7 @@ def test_resume_hints_name_the_store_only_when_it_is_not_the_default(tmp_path: P
 
 def test_resume_with_a_store_that_is_not_there_is_refused_and_creates_nothing(tmp_path: Path) -> None:
     """``--resume ID --store typo/path.db`` created that store (and folder), then said the run was not in it."""
-    proc = run_cli(tmp_path, "tune", "--resume", "abc123", "--store", "typo/path.db")
+    proc = run_here(tmp_path, "tune", "--resume", "abc123", "--store", "typo/path.db")
     one_line(proc, "no store at typo/path.db")
     assert not (tmp_path / "typo").exists()
 
@@ -262,7 +286,7 @@ def test_compare_ctrl_c_hint_names_its_store_and_a_missing_store_is_refused(tmp_
     assert code == 130 and rid is not None, err
     hint = err.strip().splitlines()[-1].split("continue with: ")[1]
     assert hint == f"kerntune compare --resume {rid} --store {shlex.quote(str(other))}", hint
-    missing = run_cli(tmp_path, "compare", "--resume", "abc123", "--store", "typo/cmp.db")
+    missing = run_here(tmp_path, "compare", "--resume", "abc123", "--store", "typo/cmp.db")
     one_line(missing, "no store at typo/cmp.db")
     assert not (tmp_path / "typo").exists()
 
@@ -271,48 +295,46 @@ def test_compare_ctrl_c_hint_names_its_store_and_a_missing_store_is_refused(tmp_
 @pytest.mark.parametrize("value", ["-5", "nan", "0"])
 def test_llm_check_refuses_a_timeout_out_of_range(tmp_path: Path, value: str) -> None:
     """``llm check --timeout -5`` (or nan) reached the model, whose failure was then blamed on it."""
-    one_line(run_cli(tmp_path, "llm", "check", "--llm", "cmd:true", "--timeout", value), "--timeout", value)
+    one_line(run_here(tmp_path, "llm", "check", "--llm", "cmd:true", "--timeout", value), "--timeout", value)
 
 
 # -- 6 ---------------------------------------------------------------------------------------------------
 def test_tune_refuses_an_option_given_twice(tmp_path: Path) -> None:
     """``-o batch_size=2 -o batch_size=8`` silently kept 8; compare and mixed spellings already refused."""
-    proc = run_cli(tmp_path, "tune", "--replay", str(CONV), "--strategy", "random", "-o", "batch_size=2",
-                   "-o", "batch_size=8", "--budget", "5", "--no-report")
+    proc = run_here(tmp_path, "tune", "--replay", str(CONV), "--strategy", "random", "-o", "batch_size=2",
+                    "-o", "batch_size=8", "--budget", "5", "--no-report")
     one_line(proc, "--option 'batch_size' is given twice")
 
 
 def test_compare_says_a_duplicate_option_once_and_takes_distinct_ones(tmp_path: Path) -> None:
     """parse_options now refuses a key given twice: compare's own check (per strategy) is still the one
     line said, and options of two strategies with the same name still work."""
-    twice = run_cli(tmp_path, "compare", "--space", str(CONV), "--strategies", "random", "-o", "random.batch_size=2",
-                    "-o", "random.batch_size=3", "--budget", "5", "--repeats", "1", "--no-report")
+    twice = run_here(tmp_path, "compare", "--space", str(CONV), "--strategies", "random", "-o", "random.batch_size=2",
+                     "-o", "random.batch_size=3", "--budget", "5", "--repeats", "1", "--no-report")
     line = one_line(twice, "'random.batch_size' is given twice")
     assert line.count("given twice") == 1
-    ok = run_cli(tmp_path, "compare", "--space", str(CONV), "--strategies", "random,exhaustive",
-                 "-o", "random.batch_size=2", "-o", "exhaustive.batch_size=3", "--budget", "5", "--repeats", "1",
-                 "--no-report")
+    ok = run_here(tmp_path, "compare", "--space", str(CONV), "--strategies", "random,exhaustive",
+                  "-o", "random.batch_size=2", "-o", "exhaustive.batch_size=3", "--budget", "5", "--repeats", "1",
+                  "--no-report")
     assert ok.returncode == 0, ok.stderr
 
 
 # -- 7 ---------------------------------------------------------------------------------------------------
 def test_space_prune_resolves_profile_last_and_an_id_prefix(tmp_path: Path) -> None:
     """``--profile last`` was read as a run named "last": "run last has no trials"."""
-    tuned = run_cli(tmp_path, "tune", "--replay", str(CONV), "--strategy", "random", "--budget", "30", "--no-report")
+    tuned = run_here(tmp_path, "tune", "--replay", str(CONV), "--strategy", "random", "--budget", "30", "--no-report")
     assert tuned.returncode == 0, tuned.stderr
     rid = tuned.stdout.split("run id: ")[1].split()[0]
     for profile in ("last", rid[:6]):
-        proc = run_cli(tmp_path, "space", "prune", "--space", str(CONV), "--rule", "--profile", profile)
+        proc = run_here(tmp_path, "space", "prune", "--space", str(CONV), "--rule", "--profile", profile)
         assert proc.returncode == 0 and "configs: 4,362 ->" in proc.stdout, proc.stderr
-    one_line(run_cli(tmp_path, "space", "prune", "--space", str(CONV), "--rule", "--profile", "zzz"), "no run 'zzz'")
+    one_line(run_here(tmp_path, "space", "prune", "--space", str(CONV), "--rule", "--profile", "zzz"), "no run 'zzz'")
 
 
 def test_an_empty_kerntune_store_means_the_default_store_for_the_cli(tmp_path: Path) -> None:
     """``KERNTUNE_STORE=`` (an empty line of a launch script) opened "." and failed as a directory."""
-    env = {**_env(tmp_path), "KERNTUNE_STORE": ""}
-    proc = subprocess.run([sys.executable, "-m", "kerntune", "tune", "--replay", str(CONV), "--strategy", "random",
-                           "--budget", "3", "--no-report"], cwd=tmp_path, capture_output=True, text=True, env=env,
-                          timeout=300)
+    proc = run_here(tmp_path, "tune", "--replay", str(CONV), "--strategy", "random", "--budget", "3", "--no-report",
+                    env={"KERNTUNE_STORE": ""})
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / ".kerntune" / "kerntune.db").exists()
 
@@ -321,9 +343,9 @@ def test_prompt_show_refuses_a_run_of_another_recording_with_the_same_parameters
     """A run replaying convolution_A4000 was shown as round 2 of convolution_A100 (the parameter names
     match): A4000 times under "Device: NVIDIA A100"."""
     other = CONV.parent / "convolution_A4000.json.gz"
-    tuned = run_cli(tmp_path, "tune", "--replay", str(other), "--strategy", "random", "--budget", "5", "--no-report")
+    tuned = run_here(tmp_path, "tune", "--replay", str(other), "--strategy", "random", "--budget", "5", "--no-report")
     assert tuned.returncode == 0, tuned.stderr
-    one_line(run_cli(tmp_path, "prompt", "show", "--space", str(CONV), "--round", "2", "--run", "last"),
+    one_line(run_here(tmp_path, "prompt", "show", "--space", str(CONV), "--round", "2", "--run", "last"),
              "replayed another recording")
-    same = run_cli(tmp_path, "prompt", "show", "--space", str(other), "--round", "2", "--run", "last")
+    same = run_here(tmp_path, "prompt", "show", "--space", str(other), "--round", "2", "--run", "last")
     assert same.returncode == 0 and "Best so far" in same.stdout, same.stderr

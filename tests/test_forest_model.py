@@ -30,10 +30,13 @@ def _time(cfg: dict) -> float:
     return t * (1.0 + 0.05 * abs(np.log2(cfg["a"]) - np.log2(cfg["b"]) - 2))
 
 
-def _evaluator(tmp_path: Path) -> ReplayEvaluator:
+@pytest.fixture(scope="module")
+def bowl6(tmp_path_factory: pytest.TempPathFactory) -> ReplayEvaluator:
+    """The bowl as a replayed recording, built once for the file (writing and reading back 46,656
+    configs costs seconds); a replay holds no state between runs."""
     space = Space([PowerOfTwo(n, low=1, high=32) for n in NAMES], name="bowl6")
     trials = [Trial(c, Status.OK, _time(c), compile_s=0.1, bench_s=0.1) for c in space.enumerate()]
-    path = tmp_path / "bowl6.json"
+    path = tmp_path_factory.mktemp("bowl6") / "bowl6.json"
     path.write_text(json.dumps(table_dict(space, trials, {"kernel_name": "bowl6", "device_name": "NVIDIA H100"})))
     return ReplayEvaluator.from_file(path)
 
@@ -65,26 +68,25 @@ def test_the_forest_predicts_its_targets_and_is_unsure_away_from_them() -> None:
     assert np.allclose(f.predict(y[:200])[0], mu)
 
 
-def test_auto_with_the_forest_finds_a_planted_optimum_deterministically(tmp_path: Path) -> None:
+def test_auto_with_the_forest_finds_a_planted_optimum_deterministically(bowl6: ReplayEvaluator) -> None:
     """With the climber off, the forest's own LCB steps find the optimum of 46,656 configs in 100
     evaluations (a forest whose predictions are shuffled ends 1.26-1.69x off at seeds 0-4)."""
     import_package("sklearn", "scikit-learn (the [forest] extra)")
-    ev = _evaluator(tmp_path)
     opts = RunOptions(strategy_options={"model": "rf", "climb_share": 0})
-    a = run_search(ev, "auto", Budget(max_evals=100), seed=2, run=opts)
-    b = run_search(ev, "auto", Budget(max_evals=100), seed=2, run=opts)
+    a = run_search(bowl6, "auto", Budget(max_evals=100), seed=2, run=opts)
+    b = run_search(bowl6, "auto", Budget(max_evals=100), seed=2, run=opts)
     assert len(a.history) == 100
     assert [t.config for t in a.history] == [t.config for t in b.history]
     assert a.best is not None and a.best.config == OPT, a.best
     # The forest, not the GP, was the model: the GP engine at the same seed proposes other configs.
-    gp = run_search(ev, "auto", Budget(max_evals=40), seed=2, run=RunOptions(strategy_options={"climb_share": 0}))
+    gp = run_search(bowl6, "auto", Budget(max_evals=40), seed=2, run=RunOptions(strategy_options={"climb_share": 0}))
     assert [t.config for t in gp.history] != [t.config for t in a.history[:40]]
 
 
 @pytest.mark.parametrize("opts", [{"model": "et", "rf_trees": 8}, {"model": "rf", "rf_spread": "total", "rf_trees": 8}])
-def test_the_full_engine_runs_with_each_forest_option(tmp_path: Path, opts: dict) -> None:
+def test_the_full_engine_runs_with_each_forest_option(bowl6: ReplayEvaluator, opts: dict) -> None:
     import_package("sklearn", "scikit-learn (the [forest] extra)")
-    res = run_search(_evaluator(tmp_path), "auto", Budget(max_evals=60), seed=0, run=RunOptions(strategy_options=opts))
+    res = run_search(bowl6, "auto", Budget(max_evals=60), seed=0, run=RunOptions(strategy_options=opts))
     assert len(res.history) == 60 and res.best is not None and res.best.time_ms < 1.3
 
 
