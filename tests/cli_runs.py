@@ -3,12 +3,16 @@ imports, with a store of its own, and the check that an error is one line on std
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 import kerntune
 
@@ -28,6 +32,41 @@ def run_cli(tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: f
     full = dict(no_llm_env(), PYTHONPATH=str(root), KERNTUNE_STORE=str(tmp / "store.db"), **(env or {}))
     return subprocess.run([sys.executable, "-m", "kerntune", *args], cwd=tmp, capture_output=True, text=True,
                           timeout=timeout, env=full)
+
+
+def run_main(tmp: Path, *args: str, env: dict[str, str | None] | None = None,
+             store: Path | None = None) -> subprocess.CompletedProcess:
+    """``kerntune ARGS`` as ``run_cli`` runs it (in ``tmp``, the store ``store`` or ``tmp/store.db``, no model
+    from the environment, ``env`` over it: None unsets a variable), but in this process: ``kerntune.cli.main``,
+    what ``python -m kerntune`` runs, without the second of imports a process costs.  Its exit code, stdout
+    and stderr as a process's; an exception other than SystemExit propagates (the test fails on it, as on a
+    traceback).  For commands whose subject is not the process (kills, signals and resumes need ``run_cli``).
+    main() turns SIGTERM into an interrupt: the test process gets its own handler back."""
+    from kerntune.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code: object = 0
+    sigterm = signal.getsignal(signal.SIGTERM)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp)
+        for name in ("KERNTUNE_LLM", "KERNTUNE_LLM_BASE_URL"):
+            mp.delenv(name, raising=False)
+        for name, value in {"KERNTUNE_STORE": str(store or tmp / "store.db"), **(env or {})}.items():
+            if value is None:
+                mp.delenv(name, raising=False)
+            else:
+                mp.setenv(name, value)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+        finally:
+            signal.signal(signal.SIGTERM, sigterm)
+    if not isinstance(code, int):  # sys.exit(None) is 0; sys.exit("message") prints it and is 1
+        err.write("" if code is None else f"{code}\n")
+        code = 0 if code is None else 1
+    return subprocess.CompletedProcess(["kerntune", *args], code, out.getvalue(), err.getvalue())
 
 
 def one_line(proc: subprocess.CompletedProcess, *needles: str) -> str:

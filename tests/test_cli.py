@@ -4,8 +4,6 @@ second of imports)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import signal
@@ -15,27 +13,15 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from kerntune.cli import main
+from cli_runs import run_main
 
 KERNTUNE = [sys.executable, "-m", "kerntune"]
 
 
 def run(args: list[str], cwd: Path, store: Path | None = None) -> subprocess.CompletedProcess:
-    """``kerntune ARGS`` in this process, in ``cwd``, with the store ``store`` (else ``cwd/store.db``) and
-    no model from the environment; exit code, stdout and stderr as a process's.  Exceptions propagate."""
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(cwd)
-        mp.setenv("KERNTUNE_STORE", str(store or cwd / "store.db"))
-        for name in ("KERNTUNE_LLM", "KERNTUNE_LLM_BASE_URL"):
-            mp.delenv(name, raising=False)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
-            main(args)
-    code = exit_info.value.code
-    return subprocess.CompletedProcess(args, code if isinstance(code, int) else int(code is not None),
-                                       out.getvalue(), err.getvalue())
+    """``kerntune ARGS`` in this process (``cli_runs.run_main``), in ``cwd``, with the store ``store`` (else
+    ``cwd/store.db``) and no model from the environment.  Exceptions propagate."""
+    return run_main(cwd, *args, store=store)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:

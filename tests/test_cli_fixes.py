@@ -21,9 +21,7 @@ file of the measuring-worker tests (tests/data/cpu_kernels.py) for a real kernel
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import io
 import json
 import os
 import shlex
@@ -38,7 +36,7 @@ from typing import Callable
 import pytest
 
 from cli_runs import PACKAGE_ROOT, interrupt, no_llm_env, one_line
-from kerntune.cli import main
+from cli_runs import run_main as run_here
 
 ROOT = Path(__file__).resolve().parent.parent
 SPACES = ROOT / "examples" / "spaces"
@@ -55,24 +53,6 @@ def _runs(db: Path) -> list[tuple[str, str]]:
 
 def _env(tmp: Path) -> dict[str, str]:
     return dict(no_llm_env(), PYTHONPATH=str(PACKAGE_ROOT), KERNTUNE_STORE=str(tmp / "store.db"))
-
-
-def run_here(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``kerntune ARGS`` as ``cli_runs.run_cli`` runs it (in ``tmp``, the store ``tmp/store.db``, no model from
-    the environment, ``env`` over it), but in this process: ``kerntune.cli.main``, what ``python -m kerntune``
-    runs, without the second of imports a process costs.  Exceptions propagate."""
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(tmp)
-        for name in ("KERNTUNE_LLM", "KERNTUNE_LLM_BASE_URL"):
-            mp.delenv(name, raising=False)
-        for name, value in {"KERNTUNE_STORE": str(tmp / "store.db"), **(env or {})}.items():
-            mp.setenv(name, value)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
-            main(list(args))
-    code = exit_info.value.code
-    return subprocess.CompletedProcess(args, code if isinstance(code, int) else int(code is not None),
-                                       out.getvalue(), err.getvalue())
 
 
 def _alive(pid: int) -> bool:

@@ -5,17 +5,14 @@ of ``test_bad_inputs.py`` covers the breadth; these pin the behaviour each fix p
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import gzip
 import hashlib
 import inspect
-import io
 import json
 import os
 import random
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -24,9 +21,8 @@ from pathlib import Path
 import pytest
 
 from bad_inputs import kt_cache
-from cli_runs import one_line
+from cli_runs import one_line, run_main
 from cli_runs import run_cli as cli
-from kerntune.cli import main
 from kerntune.errors import FormatError, StoreError
 from kerntune.evaluate.recorded import load_recording
 from kerntune.store import Store
@@ -40,33 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 def write(path: Path, data: dict) -> Path:
     path.write_text(json.dumps(data))
     return path
-
-
-def run_main(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    """``kerntune ARGS`` run by the CLI's ``main`` in this process in ``tmp`` with the store ``tmp/store.db`` and no
-    model from the environment, as ``cli`` runs it in a process of its own: its exit code, stdout and stderr (an
-    exception other than SystemExit propagates: the test fails on it, as on a traceback).  For commands whose
-    output or files a test checks, not how a refusal reads (one line, no traceback: real processes, ``cli``):
-    one more process start (about a second of CPU, its imports) adds nothing to what is checked."""
-    out, err = io.StringIO(), io.StringIO()
-    code: object = 0
-    sigterm = signal.getsignal(signal.SIGTERM)  # main turns SIGTERM into Ctrl-C; this process keeps its own
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(tmp)
-        mp.setenv("KERNTUNE_STORE", str(tmp / "store.db"))
-        mp.delenv("KERNTUNE_LLM", raising=False)
-        mp.delenv("KERNTUNE_LLM_BASE_URL", raising=False)
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                main(list(args))
-        except SystemExit as exc:
-            code = exc.code
-        finally:
-            signal.signal(signal.SIGTERM, sigterm)
-    if not isinstance(code, int):  # sys.exit(None) is 0; sys.exit("message") prints it and is 1
-        err.write("" if code is None else f"{code}\n")
-        code = 0 if code is None else 1
-    return subprocess.CompletedProcess(["kerntune", *args], code, out.getvalue(), err.getvalue())
 
 
 def setup_run(tmp: Path, *args: str) -> str:

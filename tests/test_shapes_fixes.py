@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from cli_runs import one_line, run_cli
+from cli_runs import one_line, run_cli, run_main
 from kerntune.errors import KerntuneError
 from shapes_cli import kernel_file as _kernel
 from shapes_cli import rows as _rows
@@ -25,31 +24,11 @@ from shapes_cli import start, wait_for
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _refused(tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str,
-             needles: tuple[str, ...]) -> str:
-    """``one_line`` of ``kerntune ARGS`` refused as ``run_cli`` runs it (in ``tmp``, the store
-    ``tmp/store.db``, no model from the environment), but through ``kerntune.cli.main`` in this process: a
-    refusal is checked before any worker or store exists, so the process boundary is not what is tested
-    (an uncaught error raises here instead of exiting 2)."""
-    import signal
-
-    from kerntune.cli import main
-
-    monkeypatch.chdir(tmp)
-    monkeypatch.delenv("KERNTUNE_LLM", raising=False)
-    monkeypatch.delenv("KERNTUNE_LLM_BASE_URL", raising=False)
-    monkeypatch.setenv("KERNTUNE_STORE", str(tmp / "store.db"))
-    handler = signal.getsignal(signal.SIGTERM)  # main() makes SIGTERM an interrupt: not pytest's
-    capsys.readouterr()
-    try:
-        with pytest.raises(SystemExit) as exit_info:
-            main(list(args))
-    finally:
-        signal.signal(signal.SIGTERM, handler)
-        monkeypatch.undo()
-    out = capsys.readouterr()
-    code = 0 if exit_info.value.code is None else exit_info.value.code
-    return one_line(subprocess.CompletedProcess(["kerntune", *args], code, out.out, out.err), *needles)
+def _refused(tmp: Path, *args: str, needles: tuple[str, ...]) -> str:
+    """``one_line`` of ``kerntune ARGS`` refused, run as ``run_cli`` runs it but in this process
+    (``cli_runs.run_main``): a refusal is checked before any worker or store exists, so the process
+    boundary is not what is tested (an uncaught error raises here instead of exiting 2)."""
+    return one_line(run_main(tmp, *args), *needles)
 
 
 def _children(db: Path, parent: str) -> dict[str, list[tuple]]:
@@ -62,7 +41,7 @@ def _children(db: Path, parent: str) -> dict[str, list[tuple]]:
 
 
 def test_a_sigkilled_shapes_run_resumes_with_its_own_retime_and_measures_no_finished_shape_or_trial_twice(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path) -> None:
     """A killed ``tune --shapes`` could not be resumed (``--resume`` was refused with ``--shapes``) and a
     rerun measured every finished shape again.  Now the run is a parent whose id is printed first; killed
     with SIGKILL during its second shape, ``tune --resume ID`` keeps the finished shape as it is, takes the
@@ -91,8 +70,8 @@ def test_a_sigkilled_shapes_run_resumes_with_its_own_retime_and_measures_no_fini
                 if _rows(db, "SELECT status FROM runs WHERE parent_id=? AND label=?", (parent, label))[0][0] == "done"}
     assert len(finished) == 1 and len(before) == 2
     child = _rows(db, "SELECT id FROM runs WHERE parent_id=?", (parent,))[0][0]  # one shape alone: its parent's
-    _refused(tmp_path, monkeypatch, capsys, "tune", "--resume", child, needles=(f"kerntune tune --resume {parent}",))
-    _refused(tmp_path, monkeypatch, capsys, "tune", "--resume", parent, "--retime", "16",
+    _refused(tmp_path, "tune", "--resume", child, needles=(f"kerntune tune --resume {parent}",))
+    _refused(tmp_path, "tune", "--resume", parent, "--retime", "16",
              needles=(f"cannot resume {parent}: it was started with --retime 0, not 16",))
 
     resumed = run_cli(tmp_path, "tune", "--resume", parent[:6], timeout=300)  # no --retime: the run's own
@@ -120,7 +99,7 @@ def test_a_sigkilled_shapes_run_resumes_with_its_own_retime_and_measures_no_fini
 
 
 def test_sigterm_on_a_shapes_run_says_how_to_resume_and_a_resume_refuses_other_settings(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path) -> None:
     """After SIGTERM (or Ctrl-C) ``--shapes`` exited 130 with no run id, no "interrupted" and no hint.  Now it
     says how to continue, as ``tune`` does; a resume given another budget, kernel or shapes is refused."""
     kernel = _kernel(tmp_path, "sum_term", sleep=0.02)
@@ -138,11 +117,11 @@ def test_sigterm_on_a_shapes_run_says_how_to_resume_and_a_resume_refuses_other_s
     assert proc.returncode == 130, err[-2000:]
     assert f"continue with: kerntune tune --resume {parent}" in err and "interrupted after" in err, err[-2000:]
     assert "Traceback" not in err
-    _refused(tmp_path, monkeypatch, capsys, "tune", "--resume", parent, "--budget", "30",
+    _refused(tmp_path, "tune", "--resume", parent, "--budget", "30",
              needles=("--budget 20, not 30",))
     other = _kernel(tmp_path, "other_sum")
-    _refused(tmp_path, monkeypatch, capsys, "tune", str(other), "--resume", parent, needles=("other_sum.py",))
-    _refused(tmp_path, monkeypatch, capsys, "tune", str(kernel), "--shapes",
+    _refused(tmp_path, "tune", str(other), "--resume", parent, needles=("other_sum.py",))
+    _refused(tmp_path, "tune", str(kernel), "--shapes",
              str(_shapes(tmp_path, "1000\n", "one.txt")), "--resume", parent, needles=("one.txt",))
 
 
@@ -164,25 +143,25 @@ def test_scripted_package_choice_is_measured_first_and_wins_the_dispatch_entry(t
 
 
 def test_shapes_refuses_device_and_source_as_the_single_shape_does(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path) -> None:
     """--device and --source describe a replayed space; with --shapes they were accepted and ignored."""
     kernel = _kernel(tmp_path, "plain_sum")
     shapes = _shapes(tmp_path, "1000\n")
     for extra in (["--device", "NVIDIA H100"], ["--source", str(kernel)]):
-        _refused(tmp_path, monkeypatch, capsys, "tune", str(kernel), "--shapes", str(shapes), "--budget", "1",
+        _refused(tmp_path, "tune", str(kernel), "--shapes", str(shapes), "--budget", "1",
                  "--retime", "0", *extra, needles=("--replay",))
     assert not (tmp_path / "store.db").exists()
 
 
 def test_a_shape_the_kernel_file_rejects_is_refused_before_any_shape_is_tuned(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path) -> None:
     """A shape whose ``flops()`` raised was found only at its turn, after the shapes before it were tuned.
     Every shape is checked first: the message names the shapes file's line, and no store is made."""
     kernel = _kernel(tmp_path, "picky_sum", extra="def flops(shape):\n    n, = shape\n    if n % 1000:\n"
                                                   "        raise ValueError('n must be a multiple of 1000')\n"
                                                   "    return 2.0 * n\n")
     shapes = _shapes(tmp_path, "1000\n# a comment\n1500\n")
-    line = _refused(tmp_path, monkeypatch, capsys, "tune", str(kernel), "--shapes", str(shapes), "--budget", "4",
+    line = _refused(tmp_path, "tune", str(kernel), "--shapes", str(shapes), "--budget", "4",
                     needles=("shapes.txt:3", "1500", "multiple of 1000"))
     assert "--shape " not in line
     assert not (tmp_path / "store.db").exists()

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import kerntune
-from cli_runs import PACKAGE_ROOT, no_llm_env, one_line
+from cli_runs import PACKAGE_ROOT, no_llm_env, one_line, run_main
 from kerntune.evaluate import ReplayEvaluator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,35 +104,15 @@ BAD_TUNE_INPUTS = {
 REAL_PROCESS = {"openai without a key"}
 
 
-def _tune_in_process(tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
-                     *args: str) -> subprocess.CompletedProcess:
-    """``kerntune ARGS`` through ``kerntune.cli.main`` in this process, in ``tmp`` with the environment of
-    ``_env`` (no store, no model, no key): its exit code and stderr as a process's, for ``one_line``."""
-    import signal
-
-    from kerntune.cli import main
-
-    monkeypatch.chdir(tmp)
-    for k in ("KERNTUNE_STORE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "KERNTUNE_LLM", "KERNTUNE_LLM_BASE_URL"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("HOME", str(tmp))
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    handler = signal.getsignal(signal.SIGTERM)  # main() makes SIGTERM an interrupt: not pytest's
-    capsys.readouterr()
-    try:
-        with pytest.raises(SystemExit) as exit_info:
-            main(list(args))
-    finally:
-        signal.signal(signal.SIGTERM, handler)
-    code = exit_info.value.code
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(["kerntune", *args], 0 if code is None else code, out.out, out.err)
+def _tune_in_process(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    """``kerntune ARGS`` through ``kerntune.cli.main`` in this process (``cli_runs.run_main``), in ``tmp`` with
+    the environment of ``_env`` (no store, no model, no key): its exit code and stderr as a process's."""
+    return run_main(tmp, *args, env={"KERNTUNE_STORE": None, "OPENAI_API_KEY": None, "ANTHROPIC_API_KEY": None,
+                                     "HOME": str(tmp), "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"})
 
 
 @pytest.mark.parametrize("case", list(BAD_TUNE_INPUTS))
-def test_tune_refuses_bad_input_before_the_store_is_created(tmp_path: Path, case: str,
-                                                           monkeypatch: pytest.MonkeyPatch,
-                                                           capsys: pytest.CaptureFixture) -> None:
+def test_tune_refuses_bad_input_before_the_store_is_created(tmp_path: Path, case: str) -> None:
     """Each was one error line, but ``.kerntune/kerntune.db`` (or ``--store X.db``) was created first:
     ``tune`` opened the store before the evaluator, the model, the strategy and its options were checked.
     The CLI's ``main`` runs in this process (the store is made relative to the working directory, which
@@ -145,7 +125,7 @@ def test_tune_refuses_bad_input_before_the_store_is_created(tmp_path: Path, case
     if case in REAL_PROCESS:
         proc = _kerntune(tmp_path, "tune", *args, "--no-report", timeout=120)
     else:
-        proc = _tune_in_process(tmp_path, monkeypatch, capsys, "tune", *args, "--no-report")
+        proc = _tune_in_process(tmp_path, "tune", *args, "--no-report")
     one_line(proc, needle)
     assert _left_behind(tmp_path) == [], f"{case}: the refused command created {_left_behind(tmp_path)}"
 
@@ -245,12 +225,11 @@ def _killed_run(tmp: Path, model: str, transcript: Path) -> tuple[Path, str]:
     return db, _run_id(db)
 
 
-def _replayed(tmp: Path, transcript: Path, monkeypatch: pytest.MonkeyPatch,
-              capsys: pytest.CaptureFixture) -> tuple[list[tuple], str]:
+def _replayed(tmp: Path, transcript: Path) -> tuple[list[tuple], str]:
     """The search ``--llm replay:TRANSCRIPT`` makes (the README's "re-run the exact same search"); its trials
     and stderr.  In this process (``_tune_in_process``): it reads only the transcript file and the recording."""
     db = tmp / "replayed.db"
-    proc = _tune_in_process(tmp, monkeypatch, capsys, "tune", "--replay", str(CONV), "--strategy", "llm", "--llm",
+    proc = _tune_in_process(tmp, "tune", "--replay", str(CONV), "--strategy", "llm", "--llm",
                             f"replay:{transcript}", "--budget", str(BUDGET), *OPTIONS, "--store", str(db),
                             "--no-report")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -258,7 +237,7 @@ def _replayed(tmp: Path, transcript: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 def test_scripted_model_transcript_of_a_killed_run_resumed_without_the_flag_replays_the_same_search(
-        tmp_path: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path, model_dir: Path) -> None:
     """``tune --resume ID`` kept the model's spec but not ``--llm-transcript``: the answers after the
     resume were never written, and replaying the transcript went another way ("has no answer #3")."""
     model, transcript = _model(model_dir, tmp_path), tmp_path / "run.jsonl"
@@ -268,7 +247,7 @@ def test_scripted_model_transcript_of_a_killed_run_resumed_without_the_flag_repl
     resumed = _trials(db)
     assert len(resumed) == BUDGET
     assert _lines(transcript) == _calls(db), "the transcript lacks the answers given after the resume"
-    trials, err = _replayed(tmp_path, transcript, monkeypatch, capsys)
+    trials, err = _replayed(tmp_path, transcript)
     assert "has no answer" not in err, err[-2000:]
     assert trials == resumed
 
@@ -287,9 +266,7 @@ def test_scripted_model_explicit_llm_transcript_on_resume_wins_over_the_runs_own
     assert _lines(other) == _calls(db) > KILL_AT - 1
 
 
-def test_scripted_model_api_resume_appends_to_the_runs_transcript(tmp_path: Path, model_dir: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch,
-                                                                  capsys: pytest.CaptureFixture) -> None:
+def test_scripted_model_api_resume_appends_to_the_runs_transcript(tmp_path: Path, model_dir: Path) -> None:
     """``kerntune.tune(resume=ID)`` takes the run's transcript too: a run started and killed through the
     API, resumed through the API without ``llm_transcript``, replays to the same search."""
     model, transcript, db = _model(model_dir, tmp_path), tmp_path / "run.jsonl", tmp_path / "store.db"
@@ -307,6 +284,6 @@ def test_scripted_model_api_resume_appends_to_the_runs_transcript(tmp_path: Path
                           env=_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _lines(transcript) == _calls(db)
-    trials, err = _replayed(tmp_path, transcript, monkeypatch, capsys)
+    trials, err = _replayed(tmp_path, transcript)
     assert "has no answer" not in err, err[-2000:]
     assert trials == _trials(db)
