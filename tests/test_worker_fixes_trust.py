@@ -69,8 +69,10 @@ def test_right_bool_configs_pass_where_the_default_config_crashes_or_hangs(tmp_p
     path = tmp_path / "crashing_default.py"
     path.write_text(f"OWN = {own!r}\nHOW = {how!r}\n" + CRASHING_DEFAULT)
     modes = ["good", "half", "good2", "half"]
-    # the hang costs the bench timeout once; every other task here takes milliseconds
-    trials, ev = _evaluate(path, [{"mode": m} for m in modes], timeout=3.0)
+    # the hang costs the bench timeout once; every other task here takes milliseconds on a CPU-only machine.
+    # Where CUDA is present, each fresh worker's first task also creates the CUDA context (these inputs are
+    # CPU tensors, so start-up did not): more than 3 s on an H200, where 3 s timed out every config
+    trials, ev = _evaluate(path, [{"mode": m} for m in modes], timeout=15.0 if torch.cuda.is_available() else 3.0)
     got = [(m, t.status, t.error) for m, t in zip(modes, trials)]
     assert [t.status for t in trials] == [Status.OK, Status.WRONG_RESULT, Status.OK, Status.WRONG_RESULT], got
     assert "left unwritten" in trials[1].error and "2048 of 4096" in trials[1].error, got
