@@ -131,3 +131,22 @@ def test_no_code_path_section_without_switches_or_with_too_many() -> None:
     assert PATHS not in refine_round(mm.space, {}, {}, history, 15, 1, False)[1].content
     many = Space([Choice(f"s{i}", options=(0, 1)) for i in range(feedback.PATH_SWITCHES + 1)])
     assert feedback.code_paths(many, [_trial(dict.fromkeys(many.names, 0), 1.0)]) == ""
+
+
+def test_a_constrained_space_is_walked_once_for_its_paths_and_its_count() -> None:
+    """The first prompt shows the valid count and the switch settings that exist: on a constrained space
+    both came from walking the cartesian product, which the prompt did twice (a 5-million-point space
+    walked twice before the first model call).  The walk for the settings now counts the space too."""
+    calls = 0
+
+    def rule(cfg: dict) -> bool:
+        nonlocal calls
+        calls += 1
+        return not (cfg["use_shmem"] and cfg["BLOCK"] == 128)
+
+    space = _space(constraints=(rule,))
+    calls = 0  # the space's construction checked its default
+    text = first_round(space, {}, {}, 25)[1].content
+    assert calls == space.cartesian_size, calls  # every point checked once: one walk
+    assert f"{space.count():,}" in text and calls == space.cartesian_size  # the count came with it
+    assert space.count() == sum(1 for _ in space.enumerate()) == space.cartesian_size * 7 // 8

@@ -307,15 +307,17 @@ class Space:
 
     # -- enumeration and sampling ---------------------------------------------------------------
     def enumerate(self) -> Iterator[Config]:
-        """All valid configs, lazily, in the cartesian order of ``params``."""
+        """All valid configs, lazily, in the cartesian order of ``params``; a walk to the end keeps their count."""
         if self._valid_cache is not None:
             yield from (dict(c) for c in self._valid_cache)
             return
-        value_lists = [p.values() for p in self.params]
-        for combo in itertools.product(*value_lists):
+        walked = 0
+        for combo in itertools.product(*(p.values() for p in self.params)):
             cfg = dict(zip(self.names, combo))
             if self.satisfies(cfg):
+                walked += 1
                 yield cfg
+        self._count = walked  # a walk to the end counted the valid set: count() need not walk it again
 
     @property
     def materialised(self) -> bool:

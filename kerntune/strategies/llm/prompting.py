@@ -78,9 +78,10 @@ def _kernel_parts(workload: dict[str, Any], opts: PromptOptions, past: Sequence[
 def first_round(space: Space, workload: dict[str, Any], device: dict[str, Any], n: int,
                 opts: PromptOptions | None = None, past: Sequence[Any] = ()) -> list[Message]:
     opts = opts or PromptOptions()
+    # before _common: where the paths walk a constrained space, that walk counts it too (one walk, not two)
+    paths = feedback.first_round_paths(space, n)
     user = template("first_round.md").substitute(
-        **_common(space, workload, device, opts), n=n, paths=feedback.first_round_paths(space, n),
-        **_kernel_parts(workload, opts, past))
+        **_common(space, workload, device, opts), n=n, paths=paths, **_kernel_parts(workload, opts, past))
     return [Message("system", template("system.md").substitute()), Message("user", user)]
 
 
