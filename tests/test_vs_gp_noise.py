@@ -54,3 +54,32 @@ def test_single_runs_hold_each_gp_run_to_the_others_and_flag_a_slower_copy() -> 
     conv = ROWS["convolution_A100"]
     loo = vs_gp.single_runs(conv, conv, same=True)["median_worst"]
     assert vs_gp.single_runs(conv, conv)["median_worst"] <= loo
+
+
+def test_results_made_apart_pool_into_one_row_of_all_their_repeats(tmp_path: Path) -> None:
+    """Acceptance 3's narrowest space is judged on more repeats than one run held, each extra repeat run
+    in a process of its own: the files pool per strategy and space, curves and per-repeat scores together,
+    and the pooled row is what one run of all those repeats would have given."""
+    vs_gp = _vs_gp()
+    gp = json.loads(CURVES.read_text())
+    row = next(r for r in gp["rows"] if r["space"] == "convolution_A100")
+    per = [0.05 * i for i in range(6)]  # the recorded file keeps curves only; any per-repeat scores pool alike
+
+    def part(lo: int, hi: int) -> Path:
+        rows = [{**row, "repeats": hi - lo, "per_repeat": per[lo:hi], "curves_over_opt": row["curves_over_opt"][lo:hi],
+                 "mean_curve_over_opt": np.mean(row["curves_over_opt"][lo:hi], axis=0).tolist()}]
+        path = tmp_path / f"part{lo}.json"
+        path.write_text(json.dumps({"rows": rows}))
+        return path
+
+    pooled = vs_gp.pooled_rows([part(0, 3), part(3, 4), part(4, 6)])
+    assert len(pooled) == 1 and pooled[0]["repeats"] == 6 and len(pooled[0]["curves_over_opt"]) == 6
+    assert pooled[0]["score"] == pytest.approx(np.mean(per[:6]))
+    assert pooled[0]["mean_curve_over_opt"] == pytest.approx(np.mean(row["curves_over_opt"][:6], axis=0))
+    assert pooled[0]["ci95"][0] < pooled[0]["score"] < pooled[0]["ci95"][1]  # its spread over all six
+    assert vs_gp.pooled_rows([part(0, 6)])[0]["score"] == row["score"]  # a single file passes through as it is
+    # a file without curves cannot be pooled: the noise bound needs every repeat's curve
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"rows": [{**row, "repeats": 1, "per_repeat": per[:1], "curves_over_opt": None}]}))
+    with pytest.raises(SystemExit, match="every repeat's curve"):
+        vs_gp.pooled_rows([part(0, 3), bare])

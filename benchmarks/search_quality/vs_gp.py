@@ -19,18 +19,28 @@ the other runs.  It says what the bound asks of a model: where the GP's own sing
 it, a run meets it only when the model's answers put it ahead of the GP's average at every budget.
 
     python benchmarks/search_quality/vs_gp.py --single benchmarks/results/search_quality/gp_200x20_curves.json
+
+Several results pool: runs of one strategy on one space made apart (``--repeats 1 --seed S`` in a
+process each, or more repeats added to an earlier run) are judged as one run of all their repeats, the
+noise bound drawn for that many (every file needs ``--curves``).
+
+    python benchmarks/search_quality/vs_gp.py first_3_repeats.json seed_3.json seed_4.json seed_5.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from kerntune.compare.metrics import spread_of  # noqa: E402
 
 
 CLASSICAL = ROOT / "benchmarks/results/search_quality/classical_200x20.json"
@@ -41,6 +51,26 @@ def gp_mean_curves(classical: Path = CLASSICAL) -> dict[str, list[float]]:
     """Per space, the GP's mean best-so-far over the optimum (time/optimum, one entry per evaluation)."""
     return {r["space"]: r["mean_curve_over_opt"] for r in json.loads(classical.read_text())["rows"]
             if r["strategy"] == "gp"}
+
+
+def pooled_rows(results: Sequence[Path]) -> list[dict[str, Any]]:
+    """The rows of one or more bench.py results, those of one strategy on one space pooled into one:
+    their repeats' curves and scores together (the score's spread recomputed over all of them)."""
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for path in results:
+        for r in json.loads(path.read_text())["rows"]:
+            by.setdefault((r["space"], r["strategy"]), []).append(r)
+    out = []
+    for (space, strategy), rows in by.items():
+        if len(rows) == 1:
+            out.append(rows[0])
+            continue
+        curves = [c for r in rows for c in r.get("curves_over_opt") or []]
+        if len(curves) != sum(r["repeats"] for r in rows):
+            raise SystemExit(f"{space} / {strategy}: pooling needs every repeat's curve (bench.py --curves in every run)")
+        out.append({**rows[0], **spread_of([x for r in rows for x in r["per_repeat"]]).to_dict(),
+                    "mean_curve_over_opt": np.mean(curves, axis=0).tolist(), "curves_over_opt": curves})
+    return out
 
 
 def worst_vs(curve: Sequence[float], ref: Sequence[float]) -> tuple[float, int]:
@@ -121,7 +151,7 @@ def main_single(result: Path, gp_curves: Path, out: Path | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("result", type=Path)
+    ap.add_argument("result", type=Path, nargs="+", help="bench.py results; rows of one strategy and space pool")
     ap.add_argument("--classical", type=Path, default=CLASSICAL)
     ap.add_argument("--gp-curves", type=Path, default=GP_CURVES)
     ap.add_argument("--single", action="store_true",
@@ -129,13 +159,15 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="with --single: write the rows as JSON here")
     a = ap.parse_args()
     if a.single:
-        main_single(a.result, a.gp_curves, a.out)
+        if len(a.result) > 1:
+            ap.error("--single reads one result")
+        main_single(a.result[0], a.gp_curves, a.out)
         return
     gp = gp_mean_curves(a.classical)
     gp_rows = {r["space"]: r for r in json.loads(a.gp_curves.read_text())["rows"]} if a.gp_curves.exists() else {}
     print("| space | score (repeats) [95% CI] | worst vs GP mean (25-200) | worst vs the re-run GP's mean, repeats' best/optimum there (GP mean) "
           "| noise bound (95%) for this many repeats | behind beyond noise |\n| --- | --- | --- | --- | --- | --- |")
-    for r in json.loads(a.result.read_text())["rows"]:
+    for r in pooled_rows(a.result):
         worst, at = worst_vs(r["mean_curve_over_opt"], gp[r["space"]])
         cells = "(no per-repeat curves: `bench.py --curves`) | | "
         ref = gp_rows.get(r["space"], {}).get("curves_over_opt")

@@ -175,6 +175,13 @@ def score_spread(curves: Sequence[np.ndarray], ref: Reference, budget: int, resa
         return ScoreSpread(nan, nan, nan, nan, len(curves), tuple(nan for _ in curves))
     padded = np.array([_pad(c, cutoff, ref.worst) for c in curves])
     per = np.mean((expect[mask] - padded[:, mask]) / denom[mask], axis=1)
+    return spread_of(per, resamples, seed, level)
+
+
+def spread_of(per_repeat: Sequence[float], resamples: int = 2000, seed: int = 0, level: float = 0.95) -> ScoreSpread:
+    """The score and spread of these per-repeat scores (``score_spread``'s second half): runs of one
+    strategy on one space made apart, at other seeds, pool into one score by their repeats' scores."""
+    per = np.asarray(per_repeat, dtype=float)
     score = float(per.mean()) if len(per) else 0.0
     n = len(per)
     if n < 2:
