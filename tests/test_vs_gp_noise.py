@@ -77,6 +77,7 @@ def test_results_made_apart_pool_into_one_row_of_all_their_repeats(tmp_path: Pat
     assert pooled[0]["score"] == pytest.approx(np.mean(per[:6]))
     assert pooled[0]["mean_curve_over_opt"] == pytest.approx(np.mean(row["curves_over_opt"][:6], axis=0))
     assert pooled[0]["ci95"][0] < pooled[0]["score"] < pooled[0]["ci95"][1]  # its spread over all six
+    assert pooled[0]["per_repeat"] == per and "best_over_opt_at" not in pooled[0]  # no field left from one file
     assert vs_gp.pooled_rows([part(0, 6)])[0]["score"] == row["score"]  # a single file passes through as it is
     # a file without curves cannot be pooled: the noise bound needs every repeat's curve
     bare = tmp_path / "bare.json"

@@ -68,7 +68,9 @@ def pooled_rows(results: Sequence[Path]) -> list[dict[str, Any]]:
         curves = [c for r in rows for c in r.get("curves_over_opt") or []]
         if len(curves) != sum(r["repeats"] for r in rows):
             raise SystemExit(f"{space} / {strategy}: pooling needs every repeat's curve (bench.py --curves in every run)")
-        out.append({**rows[0], **spread_of([x for r in rows for x in r["per_repeat"]]).to_dict(),
+        per = [x for r in rows for x in r["per_repeat"]]
+        # only what pooling recomputes: the first file's checkpoints, stop reasons and wall time are not all runs'
+        out.append({"space": space, "strategy": strategy, **spread_of(per).to_dict(), "per_repeat": per,
                     "mean_curve_over_opt": np.mean(curves, axis=0).tolist(), "curves_over_opt": curves})
     return out
 
