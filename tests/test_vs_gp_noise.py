@@ -84,3 +84,15 @@ def test_results_made_apart_pool_into_one_row_of_all_their_repeats(tmp_path: Pat
     bare.write_text(json.dumps({"rows": [{**row, "repeats": 1, "per_repeat": per[:1], "curves_over_opt": None}]}))
     with pytest.raises(SystemExit, match="every repeat's curve"):
         vs_gp.pooled_rows([part(0, 3), bare])
+
+
+def test_against_alone_judges_the_runs_without_the_model_the_same_way() -> None:
+    """``--alone``: the runs without the model, drawn as many at a time, go through the same noise test, and
+    run by run at the same seed the model's run is compared at its worst budget: a copy 1.4x slower is lower
+    at every seed, and the runs themselves are mostly within the bound."""
+    vs_gp = _vs_gp()
+    runs = ROWS["matmul_4096_h100"]
+    got = vs_gp.against_alone((np.asarray(runs[:3]) * 1.4).tolist(), runs[:10], runs, draws=20)
+    assert got["same_seed_lower_higher_same"] == [3, 0, 0]
+    assert got["mean_best_over_opt"] == pytest.approx(got["alone_mean_best_over_opt"] / 1.4, rel=0.2)
+    assert got["alone_share_beyond"] <= 0.2 and 24 < got["at"] <= 200

@@ -132,6 +132,26 @@ def single_runs(curves: Sequence[Sequence[float]], ref_curves: Sequence[Sequence
             "tol": tol, "median_worst": float(np.median(ws)), "worst_per_run": [[round(w, 4), at] for w, at in worst]}
 
 
+def against_alone(curves: Sequence[Sequence[float]], alone: Sequence[Sequence[float]], ref_curves: Sequence[Sequence[float]],
+                  draws: int = 60, seed: int = 1) -> dict[str, Any]:
+    """Whether the strategy without the model would be judged so too: ``draws`` times as many of ``alone``'s
+    runs as ``curves`` holds are drawn and put through ``gp_noise`` (500 GP draws each); the share beyond
+    the bound and the median worst ratio.  Also both means' best/optimum at ``curves``' worst budget, and
+    run by run (the same seeds: repeat i of each) lower / higher / the same there."""
+    a, b = np.asarray(curves, dtype=float), np.asarray(alone, dtype=float)
+    at = gp_noise(curves, ref_curves)["at"] - 1
+    rng = np.random.default_rng(seed)
+    picks = [rng.choice(len(b), size=len(a), replace=False) for _ in range(draws)]
+    judged = [gp_noise(b[p].tolist(), ref_curves, draws=500, seed=i) for i, p in enumerate(picks)]
+    n = min(len(a), len(b))
+    diff = 1 / a[:n, at] - 1 / b[:n, at]
+    # "mean" as gp_noise's GP mean: the optimum over the runs' mean time (not the mean of their ratios)
+    return {"at": at + 1, "mean_best_over_opt": float(1 / a[:, at].mean()), "alone_mean_best_over_opt": float(1 / b[:, at].mean()),
+            "alone_share_beyond": float(np.mean([j["behind_beyond_noise"] for j in judged])),
+            "alone_median_worst": float(np.median([j["worst"] for j in judged])),
+            "same_seed_lower_higher_same": [int(np.sum(diff < 0)), int(np.sum(diff > 0)), int(np.sum(diff == 0))]}
+
+
 def main_single(result: Path, gp_curves: Path, out: Path | None) -> None:
     data = json.loads(result.read_text())
     gp_rows = {r["space"]: r["curves_over_opt"] for r in json.loads(gp_curves.read_text())["rows"]}
@@ -159,6 +179,8 @@ def main() -> None:
     ap.add_argument("--single", action="store_true",
                     help="share of single runs within 2%% of the GP's mean at every budget 25-200 (acceptance 2's bound)")
     ap.add_argument("--out", type=Path, help="with --single: write the rows as JSON here")
+    ap.add_argument("--alone", type=Path, help="a result with curves of the strategy without the model (repeat i at "
+                    "the same seed as the result's): judged the same way, as many runs at a time")
     a = ap.parse_args()
     if a.single:
         if len(a.result) > 1:
@@ -180,6 +202,10 @@ def main() -> None:
                      f"{'yes' if nz['behind_beyond_noise'] else 'no'} ({nz['share_of_gp_draws_as_far_behind']:.1%} of GP draws as far behind)")
         print(f"| {r['space']} | {r['score']:.2f} ({r['repeats']}) [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] | "
               f"{worst:.3f} at {at} | {cells} |")
+        alone = {(x["space"], x["strategy"]): x for x in pooled_rows([a.alone])} if a.alone else {}
+        if r.get("curves_over_opt") and ref and alone.get((r["space"], r["strategy"]), {}).get("curves_over_opt"):
+            print(json.dumps({"space": r["space"], "against_alone": against_alone(
+                r["curves_over_opt"], alone[(r["space"], r["strategy"])]["curves_over_opt"], ref)}))
 
 
 if __name__ == "__main__":
